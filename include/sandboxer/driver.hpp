@@ -1,0 +1,154 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandboxer/clock.hpp>
+
+namespace sandboxer {
+
+using Labels = std::map<std::string, std::string>;
+
+// What a driver can do. The core refuses an unsupported verb from here, before any backend call,
+// with "not supported by driver X".
+struct Capabilities {
+  bool snapshot = false;      // snapshot + restore (a new sandbox from a snapshot)
+  bool exec = false;          // run a command inside the sandbox
+  bool native_ttl = false;    // the backend keeps its own deadline; extend() moves it
+  bool list_by_label = false; // list_remote() finds resources by ownership label
+};
+
+// Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
+// ("/memory"); the core turns it into "file:line:col: driver.docker.memory: ...".
+class SpecError : public std::runtime_error {
+public:
+  SpecError(std::string pointer, const std::string& message)
+      : std::runtime_error(message), m_pointer(std::move(pointer)) {}
+  const std::string& pointer() const { return m_pointer; }
+
+private:
+  std::string m_pointer;
+};
+
+// Checks that `section` holds only `allowed` keys; throws SpecError naming the first unknown key
+// with a did-you-mean. Every driver's parse_spec starts with this.
+void check_keys(const nlohmann::json& section, const std::vector<std::string>& allowed,
+                const std::string& pointer_prefix = "");
+
+// A sandbox as a driver sees it: its ids, its stored spec, and what create() returned.
+struct SandboxHandle {
+  std::string sandbox_id; // sbx-...
+  std::string backend_id; // the backend's own id (container id, directory, ...)
+  nlohmann::json spec;    // the driver's normalized spec, as stored in the ledger
+  nlohmann::json info;    // CreateResult::info, as stored in the ledger
+};
+
+struct CreateRequest {
+  std::string sandbox_id;
+  std::string name; // unique per ledger; the sandbox id when none was given
+  Labels labels;    // ownership labels to put on the backend resource (sandboxer.id, ...)
+  std::map<std::string, std::string> env;
+  std::optional<TimePoint> expires_at;     // for drivers with native TTL
+  std::optional<std::string> from_snapshot; // SnapshotResult::backend_ref, for restore
+};
+
+struct CreateResult {
+  std::string backend_id;
+  nlohmann::json info = nlohmann::json::object(); // driver-private, public, no secrets
+};
+
+struct SnapshotResult {
+  std::string backend_ref; // image tag, snapshot directory, ...
+  std::optional<std::uint64_t> size_bytes;
+};
+
+struct BackendStatus {
+  enum class State { running, stopped, paused, missing, unknown };
+  State state = State::unknown;
+  std::string detail; // the backend's own words
+};
+const char* to_string(BackendStatus::State state);
+
+// A backend resource found by list_remote().
+struct RemoteResource {
+  std::string backend_id;
+  Labels labels;
+  std::string state; // the backend's own word
+};
+
+struct ExecRequest {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> workdir;
+  bool attach_stdin = false;
+  bool tty = false;
+};
+
+// Where exec output goes. The driver never prints: it hands bytes to this sink.
+class ExecIo {
+public:
+  virtual ~ExecIo() = default;
+  virtual void out(std::string_view bytes) = 0;
+  virtual void err(std::string_view bytes) = 0;
+  // A readable fd for the command's stdin when ExecRequest::attach_stdin, else -1.
+  virtual int stdin_fd() const { return -1; }
+};
+
+// Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
+class Progress {
+public:
+  virtual ~Progress() = default;
+  virtual void update(std::string_view what) = 0;
+};
+
+// What the core hands to DriverFactory::open. Secrets are resolved values, in memory only.
+struct DriverContext {
+  std::filesystem::path data_dir; // scratch space of this driver, created by the core
+  const Clock* clock = nullptr;
+  Progress* progress = nullptr;   // never null
+  std::map<std::string, std::string> secrets;
+};
+
+// The live half of a driver, bound to one spec. Every failure is a DriverError; a resource that is
+// already gone is DriverError::Kind::not_found. Drivers never read the ledger, print or exit.
+class Driver {
+public:
+  virtual ~Driver() = default;
+  virtual CreateResult create(const CreateRequest& request) = 0;
+  virtual void destroy(const SandboxHandle& sandbox) = 0;
+  virtual BackendStatus status(const SandboxHandle& sandbox) = 0;
+  virtual SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name);
+  virtual void delete_snapshot(const std::string& backend_ref);
+  // Returns the command's exit status (128+N when killed by signal N).
+  virtual int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io);
+  // Moves the backend's own deadline (Capabilities::native_ttl).
+  virtual void extend(const SandboxHandle& sandbox, TimePoint new_deadline);
+  // Every resource whose labels include all of `selector`.
+  virtual std::vector<RemoteResource> list_remote(const Labels& selector);
+
+protected:
+  [[noreturn]] void unsupported(std::string_view driver, std::string_view verb) const;
+};
+
+// The stateless half of a driver: its name, documentation, capabilities and schema.
+class DriverFactory {
+public:
+  virtual ~DriverFactory() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view doc() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  // Validates the profile's `<driver>:` section and returns it normalized (defaults filled in),
+  // which is what the ledger stores. Throws SpecError.
+  virtual nlohmann::json parse_spec(const nlohmann::json& section) const = 0;
+  virtual std::unique_ptr<Driver> open(const nlohmann::json& spec,
+                                       const DriverContext& context) const = 0;
+};
+
+} // namespace sandboxer

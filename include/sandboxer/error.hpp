@@ -1,0 +1,89 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace sandboxer {
+
+// The process exit codes, documented in docs/exit-codes.md. Scripts depend on these numbers: never
+// renumber one.
+enum class ExitCode : int {
+  ok = 0,
+  runtime = 1,      // unexpected runtime failure (I/O, corrupt ledger, ...)
+  usage = 2,        // bad command line or invalid profile
+  not_found = 3,    // no such sandbox, snapshot or profile
+  backend = 4,      // the driver's backend failed or refused
+  lock_timeout = 5, // the ledger (or reaper) lock was not acquired in time
+  partial = 6,      // some of several operations failed
+  policy = 7,       // refused by policy (TTL cap, max-destroy, ...)
+  interrupted = 130 // SIGINT
+};
+
+// Base of every error the user sees. `main` prints "sandboxer: error: <what()>" and exits with
+// `code()`. Messages say what failed, on which sandbox/profile/file, and what to do about it.
+class Error : public std::runtime_error {
+public:
+  Error(ExitCode code, const std::string& message) : std::runtime_error(message), m_code(code) {}
+  ExitCode code() const { return m_code; }
+
+private:
+  ExitCode m_code;
+};
+
+// A bad command line. `main` adds "Try 'sandboxer <cmd> --help'".
+class UsageError : public Error {
+public:
+  explicit UsageError(const std::string& message) : Error(ExitCode::usage, message) {}
+};
+
+// An invalid profile; the message starts with "file:line:col: ".
+class ProfileError : public Error {
+public:
+  explicit ProfileError(const std::string& message) : Error(ExitCode::usage, message) {}
+};
+
+// A missing sandbox, snapshot or profile.
+class NotFoundError : public Error {
+public:
+  explicit NotFoundError(const std::string& message) : Error(ExitCode::not_found, message) {}
+};
+
+// The ledger cannot be read or written (corrupt, unreadable, newer schema, ...).
+class LedgerError : public Error {
+public:
+  explicit LedgerError(const std::string& message) : Error(ExitCode::runtime, message) {}
+};
+
+// A lock (ledger or reaper) was not acquired within its bounded wait.
+class LockTimeoutError : public Error {
+public:
+  explicit LockTimeoutError(const std::string& message) : Error(ExitCode::lock_timeout, message) {}
+};
+
+// A request refused by policy: a TTL beyond the cap, a reap beyond --max-destroy, ...
+class PolicyError : public Error {
+public:
+  explicit PolicyError(const std::string& message) : Error(ExitCode::policy, message) {}
+};
+
+// What a driver reports when its backend fails. `kind` lets the core decide (a not_found on destroy
+// counts as destroyed, unsupported is a capability gap, ...).
+class DriverError : public Error {
+public:
+  enum class Kind { error, timeout, auth, not_found, unsupported, conflict, invalid_spec };
+
+  DriverError(Kind kind, const std::string& message)
+      : Error(kind == Kind::not_found      ? ExitCode::not_found
+              : kind == Kind::invalid_spec ? ExitCode::usage
+                                           : ExitCode::backend,
+              message),
+        m_kind(kind) {}
+  Kind kind() const { return m_kind; }
+
+private:
+  Kind m_kind;
+};
+
+const char* to_string(DriverError::Kind kind);
+
+} // namespace sandboxer

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandboxer/duration.hpp>
+
+namespace sandboxer {
+
+// Where a secret's value comes from. Profiles hold references only, never values.
+struct SecretRef {
+  enum class Kind { env, file };
+  Kind kind = Kind::env;
+  std::string source; // the variable name, or the file path (with ~ expanded)
+};
+
+// The TTL policy of a profile. `none` is set only by an explicit `ttl: none`.
+struct TtlPolicy {
+  bool none = false;
+  std::optional<Seconds> default_ttl;
+  std::optional<Seconds> max_ttl;
+};
+
+// A fully resolved profile: `extends` merged, variables expanded, common fields checked. The
+// driver's own section is left as JSON for the driver to bind (drivers never see YAML).
+struct Profile {
+  std::string name;
+  std::filesystem::path path; // the file named or found; its `extends` parents are in `chain`
+  std::vector<std::filesystem::path> chain;
+  std::string driver;
+  TtlPolicy ttl;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> env;
+  std::map<std::string, SecretRef> secrets;
+  nlohmann::json events = nlohmann::json::array(); // sink definitions, interpreted by the events issue
+  nlohmann::json driver_spec = nlohmann::json::object(); // the `<driver>:` section
+  nlohmann::json resolved;  // the whole merged document, secrets as references
+  std::string hash;         // "sha256:<hex>" of `resolved`, canonical form
+
+  // The place in the YAML a JSON pointer into `resolved` came from ("profiles/ci.yaml:12:5"), or the
+  // file's path when unknown. Used to prefix driver schema errors.
+  std::string location_of(const std::string& json_pointer) const;
+  std::map<std::string, std::string> locations; // json pointer -> "file:line:col"
+};
+
+// The directories searched for a profile by name, in order: --profiles-dir, $SANDBOXER_PROFILES,
+// ./profiles, $XDG_CONFIG_HOME/sandboxer/profiles (or ~/.config/...), /etc/sandboxer/profiles.
+std::vector<std::filesystem::path> profile_search_path(const std::optional<std::string>& cli_dir);
+
+// Finds `name_or_path`: a value containing '/' or ending in .yaml/.yml is a file; otherwise
+// <dir>/<name>.yaml (or .yml) in each directory of `search`. Throws NotFoundError listing where it
+// looked.
+std::filesystem::path find_profile(const std::string& name_or_path,
+                                   const std::vector<std::filesystem::path>& search);
+
+// Loads, merges (`extends`, multi-level, cycles are errors), expands ${VAR} / ${VAR:-default} and
+// checks the common fields. Unknown keys, bad durations and missing variables throw ProfileError
+// with "file:line:col: " in front. The driver's section is checked later by the driver itself
+// (see check_profile_driver in registry.hpp).
+Profile load_profile(const std::filesystem::path& file,
+                     const std::vector<std::filesystem::path>& search);
+
+// Every profile file in the search path (first one wins on duplicate names), as (name, path).
+std::vector<std::pair<std::string, std::filesystem::path>>
+list_profiles(const std::vector<std::filesystem::path>& search);
+
+// "did you mean 'x'?" helper shared by every "unknown ..." message: the closest candidate within
+// an edit distance of 2 (or a third of the word), if any.
+std::optional<std::string> closest_match(const std::string& word,
+                                         const std::vector<std::string>& candidates);
+
+} // namespace sandboxer
