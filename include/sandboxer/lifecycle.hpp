@@ -88,18 +88,29 @@ public:
   // The live record of `id_or_name`, or NotFoundError.
   SandboxRecord get(const std::string& id_or_name) const;
 
+  // Where drivers report progress of long operations; by default nowhere.
+  void set_progress(Progress* progress) { m_progress = progress; }
+
 private:
-  struct Opened;
+  struct Opened {
+    const DriverFactory* factory = nullptr;
+    std::unique_ptr<Driver> driver;
+  };
   Opened open_driver(const SandboxRecord& record) const;
-  SandboxRecord record_outcome(const std::string& id,
-                               const std::function<void(SandboxRecord&)>& change);
-  CreateOutcome run_create(SandboxRecord record, const std::optional<std::string>& from_snapshot,
+  // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
+  SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
+  CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
+                           const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);
+  void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
+                   State intent);
+  void emit_since(const SandboxRecord& record, size_t first_new_entry);
 
   const Ledger& m_ledger;
   const Clock& m_clock;
   EventHook& m_events;
   std::string m_actor;
+  Progress* m_progress = nullptr;
 };
 
 } // namespace sandboxer

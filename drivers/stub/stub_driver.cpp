@@ -1,0 +1,336 @@
+#include "drivers/stub/stub_driver.hpp"
+
+#include <sandboxer/duration.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/proc.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace sandboxer::drivers::stub {
+namespace fs = std::filesystem;
+namespace {
+
+const std::vector<std::string> k_ops = {"create", "destroy", "status", "snapshot", "exec"};
+
+struct Spec {
+  std::optional<std::string> root;
+  std::map<std::string, std::chrono::milliseconds> latency;
+  std::map<std::string, long> fail; // op -> the Nth call fails; 0 means every call
+};
+
+std::optional<std::chrono::milliseconds> parse_latency(const std::string& text) {
+  if (text.size() > 2 && text.ends_with("ms")) {
+    try {
+      size_t used = 0;
+      long ms = std::stol(text.substr(0, text.size() - 2), &used);
+      if (used == text.size() - 2 && ms >= 0) {
+        return std::chrono::milliseconds(ms);
+      }
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  }
+  if (auto d = parse_duration(text)) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
+  return std::nullopt;
+}
+
+Spec bind(const nlohmann::json& section) {
+  check_keys(section, {"root", "latency", "fail"});
+  Spec spec;
+  if (section.contains("root")) {
+    if (!section["root"].is_string() || section["root"].get<std::string>().empty()) {
+      throw SpecError("/root", "expected a directory path");
+    }
+    spec.root = section["root"].get<std::string>();
+  }
+  if (section.contains("latency")) {
+    check_keys(section["latency"], k_ops, "/latency");
+    for (const auto& [op, value] : section["latency"].items()) {
+      auto ms = value.is_string() ? parse_latency(value.get<std::string>()) : std::nullopt;
+      if (!ms) {
+        throw SpecError("/latency/" + op, "invalid latency (use 250ms, 2s, 1m)");
+      }
+      spec.latency[op] = *ms;
+    }
+  }
+  if (section.contains("fail")) {
+    check_keys(section["fail"], k_ops, "/fail");
+    for (const auto& [op, value] : section["fail"].items()) {
+      if (value.is_string() && value.get<std::string>() == "always") {
+        spec.fail[op] = 0;
+      } else if (value.is_number_integer() && value.get<long>() >= 1) {
+        spec.fail[op] = value.get<long>();
+      } else {
+        throw SpecError("/fail/" + op, "expected a call number >= 1 or \"always\"");
+      }
+    }
+  }
+  return spec;
+}
+
+nlohmann::json to_json(const Spec& spec) {
+  nlohmann::json j = nlohmann::json::object();
+  if (spec.root) {
+    j["root"] = *spec.root;
+  }
+  for (const auto& [op, ms] : spec.latency) {
+    j["latency"][op] = fmt::format("{}ms", ms.count());
+  }
+  for (const auto& [op, n] : spec.fail) {
+    j["fail"][op] = n == 0 ? nlohmann::json("always") : nlohmann::json(n);
+  }
+  return j;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+[[noreturn]] void io_failure(const std::string& what, const fs::path& path, const std::error_code& ec) {
+  throw DriverError(DriverError::Kind::error,
+                    fmt::format("stub: cannot {} {}: {}", what, path.string(), ec.message()));
+}
+
+class StubDriver : public Driver {
+public:
+  StubDriver(Spec spec, fs::path root) : m_spec(std::move(spec)), m_root(std::move(root)) {
+    std::error_code ec;
+    for (const char* dir : {"sandboxes", "snapshots", "calls"}) {
+      fs::create_directories(m_root / dir, ec);
+      if (ec) {
+        io_failure("create", m_root / dir, ec);
+      }
+    }
+  }
+
+  CreateResult create(const CreateRequest& request) override {
+    enter("create");
+    fs::path final_dir = sandbox_dir(request.sandbox_id);
+    fs::path staging = m_root / "sandboxes" / (".staging-" + request.sandbox_id);
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging / "fs", ec);
+    if (ec) {
+      io_failure("create", staging, ec);
+    }
+    if (request.from_snapshot) {
+      fs::path source = m_root / "snapshots" / *request.from_snapshot;
+      if (!fs::is_directory(source)) {
+        throw DriverError(DriverError::Kind::not_found,
+                          fmt::format("stub: snapshot {} does not exist", *request.from_snapshot));
+      }
+      fs::copy(source, staging / "fs", fs::copy_options::recursive, ec);
+      if (ec) {
+        io_failure("copy snapshot into", staging, ec);
+      }
+    }
+    nlohmann::json meta = {{"name", request.name}, {"labels", request.labels}, {"env", request.env}};
+    std::ofstream(staging / "meta.json") << meta.dump() << "\n";
+    // A rename makes the sandbox appear whole or not at all, even if this process is killed.
+    fs::rename(staging, final_dir, ec);
+    if (ec) {
+      io_failure("create", final_dir, ec);
+    }
+    return {request.sandbox_id, {{"path", (final_dir / "fs").string()}}};
+  }
+
+  void destroy(const SandboxHandle& sandbox) override {
+    enter("destroy");
+    fs::path dir = sandbox_dir(sandbox.backend_id);
+    if (!fs::exists(dir)) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) {
+      io_failure("remove", dir, ec);
+    }
+  }
+
+  BackendStatus status(const SandboxHandle& sandbox) override {
+    enter("status");
+    if (fs::is_directory(sandbox_dir(sandbox.backend_id))) {
+      return {BackendStatus::State::running, "directory present"};
+    }
+    return {BackendStatus::State::missing, "directory absent"};
+  }
+
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name) override {
+    enter("snapshot");
+    fs::path source = sandbox_dir(sandbox.backend_id) / "fs";
+    if (!fs::is_directory(source)) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    std::string ref = sandbox.backend_id + "-" + name;
+    fs::path target = m_root / "snapshots" / ref;
+    std::error_code ec;
+    fs::remove_all(target, ec);
+    fs::copy(source, target, fs::copy_options::recursive, ec);
+    if (ec) {
+      io_failure("copy", target, ec);
+    }
+    std::uint64_t size = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(target)) {
+      if (entry.is_regular_file()) {
+        size += entry.file_size();
+      }
+    }
+    return {ref, size};
+  }
+
+  void delete_snapshot(const std::string& backend_ref) override {
+    std::error_code ec;
+    fs::remove_all(m_root / "snapshots" / backend_ref, ec);
+    if (ec) {
+      io_failure("remove", m_root / "snapshots" / backend_ref, ec);
+    }
+  }
+
+  int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
+    enter("exec");
+    fs::path dir = sandbox_dir(sandbox.backend_id);
+    if (!fs::is_directory(dir)) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    auto meta = nlohmann::json::parse(read_text(dir / "meta.json"), nullptr, false);
+    proc::Command command;
+    command.argv = request.argv;
+    if (meta.is_object() && meta["env"].is_object()) {
+      command.env_set = meta["env"].get<std::map<std::string, std::string>>();
+    }
+    for (const auto& [key, value] : request.env) {
+      command.env_set[key] = value;
+    }
+    command.env_set["SANDBOXER_ID"] = sandbox.sandbox_id;
+    command.cwd = dir / "fs";
+    if (request.workdir) {
+      command.cwd = *command.cwd / fs::path(*request.workdir).relative_path();
+    }
+    command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
+    command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };
+    command.on_stderr = [&](std::string_view bytes) { io.err(bytes); };
+    try {
+      return proc::run(command).status();
+    } catch (const Error& e) {
+      // What a shell does when the program is missing.
+      io.err(fmt::format("{}\n", e.what()));
+      return 127;
+    }
+  }
+
+  std::vector<RemoteResource> list_remote(const Labels& selector) override {
+    std::vector<RemoteResource> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(m_root / "sandboxes", ec)) {
+      if (entry.path().filename().string().starts_with(".")) {
+        continue;
+      }
+      auto meta = nlohmann::json::parse(read_text(entry.path() / "meta.json"), nullptr, false);
+      if (!meta.is_object() || !meta["labels"].is_object()) {
+        continue;
+      }
+      auto labels = meta["labels"].get<Labels>();
+      bool matches = std::all_of(selector.begin(), selector.end(), [&](const auto& kv) {
+        auto it = labels.find(kv.first);
+        return it != labels.end() && it->second == kv.second;
+      });
+      if (matches) {
+        found.push_back({entry.path().filename().string(), labels, "running"});
+      }
+    }
+    return found;
+  }
+
+private:
+  fs::path sandbox_dir(const std::string& backend_id) const {
+    if (backend_id.empty() || backend_id.find('/') != std::string::npos || backend_id[0] == '.') {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: invalid backend id \"{}\"", backend_id));
+    }
+    return m_root / "sandboxes" / backend_id;
+  }
+
+  // Applies the injected latency and failure of `op`. The call counter lives in a file under the
+  // root so that "the Nth create fails" holds across processes.
+  void enter(const std::string& op) {
+    if (auto it = m_spec.latency.find(op); it != m_spec.latency.end()) {
+      std::this_thread::sleep_for(it->second);
+    }
+    auto fail = m_spec.fail.find(op);
+    if (fail == m_spec.fail.end()) {
+      return;
+    }
+    long call = next_call_number(op);
+    if (fail->second == 0 || call == fail->second) {
+      throw DriverError(DriverError::Kind::error,
+                        fmt::format("stub: injected failure of {} (call #{})", op, call));
+    }
+  }
+
+  long next_call_number(const std::string& op) {
+    fs::path path = m_root / "calls" / op;
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      io_failure("open", path, std::error_code(errno, std::generic_category()));
+    }
+    flock(fd, LOCK_EX);
+    char buffer[32] = {};
+    ssize_t n = pread(fd, buffer, sizeof buffer - 1, 0);
+    long call = (n > 0 ? std::atol(buffer) : 0) + 1;
+    std::string text = std::to_string(call);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text.data(), text.size(), 0) < 0) {
+      close(fd);
+      io_failure("write", path, std::error_code(errno, std::generic_category()));
+    }
+    close(fd);
+    return call;
+  }
+
+  Spec m_spec;
+  fs::path m_root;
+};
+
+class StubFactory : public DriverFactory {
+public:
+  std::string_view name() const override { return "stub"; }
+  std::string_view doc() const override {
+    return "local directories with injectable latency and faults (for testing the core)";
+  }
+  Capabilities capabilities() const override {
+    return {.snapshot = true, .exec = true, .native_ttl = false, .list_by_label = true};
+  }
+  nlohmann::json parse_spec(const nlohmann::json& section) const override {
+    return to_json(bind(section));
+  }
+  std::unique_ptr<Driver> open(const nlohmann::json& spec,
+                               const DriverContext& context) const override {
+    Spec bound = bind(spec);
+    fs::path root = bound.root ? fs::path(*bound.root) : context.data_dir;
+    return std::make_unique<StubDriver>(std::move(bound), root);
+  }
+};
+
+} // namespace
+
+const DriverFactory& stub_factory() {
+  static const StubFactory factory;
+  return factory;
+}
+
+} // namespace sandboxer::drivers::stub

@@ -1,0 +1,14 @@
+#pragma once
+
+#include <sandboxer/ledger.hpp>
+
+namespace sandboxer {
+
+// Who is running this process: $USER (or the passwd entry), the host name, the pid, and the CI
+// variables that are set (CI_JOB_ID, CI_PIPELINE_ID, GITHUB_RUN_ID, GITHUB_REPOSITORY, ...).
+Owner current_owner();
+
+// "alice@build-7 pid 4242", with " ci GITHUB_RUN_ID=42" when a CI job id is known.
+std::string describe(const Owner& owner);
+
+} // namespace sandboxer

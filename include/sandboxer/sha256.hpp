@@ -1,0 +1,11 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sandboxer {
+
+// The SHA-256 digest of `data` as 64 lowercase hex digits.
+std::string sha256_hex(std::string_view data);
+
+} // namespace sandboxer

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what sandboxer builds and tests with, from Debian 12's packages only.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev
+  libgtest-dev libgmock-dev
+  jq python3 util-linux procps
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

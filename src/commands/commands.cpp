@@ -1,0 +1,77 @@
+#include "commands/commands.hpp"
+
+#include <sandboxer/log.hpp>
+#include <sandboxer/owner.hpp>
+#include <sandboxer/profile.hpp>
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace sandboxer::commands {
+namespace {
+
+// Until the events issue plugs in its outbox, transitions are logged at debug level.
+class LogEventHook : public EventHook {
+public:
+  void on_transition(const SandboxRecord& record, const HistoryEntry& entry) override {
+    spdlog::debug("event: {} {} -> {} ({})", record.id,
+                  entry.from ? to_string(*entry.from) : "none", to_string(entry.to), entry.reason);
+  }
+};
+
+} // namespace
+
+std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir) {
+  if (cli_dir && !cli_dir->empty()) {
+    return *cli_dir;
+  }
+  if (const char* env = std::getenv("SANDBOXER_STATE_DIR"); env && *env) {
+    return env;
+  }
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
+    return std::filesystem::path(xdg) / "sandboxer";
+  }
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".local/state/sandboxer";
+}
+
+Seconds duration_option(const std::string& option, const std::string& text) {
+  auto parsed = parse_duration(text);
+  if (!parsed) {
+    throw UsageError(
+        fmt::format("{}: invalid duration \"{}\" (use 90s, 15m, 2h, 1d, 1h30m)", option, text));
+  }
+  return *parsed;
+}
+
+Context::Context(const GlobalOptions& global)
+    : m_global(global), m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
+      m_clock(system_clock()), m_events(std::make_unique<LogEventHook>()),
+      m_engine(m_ledger, m_clock, *m_events, describe(current_owner())),
+      m_out(parse_format(global.output), global.quiet) {}
+
+std::vector<std::filesystem::path> Context::profile_search_path() const {
+  return sandboxer::profile_search_path(m_global.profiles_dir);
+}
+
+const std::vector<CommandEntry>& all_commands() {
+  static const std::vector<CommandEntry> table = {
+      {"create", "Create a sandbox from a profile", &setup_create},
+      {"destroy", "Destroy sandboxes (their records stay as history)", &setup_destroy},
+      {"list", "List sandboxes in the ledger", &setup_list},
+      {"status", "Show a sandbox: its record, backend state and history", &setup_status},
+      {"exec", "Run a command inside a sandbox", &setup_exec},
+      {"snapshot", "Snapshot a running sandbox", &setup_snapshot},
+      {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots},
+      {"restore", "Create a new sandbox from a snapshot", &setup_restore},
+      {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend},
+      {"reap", "Destroy every expired sandbox (for cron)", &setup_reap},
+      {"profiles", "List, show and validate profiles", &setup_profiles},
+      {"drivers", "List the compiled-in drivers and their capabilities", &setup_drivers},
+      {"version", "Print the version and the drivers", &setup_version},
+  };
+  return table;
+}
+
+} // namespace sandboxer::commands

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/clock.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/ledger.hpp>
+#include <sandboxer/lifecycle.hpp>
+
+#include "commands/output.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace sandboxer::commands {
+
+// Options shared by every subcommand (nix's MixJSON and friends).
+struct GlobalOptions {
+  std::optional<std::string> state_dir;
+  std::optional<std::string> profiles_dir;
+  std::string output = "table";
+  bool quiet = false;
+  int verbose = 0;
+  std::optional<std::string> log_level;
+  int lock_timeout_s = 30;
+};
+
+// What a running subcommand works with: built once in main after parsing.
+class Context {
+public:
+  explicit Context(const GlobalOptions& global);
+  const GlobalOptions& global() const { return m_global; }
+  const Ledger& ledger() const { return m_ledger; }
+  Engine& engine() { return m_engine; }
+  const Clock& clock() const { return m_clock; }
+  Output& out() { return m_out; }
+  std::vector<std::filesystem::path> profile_search_path() const;
+
+private:
+  GlobalOptions m_global;
+  Ledger m_ledger;
+  const Clock& m_clock;
+  std::unique_ptr<EventHook> m_events;
+  Engine m_engine;
+  Output m_out;
+};
+
+using Runner = std::function<ExitCode(Context&)>;
+
+// One subcommand: `setup` adds its options to `app` and sets `runner` to the function that runs it
+// with the parsed options.
+struct CommandEntry {
+  const char* name;
+  const char* description;
+  void (*setup)(CLI::App& app, Runner& runner);
+};
+
+const std::vector<CommandEntry>& all_commands();
+
+// Where the ledger lives: --state-dir, $SANDBOXER_STATE_DIR, $XDG_STATE_HOME/sandboxer,
+// ~/.local/state/sandboxer.
+std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir);
+
+// Prints a created (or reused, or restored) sandbox: its id alone under --quiet, else the record.
+void print_created(Context& context, const CreateOutcome& outcome);
+
+// Parses a duration option, or throws UsageError naming `option`.
+Seconds duration_option(const std::string& option, const std::string& text);
+
+void setup_create(CLI::App& app, Runner& runner);
+void setup_destroy(CLI::App& app, Runner& runner);
+void setup_list(CLI::App& app, Runner& runner);
+void setup_status(CLI::App& app, Runner& runner);
+void setup_snapshot(CLI::App& app, Runner& runner);
+void setup_snapshots(CLI::App& app, Runner& runner);
+void setup_restore(CLI::App& app, Runner& runner);
+void setup_extend(CLI::App& app, Runner& runner);
+void setup_exec(CLI::App& app, Runner& runner);
+void setup_reap(CLI::App& app, Runner& runner);
+void setup_profiles(CLI::App& app, Runner& runner);
+void setup_drivers(CLI::App& app, Runner& runner);
+void setup_version(CLI::App& app, Runner& runner);
+
+} // namespace sandboxer::commands

@@ -1,0 +1,71 @@
+#include <sandboxer/profile.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands/commands.hpp"
+
+namespace sandboxer::commands {
+namespace {
+
+struct CreateArgs {
+  std::string profile = "default";
+  std::optional<std::string> name;
+  std::optional<std::string> ttl;
+  std::optional<std::string> idempotency_key;
+  std::vector<std::string> labels;
+};
+
+Labels parse_labels(const std::vector<std::string>& items) {
+  Labels labels;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE", item));
+    }
+    labels[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return labels;
+}
+
+ExitCode run_create(Context& context, const CreateArgs& args) {
+  auto search = context.profile_search_path();
+  Profile profile = load_profile(find_profile(args.profile, search), search);
+  CreateOptions options;
+  options.name = args.name;
+  if (args.ttl) {
+    options.ttl = duration_option("--ttl", *args.ttl);
+  }
+  options.idempotency_key = args.idempotency_key;
+  options.labels = parse_labels(args.labels);
+  CreateOutcome outcome = context.engine().create(profile, options);
+  print_created(context, outcome);
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void print_created(Context& context, const CreateOutcome& outcome) {
+  TimePoint now = context.clock().now();
+  if (context.out().quiet() && context.out().format() == Format::table) {
+    fmt::print("{}\n", outcome.record.id);
+    return;
+  }
+  nlohmann::json data = public_json(outcome.record, now, false);
+  data["reused"] = outcome.reused;
+  data["notices"] = outcome.notices;
+  context.out().print(data, [&] { return record_table(outcome.record, now); });
+}
+
+void setup_create(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<CreateArgs>();
+  app.add_option("-p,--profile", args->profile, "Profile name or file (default: default)");
+  app.add_option("--name", args->name, "A unique name for the sandbox");
+  app.add_option("--ttl", args->ttl, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
+  app.add_option("--idempotency-key", args->idempotency_key,
+                 "Return the live sandbox created with this key instead of a second one");
+  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)");
+  runner = [args](Context& context) { return run_create(context, *args); };
+}
+
+} // namespace sandboxer::commands

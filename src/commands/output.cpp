@@ -1,0 +1,249 @@
+#include "commands/output.hpp"
+
+#include <sandboxer/error.hpp>
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+namespace sandboxer::commands {
+namespace {
+
+nlohmann::json time_or_null(const std::optional<TimePoint>& t) {
+  return t ? nlohmann::json(format_time(*t)) : nlohmann::json(nullptr);
+}
+
+template <typename T> nlohmann::json value_or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+void print_table(const Table& table) {
+  std::vector<size_t> widths(table.headers.size(), 0);
+  for (size_t c = 0; c < table.headers.size(); ++c) {
+    widths[c] = table.headers[c].size();
+    for (const auto& row : table.rows) {
+      widths[c] = std::max(widths[c], c < row.size() ? row[c].size() : 0);
+    }
+  }
+  std::string text;
+  auto add_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < widths.size(); ++c) {
+      const std::string& cell = c < row.size() ? row[c] : "";
+      line += c + 1 == widths.size() ? cell : fmt::format("{:<{}}  ", cell, widths[c]);
+    }
+    while (!line.empty() && line.back() == ' ') {
+      line.pop_back();
+    }
+    text += line + "\n";
+  };
+  if (!table.headers.empty()) {
+    add_row(table.headers);
+  }
+  for (const auto& row : table.rows) {
+    add_row(row);
+  }
+  std::cout << text;
+}
+
+bool needs_quotes(const std::string& s) {
+  if (s.empty() || s == "true" || s == "false" || s == "null" || s == "~" || s == "yes" ||
+      s == "no") {
+    return true;
+  }
+  if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == ' ' ||
+      s.back() == ' ') {
+    return true;
+  }
+  return s.find_first_of(":#{}[],&*!|>'\"%@`\n\t") != std::string::npos;
+}
+
+bool is_block(const nlohmann::json& v) { return (v.is_object() || v.is_array()) && !v.empty(); }
+
+// A scalar, or an empty map or list, on one line.
+std::string inline_value(const nlohmann::json& v) {
+  if (v.is_object()) {
+    return "{}";
+  }
+  if (v.is_array()) {
+    return "[]";
+  }
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    return needs_quotes(s) ? nlohmann::json(s).dump() : s;
+  }
+  return v.dump();
+}
+
+std::string yaml_key(const std::string& key) {
+  return needs_quotes(key) ? nlohmann::json(key).dump() : key;
+}
+
+void yaml_block(const nlohmann::json& v, int indent, std::string& out) {
+  std::string pad(indent, ' ');
+  if (v.is_object()) {
+    for (const auto& [key, item] : v.items()) {
+      if (is_block(item)) {
+        out += pad + yaml_key(key) + ":\n";
+        yaml_block(item, indent + 2, out);
+      } else {
+        out += pad + yaml_key(key) + ": " + inline_value(item) + "\n";
+      }
+    }
+    return;
+  }
+  for (const auto& item : v) {
+    if (is_block(item)) {
+      std::string nested;
+      yaml_block(item, indent + 2, nested);
+      // The nested block's first line goes right after the dash.
+      out += pad + "- " + nested.substr(indent + 2);
+    } else {
+      out += pad + "- " + inline_value(item) + "\n";
+    }
+  }
+}
+
+} // namespace
+
+Format parse_format(const std::string& text) {
+  if (text == "table") {
+    return Format::table;
+  }
+  if (text == "json") {
+    return Format::json;
+  }
+  if (text == "yaml") {
+    return Format::yaml;
+  }
+  throw UsageError(fmt::format("unknown output format \"{}\" (use table, json or yaml)", text));
+}
+
+void Output::print(const nlohmann::json& data, const std::function<Table()>& table) const {
+  switch (m_format) {
+  case Format::json:
+    std::cout << data.dump() << "\n";
+    break;
+  case Format::yaml:
+    std::cout << to_yaml(data);
+    break;
+  case Format::table:
+    print_table(table());
+    break;
+  }
+  std::cout.flush();
+}
+
+void Output::note(const std::string& text) const {
+  if (m_format == Format::table && !m_quiet) {
+    std::cout << text << "\n";
+  }
+}
+
+std::string time_left(const SandboxRecord& record, TimePoint now) {
+  if (!record.expires_at) {
+    return "-";
+  }
+  if (*record.expires_at <= now) {
+    return "expired " + format_duration(now - *record.expires_at) + " ago";
+  }
+  return format_duration(*record.expires_at - now);
+}
+
+nlohmann::json snapshot_json(const SandboxRecord& owner, const SnapshotRecord& snapshot) {
+  return {{"id", snapshot.id},
+          {"name", snapshot.name},
+          {"sandbox", owner.id},
+          {"driver", owner.driver},
+          {"backend_ref", snapshot.backend_ref},
+          {"size_bytes", value_or_null(snapshot.size_bytes)},
+          {"created_at", format_time(snapshot.created_at)}};
+}
+
+nlohmann::json public_json(const SandboxRecord& record, TimePoint now, bool with_history) {
+  nlohmann::json snapshots = nlohmann::json::array();
+  for (const auto& snapshot : record.snapshots) {
+    snapshots.push_back(snapshot_json(record, snapshot));
+  }
+  nlohmann::json j = {
+      {"id", record.id},
+      {"name", record.name},
+      {"state", to_string(record.state)},
+      {"driver", record.driver},
+      {"backend_id", record.backend_id},
+      {"profile",
+       {{"name", record.profile.name}, {"path", record.profile.path}, {"hash", record.profile.hash}}},
+      {"created_at", format_time(record.created_at)},
+      {"expires_at", time_or_null(record.expires_at)},
+      {"max_expires_at", time_or_null(record.max_expires_at)},
+      {"seconds_left", record.expires_at ? nlohmann::json((*record.expires_at - now).count())
+                                         : nlohmann::json(nullptr)},
+      {"labels", record.labels},
+      {"owner",
+       {{"user", record.owner.user},
+        {"host", record.owner.host},
+        {"pid", record.owner.pid},
+        {"ci", record.owner.ci}}},
+      {"snapshots", std::move(snapshots)},
+      {"idempotency_key", value_or_null(record.idempotency_key)},
+      {"restored_from", value_or_null(record.restored_from)},
+      {"error", value_or_null(record.error)}};
+  if (with_history) {
+    nlohmann::json history = nlohmann::json::array();
+    for (const auto& entry : record.history) {
+      history.push_back({{"time", format_time(entry.time)},
+                         {"from", entry.from ? nlohmann::json(to_string(*entry.from)) : nullptr},
+                         {"to", to_string(entry.to)},
+                         {"actor", entry.actor},
+                         {"reason", entry.reason},
+                         {"details", entry.details}});
+    }
+    j["history"] = std::move(history);
+  }
+  return j;
+}
+
+Table record_table(const SandboxRecord& record, TimePoint now) {
+  Table table;
+  auto add = [&](const std::string& key, const std::string& value) {
+    table.rows.push_back({key + ":", value});
+  };
+  add("id", record.id);
+  add("name", record.name);
+  add("state", to_string(record.state));
+  add("driver", record.driver);
+  add("backend id", record.backend_id.empty() ? "-" : record.backend_id);
+  add("profile", record.profile.name + " (" + record.profile.path + ")");
+  add("created", format_time(record.created_at));
+  add("expires", record.expires_at ? format_time(*record.expires_at) : "never (ttl: none)");
+  add("time left", time_left(record, now));
+  if (record.max_expires_at) {
+    add("max expires", format_time(*record.max_expires_at));
+  }
+  for (const auto& [key, value] : record.labels) {
+    add("label", key + "=" + value);
+  }
+  add("owner", record.owner.user + "@" + record.owner.host + " pid " +
+                   std::to_string(record.owner.pid));
+  for (const auto& snapshot : record.snapshots) {
+    add("snapshot", snapshot.id + " " + snapshot.name);
+  }
+  if (record.restored_from) {
+    add("restored from", *record.restored_from);
+  }
+  if (record.error) {
+    add("error", *record.error);
+  }
+  return table;
+}
+
+std::string to_yaml(const nlohmann::json& value) {
+  if (!is_block(value)) {
+    return inline_value(value) + "\n";
+  }
+  std::string out;
+  yaml_block(value, 0, out);
+  return out;
+}
+
+} // namespace sandboxer::commands

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandboxer/ledger.hpp>
+
+namespace sandboxer::commands {
+
+enum class Format { table, json, yaml };
+
+// Reads "table", "json" or "yaml"; throws UsageError otherwise.
+Format parse_format(const std::string& text);
+
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Everything a command prints as data goes to stdout through here; logs go to stderr.
+class Output {
+public:
+  Output(Format format, bool quiet) : m_format(format), m_quiet(quiet) {}
+  Format format() const { return m_format; }
+  bool quiet() const { return m_quiet; }
+
+  // JSON and YAML print `data`; table format prints what `table` builds (only called then).
+  void print(const nlohmann::json& data, const std::function<Table()>& table) const;
+  // A line of text for humans, printed in table format unless --quiet.
+  void note(const std::string& text) const;
+
+private:
+  Format m_format;
+  bool m_quiet;
+};
+
+// The documented, stable JSON of a record (docs/json-output.md). History is included on request.
+nlohmann::json public_json(const SandboxRecord& record, TimePoint now, bool with_history);
+nlohmann::json snapshot_json(const SandboxRecord& owner, const SnapshotRecord& snapshot);
+
+// A key/value table of one record, for `create`, `status`, ...
+Table record_table(const SandboxRecord& record, TimePoint now);
+
+// "12m", "1h30m", "expired 3m ago", "-" for no TTL.
+std::string time_left(const SandboxRecord& record, TimePoint now);
+
+std::string to_yaml(const nlohmann::json& value);
+
+} // namespace sandboxer::commands

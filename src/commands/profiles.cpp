@@ -1,0 +1,114 @@
+#include <sandboxer/profile.hpp>
+#include <sandboxer/registry.hpp>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands/commands.hpp"
+
+namespace sandboxer::commands {
+namespace {
+
+struct ProfilesArgs {
+  CLI::App* list = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* validate = nullptr;
+  std::string show_name;
+  std::vector<std::string> files;
+};
+
+// A profile with its driver section bound by the driver's own schema.
+Profile load_checked(const std::string& name_or_path,
+                     const std::vector<std::filesystem::path>& search) {
+  Profile profile = load_profile(find_profile(name_or_path, search), search);
+  profile.driver_spec = check_profile_driver(profile);
+  return profile;
+}
+
+ExitCode run_list(Context& context) {
+  auto search = context.profile_search_path();
+  nlohmann::json items = nlohmann::json::array();
+  Table table{{"NAME", "DRIVER", "PATH", "PROBLEM"}, {}};
+  for (const auto& [name, path] : list_profiles(search)) {
+    nlohmann::json item = {{"name", name}, {"path", path.string()}};
+    try {
+      Profile profile = load_checked(path.string(), search);
+      item["driver"] = profile.driver;
+      item["error"] = nullptr;
+    } catch (const Error& e) {
+      item["driver"] = nullptr;
+      item["error"] = e.what();
+    }
+    table.rows.push_back({name, item["driver"].is_null() ? "-" : item["driver"].get<std::string>(),
+                          path.string(),
+                          item["error"].is_null() ? "" : item["error"].get<std::string>()});
+    items.push_back(std::move(item));
+  }
+  context.out().print(items, [&] { return table; });
+  return ExitCode::ok;
+}
+
+ExitCode run_show(Context& context, const std::string& name) {
+  Profile profile = load_checked(name, context.profile_search_path());
+  nlohmann::json data = profile.resolved;
+  data[profile.driver] = profile.driver_spec;
+  data["name"] = profile.name;
+  nlohmann::json shown = {{"name", profile.name},
+                          {"path", profile.path.string()},
+                          {"hash", profile.hash},
+                          {"profile", data}};
+  if (context.out().format() == Format::table) {
+    // A human reads a resolved profile best as the YAML it came from.
+    std::cout << "# " << profile.path.string() << " (" << profile.hash << ")\n" << to_yaml(data);
+    return ExitCode::ok;
+  }
+  context.out().print(shown, nullptr);
+  return ExitCode::ok;
+}
+
+// For CI linting: every file is checked, every problem printed, one exit code for all.
+ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
+  auto search = context.profile_search_path();
+  nlohmann::json items = nlohmann::json::array();
+  int bad = 0;
+  for (const auto& file : files) {
+    try {
+      Profile profile = load_checked(file, search);
+      items.push_back({{"file", file}, {"ok", true}, {"error", nullptr}});
+      context.out().note(fmt::format("{}: ok ({} driver {})", file, profile.name, profile.driver));
+    } catch (const Error& e) {
+      ++bad;
+      items.push_back({{"file", file}, {"ok", false}, {"error", e.what()}});
+      std::cerr << "sandboxer: error: " << e.what() << "\n";
+    }
+  }
+  if (context.out().format() != Format::table) {
+    context.out().print(items, nullptr);
+  }
+  return bad == 0 ? ExitCode::ok : ExitCode::usage;
+}
+
+} // namespace
+
+void setup_profiles(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<ProfilesArgs>();
+  args->list = app.add_subcommand("list", "List the profiles found in the search path");
+  args->show = app.add_subcommand("show", "Print a profile fully resolved (extends, variables)");
+  args->show->add_option("name", args->show_name, "Profile name or file")->required();
+  args->validate = app.add_subcommand("validate", "Check profile files, with their driver schema");
+  args->validate->add_option("files", args->files, "Profile files or names")->required();
+  app.require_subcommand(0, 1);
+  runner = [args](Context& context) {
+    if (args->show->parsed()) {
+      return run_show(context, args->show_name);
+    }
+    if (args->validate->parsed()) {
+      return run_validate(context, args->files);
+    }
+    return run_list(context);
+  };
+}
+
+} // namespace sandboxer::commands

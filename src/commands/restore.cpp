@@ -1,0 +1,38 @@
+#include <CLI/CLI.hpp>
+
+#include "commands/commands.hpp"
+
+namespace sandboxer::commands {
+namespace {
+
+struct RestoreArgs {
+  std::string snapshot;
+  std::optional<std::string> name;
+  std::optional<std::string> ttl;
+  std::optional<std::string> idempotency_key;
+};
+
+ExitCode run_restore(Context& context, const RestoreArgs& args) {
+  CreateOptions options;
+  options.name = args.name;
+  if (args.ttl) {
+    options.ttl = duration_option("--ttl", *args.ttl);
+  }
+  options.idempotency_key = args.idempotency_key;
+  print_created(context, context.engine().restore(args.snapshot, options));
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void setup_restore(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<RestoreArgs>();
+  app.add_option("snapshot", args->snapshot, "Snapshot id (snp-...) or SANDBOX:NAME")->required();
+  app.add_option("--name", args->name, "A unique name for the new sandbox");
+  app.add_option("--ttl", args->ttl, "Lifetime of the new sandbox (default: the original's)");
+  app.add_option("--idempotency-key", args->idempotency_key,
+                 "Return the live sandbox created with this key instead of a second one");
+  runner = [args](Context& context) { return run_restore(context, *args); };
+}
+
+} // namespace sandboxer::commands

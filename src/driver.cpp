@@ -1,0 +1,62 @@
+#include <fmt/format.h>
+#include <sandboxer/driver.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/profile.hpp>
+
+namespace sandboxer {
+
+void check_keys(const nlohmann::json& section, const std::vector<std::string>& allowed,
+                const std::string& pointer_prefix) {
+  if (!section.is_object()) {
+    throw SpecError(pointer_prefix, "expected a map");
+  }
+  for (const auto& [key, value] : section.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) {
+      continue;
+    }
+    std::string message = fmt::format("unknown key \"{}\"", key);
+    if (auto guess = closest_match(key, allowed)) {
+      message += fmt::format(", did you mean \"{}\"?", *guess);
+    } else {
+      message += fmt::format(" (known keys: {})", fmt::join(allowed, ", "));
+    }
+    throw SpecError(pointer_prefix + "/" + key, message);
+  }
+}
+
+const char* to_string(BackendStatus::State state) {
+  switch (state) {
+  case BackendStatus::State::running:
+    return "running";
+  case BackendStatus::State::stopped:
+    return "stopped";
+  case BackendStatus::State::paused:
+    return "paused";
+  case BackendStatus::State::missing:
+    return "missing";
+  case BackendStatus::State::unknown:
+    return "unknown";
+  }
+  return "unknown";
+}
+
+void Driver::unsupported(std::string_view driver, std::string_view verb) const {
+  throw DriverError(DriverError::Kind::unsupported,
+                    fmt::format("{} is not supported by driver {}", verb, driver));
+}
+
+// The defaults are only reached when the core's capability check was bypassed; they still fail
+// cleanly rather than half-run.
+SnapshotResult Driver::snapshot(const SandboxHandle&, const std::string&) {
+  unsupported("this", "snapshot");
+}
+void Driver::delete_snapshot(const std::string&) { unsupported("this", "snapshot rm"); }
+int Driver::exec(const SandboxHandle&, const ExecRequest&, ExecIo&) {
+  unsupported("this", "exec");
+}
+void Driver::extend(const SandboxHandle&, TimePoint) { unsupported("this", "native extend"); }
+std::vector<RemoteResource> Driver::list_remote(const Labels&) {
+  unsupported("this", "list by label");
+}
+
+} // namespace sandboxer

@@ -1,0 +1,616 @@
+#include <sandboxer/error.hpp>
+#include <sandboxer/lifecycle.hpp>
+#include <sandboxer/log.hpp>
+#include <sandboxer/owner.hpp>
+#include <sandboxer/registry.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace sandboxer {
+namespace fs = std::filesystem;
+namespace {
+
+class NullProgress : public Progress {
+public:
+  void update(std::string_view) override {}
+};
+NullProgress g_null_progress;
+
+[[noreturn]] void throw_not_found(const Ledger& ledger, const std::string& id_or_name) {
+  throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list' shows them)",
+                                  id_or_name, ledger.file().string()));
+}
+
+SandboxRecord& find_or_throw(const Ledger& ledger, LedgerData& data, const std::string& id_or_name) {
+  auto* record = data.find(id_or_name);
+  if (!record) {
+    throw_not_found(ledger, id_or_name);
+  }
+  return *record;
+}
+
+void require(const DriverFactory& factory, bool capable, std::string_view verb) {
+  if (!capable) {
+    throw DriverError(DriverError::Kind::unsupported,
+                      fmt::format("{} is not supported by driver {}", verb, factory.name()));
+  }
+}
+
+std::string read_secret_file(const std::string& name, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(ExitCode::usage, fmt::format("secret {}: cannot read file {}: {}", name, path,
+                                             std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string value = text.str();
+  while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) {
+    value.pop_back();
+  }
+  return value;
+}
+
+// Secret references become values here, in memory only; every value is registered for redaction
+// before any driver can log or fail with it.
+std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs) {
+  std::map<std::string, std::string> values;
+  for (const auto& [name, ref] : refs.items()) {
+    std::string value;
+    if (ref.contains("env")) {
+      std::string var = ref["env"].get<std::string>();
+      const char* text = std::getenv(var.c_str());
+      if (!text || !*text) {
+        throw Error(ExitCode::usage,
+                    fmt::format("secret {}: environment variable {} is not set", name, var));
+      }
+      value = text;
+    } else if (ref.contains("file")) {
+      value = read_secret_file(name, ref["file"].get<std::string>());
+    }
+    log::add_secret(value);
+    values[name] = std::move(value);
+  }
+  return values;
+}
+
+nlohmann::json secret_refs_of(const Profile& profile) {
+  nlohmann::json refs = nlohmann::json::object();
+  for (const auto& [name, ref] : profile.secrets) {
+    refs[name] = {{ref.kind == SecretRef::Kind::env ? "env" : "file", ref.source}};
+  }
+  return refs;
+}
+
+SandboxHandle handle_of(const SandboxRecord& record) {
+  return {record.id, record.backend_id, record.spec, record.info};
+}
+
+// The TTL a create asked for, checked against the profile's policy.
+struct TtlDecision {
+  std::optional<Seconds> ttl;
+  std::optional<Seconds> max;
+  std::vector<std::string> notices;
+};
+
+TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
+                       const std::string& profile_name) {
+  TtlDecision decision;
+  decision.max = policy.max_ttl;
+  if (requested) {
+    decision.ttl = *requested;
+  } else if (!policy.none) {
+    decision.ttl = policy.default_ttl;
+  }
+  if (decision.ttl && decision.max && *decision.ttl > *decision.max) {
+    decision.notices.push_back(fmt::format("ttl {} capped to {} (ttl.max of profile {})",
+                                           format_duration(*decision.ttl),
+                                           format_duration(*decision.max), profile_name));
+    decision.ttl = decision.max;
+  }
+  return decision;
+}
+
+Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {
+  Labels labels = record.labels;
+  labels["sandboxer.id"] = record.id;
+  labels["sandboxer.ledger"] = ledger_id;
+  labels["sandboxer.profile"] = record.profile.name;
+  if (record.expires_at) {
+    labels["sandboxer.expires_at"] = format_time(*record.expires_at);
+  }
+  return labels;
+}
+
+} // namespace
+
+Engine::Engine(const Ledger& ledger, const Clock& clock, EventHook& events, std::string actor)
+    : m_ledger(ledger), m_clock(clock), m_events(events), m_actor(std::move(actor)),
+      m_progress(&g_null_progress) {}
+
+Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
+  Opened opened;
+  opened.factory = &find_driver(record.driver);
+  DriverContext context;
+  context.data_dir = m_ledger.state_dir() / "drivers" / record.driver;
+  std::error_code ec;
+  fs::create_directories(context.data_dir, ec);
+  chmod(context.data_dir.c_str(), 0700);
+  context.clock = &m_clock;
+  context.progress = m_progress ? m_progress : &g_null_progress;
+  context.secrets = resolve_secrets(record.secret_refs);
+  opened.driver = opened.factory->open(record.spec, context);
+  return opened;
+}
+
+void Engine::emit_since(const SandboxRecord& record, size_t first_new_entry) {
+  for (size_t i = first_new_entry; i < record.history.size(); ++i) {
+    m_events.on_transition(record, record.history[i]);
+  }
+}
+
+SandboxRecord Engine::update(const std::string& id,
+                             const std::function<void(SandboxRecord&)>& change) {
+  auto tx = m_ledger.begin();
+  auto& record = find_or_throw(m_ledger, tx.data(), id);
+  size_t before = record.history.size();
+  change(record);
+  tx.commit();
+  // Still under the lock: the events issue writes its outbox in the same critical section.
+  emit_since(record, before);
+  return record;
+}
+
+SandboxRecord Engine::get(const std::string& id_or_name) const {
+  auto data = m_ledger.read();
+  auto* record = data.find(id_or_name);
+  if (!record) {
+    throw_not_found(m_ledger, id_or_name);
+  }
+  return *record;
+}
+
+CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
+  SandboxRecord record;
+  record.profile = {profile.name, profile.path.string(), profile.hash};
+  record.driver = profile.driver;
+  record.spec = check_profile_driver(profile);
+  record.labels = profile.labels;
+  record.env = profile.env;
+  record.secret_refs = secret_refs_of(profile);
+  auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
+  nlohmann::json ttl_details = {
+      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
+      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
+  record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor, "create",
+                            ttl_details});
+  return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
+}
+
+CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& options,
+                                 const std::optional<std::string>& from_snapshot,
+                                 std::vector<std::string> notices) {
+  for (const auto& [key, value] : options.labels) {
+    if (key.starts_with("sandboxer.")) {
+      throw UsageError(fmt::format("label \"{}\": the prefix \"sandboxer.\" is reserved", key));
+    }
+    record.labels[key] = value;
+  }
+  // Opening first means a usage problem (a missing secret, say) leaves no record behind.
+  Opened opened = open_driver(record);
+
+  TimePoint now = m_clock.now();
+  record.created_at = now;
+  record.owner = current_owner();
+  record.idempotency_key = options.idempotency_key;
+  const auto& details = record.history.front().details;
+  if (details.value("ttl", nlohmann::json()).is_string()) {
+    record.expires_at = now + *parse_duration(details["ttl"].get<std::string>());
+  }
+  if (details.value("ttl_max", nlohmann::json()).is_string()) {
+    record.max_expires_at = now + *parse_duration(details["ttl_max"].get<std::string>());
+  }
+  record.history.front().time = now;
+  record.history.front().actor = m_actor;
+
+  std::string ledger_id;
+  {
+    auto tx = m_ledger.begin();
+    auto& data = tx.data();
+    if (options.idempotency_key) {
+      for (const auto& existing : data.sandboxes) {
+        if (existing.idempotency_key == options.idempotency_key && is_live(existing.state)) {
+          spdlog::info("idempotency key matches {}: returning it", existing.id);
+          return {existing, true, {}};
+        }
+      }
+    }
+    record.id = new_sandbox_id();
+    record.name = options.name.value_or(record.id);
+    if (options.name) {
+      for (const auto& existing : data.sandboxes) {
+        if (existing.name == *options.name && existing.state != State::destroyed &&
+            existing.state != State::failed) {
+          throw UsageError(fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
+                                       "destroy that one first",
+                                       *options.name, existing.id, to_string(existing.state)));
+        }
+      }
+    }
+    if (data.ledger_id.empty()) {
+      data.ledger_id = "ldg-" + new_sandbox_id().substr(4);
+    }
+    ledger_id = data.ledger_id;
+    data.sandboxes.push_back(record);
+    tx.commit();
+    emit_since(record, 0);
+  }
+
+  CreateRequest request;
+  request.sandbox_id = record.id;
+  request.name = record.name;
+  request.labels = ownership_labels(record, ledger_id);
+  request.env = record.env;
+  request.expires_at = record.expires_at;
+  request.from_snapshot = from_snapshot;
+  try {
+    CreateResult result = opened.driver->create(request);
+    bool destroyed_meanwhile = false;
+    record = update(record.id, [&](SandboxRecord& r) {
+      r.backend_id = result.backend_id;
+      r.info = result.info;
+      destroyed_meanwhile = r.state != State::creating;
+      if (!destroyed_meanwhile) {
+        r.transition(State::running, m_clock.now(), m_actor, "created");
+      }
+    });
+    // Someone destroyed the record while the backend was creating: do not leak what it made.
+    if (destroyed_meanwhile) {
+      destroy_one(record, m_actor, "destroyed while being created", State::destroying);
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} was destroyed while it was being created", record.id));
+    }
+  } catch (const Error& e) {
+    std::string message = log::redact(e.what());
+    update(record.id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(State::failed, m_clock.now(), m_actor, message);
+    });
+    throw;
+  }
+  for (const auto& notice : notices) {
+    spdlog::warn("{}: {}", record.id, notice);
+  }
+  return {record, false, notices};
+}
+
+SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& reason) {
+  SandboxRecord record;
+  {
+    auto tx = m_ledger.begin();
+    auto& found = find_or_throw(m_ledger, tx.data(), id_or_name);
+    if (found.state == State::destroyed) {
+      return found;
+    }
+    size_t before = found.history.size();
+    found.transition(State::destroying, m_clock.now(), m_actor, reason);
+    tx.commit();
+    emit_since(found, before);
+    record = found;
+  }
+  destroy_one(record, m_actor, reason, State::destroying);
+  return get(record.id);
+}
+
+// Calls the backend for a record whose intent (`intent`) is already committed, and records the
+// outcome: destroyed, or back to the state before the intent with the error.
+void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
+                         const std::string& reason, State intent) {
+  // The intent entry's `from` is where the sandbox was before this destroy began.
+  State before = record.history.back().from.value_or(State::running);
+  try {
+    if (!record.backend_id.empty()) {
+      Opened opened = open_driver(record);
+      try {
+        opened.driver->destroy(handle_of(record));
+      } catch (const DriverError& e) {
+        if (e.kind() != DriverError::Kind::not_found) {
+          throw;
+        }
+        spdlog::info("{}: already gone from the backend", record.id);
+      }
+    }
+    update(record.id, [&](SandboxRecord& r) {
+      r.error.reset();
+      r.transition(State::destroyed, m_clock.now(), actor, reason);
+    });
+  } catch (const Error& e) {
+    std::string message = log::redact(e.what());
+    // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
+    // where it was, with the error in its history.
+    State back = intent == State::expired ? State::expired : before;
+    update(record.id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(back, m_clock.now(), actor, "destroy failed: " + message);
+    });
+    throw;
+  }
+}
+
+SandboxRecord Engine::snapshot(const std::string& id_or_name,
+                               const std::optional<std::string>& name) {
+  SandboxRecord record = get(id_or_name);
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().snapshot, "snapshot");
+  std::string snapshot_name;
+  {
+    auto tx = m_ledger.begin();
+    auto& found = find_or_throw(m_ledger, tx.data(), record.id);
+    if (found.state != State::running) {
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} is {}; only a running sandbox can be snapshotted",
+                              found.id, to_string(found.state)));
+    }
+    snapshot_name = name.value_or(fmt::format("snap-{}", found.snapshots.size() + 1));
+    for (const auto& existing : found.snapshots) {
+      if (existing.name == snapshot_name) {
+        throw UsageError(fmt::format("sandbox {} already has a snapshot named \"{}\" ({})",
+                                     found.id, snapshot_name, existing.id));
+      }
+    }
+    size_t before = found.history.size();
+    found.transition(State::snapshotting, m_clock.now(), m_actor, "snapshot " + snapshot_name);
+    tx.commit();
+    emit_since(found, before);
+    record = found;
+  }
+  try {
+    SnapshotResult result = opened.driver->snapshot(handle_of(record), snapshot_name);
+    return update(record.id, [&](SandboxRecord& r) {
+      SnapshotRecord snap{new_snapshot_id(), snapshot_name, result.backend_ref, result.size_bytes,
+                          m_clock.now()};
+      r.snapshots.push_back(snap);
+      r.transition(State::running, m_clock.now(), m_actor, "snapshotted " + snapshot_name,
+                   {{"snapshot", snap.id}});
+    });
+  } catch (const Error& e) {
+    std::string message = log::redact(e.what());
+    update(record.id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(State::running, m_clock.now(), m_actor, "snapshot failed: " + message);
+    });
+    throw;
+  }
+}
+
+namespace {
+
+// Finds "snp-..." or "<sandbox id or name>:<snapshot name>" among every record.
+std::pair<const SandboxRecord*, const SnapshotRecord*> find_snapshot(const LedgerData& data,
+                                                                     const std::string& ref) {
+  auto colon = ref.find(':');
+  for (const auto& record : data.sandboxes) {
+    for (const auto& snap : record.snapshots) {
+      if (colon == std::string::npos ? snap.id == ref
+                                     : (snap.name == ref.substr(colon + 1) &&
+                                        (record.id == ref.substr(0, colon) ||
+                                         record.name == ref.substr(0, colon)))) {
+        return {&record, &snap};
+      }
+    }
+  }
+  return {nullptr, nullptr};
+}
+
+} // namespace
+
+CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptions& options) {
+  auto data = m_ledger.read();
+  auto [source, snap] = find_snapshot(data, snapshot_ref);
+  if (!source) {
+    throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
+                                    "lists them)",
+                                    snapshot_ref, m_ledger.file().string()));
+  }
+  SandboxRecord record;
+  record.profile = source->profile;
+  record.driver = source->driver;
+  record.spec = source->spec;
+  record.labels = source->labels;
+  record.env = source->env;
+  record.secret_refs = source->secret_refs;
+  record.restored_from = snap->id;
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().snapshot, "restore");
+  // The original create's TTL policy, so a restored sandbox lives by the same rules.
+  nlohmann::json details = source->history.empty() ? nlohmann::json::object()
+                                                   : source->history.front().details;
+  TtlPolicy policy;
+  if (details.value("ttl", nlohmann::json()).is_string()) {
+    policy.default_ttl = parse_duration(details["ttl"].get<std::string>());
+  } else {
+    policy.none = true;
+  }
+  if (details.value("ttl_max", nlohmann::json()).is_string()) {
+    policy.max_ttl = parse_duration(details["ttl_max"].get<std::string>());
+  }
+  auto decision = decide_ttl(policy, options.ttl, record.profile.name);
+  nlohmann::json ttl_details = {
+      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
+      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr},
+      {"snapshot", snap->id}};
+  record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
+                            "restore " + snap->id + " of " + source->id, ttl_details});
+  return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));
+}
+
+void Engine::delete_snapshot(const std::string& snapshot_ref) {
+  auto data = m_ledger.read();
+  auto [source, snap] = find_snapshot(data, snapshot_ref);
+  if (!source) {
+    throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {}", snapshot_ref,
+                                    m_ledger.file().string()));
+  }
+  std::string sandbox_id = source->id, snapshot_id = snap->id;
+  Opened opened = open_driver(*source);
+  opened.driver->delete_snapshot(snap->backend_ref);
+  auto tx = m_ledger.begin();
+  for (auto& record : tx.data().sandboxes) {
+    if (record.id == sandbox_id) {
+      std::erase_if(record.snapshots, [&](const auto& s) { return s.id == snapshot_id; });
+    }
+  }
+  tx.commit();
+}
+
+ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions& options) {
+  SandboxRecord record = get(id_or_name);
+  if (!is_live(record.state)) {
+    throw Error(ExitCode::runtime, fmt::format("sandbox {} is {}; only a live sandbox can be "
+                                               "extended",
+                                               record.id, to_string(record.state)));
+  }
+  if (!record.expires_at) {
+    throw PolicyError(fmt::format("sandbox {} has no TTL (its profile says ttl: none); there is "
+                                  "nothing to extend",
+                                  record.id));
+  }
+  TimePoint now = m_clock.now();
+  TimePoint wanted = options.to ? *options.to : *record.expires_at + options.by.value_or(Seconds(0));
+  if (wanted <= now) {
+    throw UsageError(fmt::format("the new deadline {} of {} is in the past", format_time(wanted),
+                                 record.id));
+  }
+  std::vector<std::string> notices;
+  TimePoint granted = wanted;
+  if (record.max_expires_at && wanted > *record.max_expires_at) {
+    granted = *record.max_expires_at;
+    if (granted <= *record.expires_at) {
+      throw PolicyError(fmt::format("sandbox {} already lives until its maximum {} (ttl.max of "
+                                    "profile {}); it cannot be extended",
+                                    record.id, format_time(granted), record.profile.name));
+    }
+    notices.push_back(fmt::format("deadline {} capped to {} (ttl.max of profile {})",
+                                  format_time(wanted), format_time(granted), record.profile.name));
+  }
+  Opened opened = open_driver(record);
+  if (opened.factory->capabilities().native_ttl) {
+    opened.driver->extend(handle_of(record), granted);
+  }
+  auto updated = update(record.id, [&](SandboxRecord& r) {
+    nlohmann::json details = {{"from", format_time(*r.expires_at)}, {"to", format_time(granted)}};
+    if (!notices.empty()) {
+      details["capped"] = notices.front();
+    }
+    r.expires_at = granted;
+    r.transition(r.state, now, m_actor, "extended to " + format_time(granted), details);
+  });
+  for (const auto& notice : notices) {
+    spdlog::warn("{}: {}", record.id, notice);
+  }
+  return {updated, notices};
+}
+
+int Engine::exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io) {
+  SandboxRecord record = get(id_or_name);
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().exec, "exec");
+  if (record.state != State::running) {
+    throw Error(ExitCode::runtime, fmt::format("sandbox {} is {}; exec needs a running sandbox",
+                                               record.id, to_string(record.state)));
+  }
+  return opened.driver->exec(handle_of(record), request, io);
+}
+
+BackendStatus Engine::status(const std::string& id_or_name) {
+  SandboxRecord record = get(id_or_name);
+  if (record.backend_id.empty()) {
+    return {BackendStatus::State::missing, "no backend resource was recorded"};
+  }
+  return open_driver(record).driver->status(handle_of(record));
+}
+
+ReapReport Engine::reap(const ReapOptions& options) {
+  TimePoint now = m_clock.now();
+  std::vector<SandboxRecord> due;
+  for (const auto& record : m_ledger.read().sandboxes) {
+    bool reapable = record.state == State::running || record.state == State::expired;
+    if (reapable && record.expires_at && *record.expires_at + options.grace <= now) {
+      due.push_back(record);
+    }
+  }
+  ReapReport report;
+  for (const auto& record : due) {
+    report.items.push_back({record.id, record.name, record.driver, record.expires_at, "destroy",
+                            options.dry_run ? "planned" : ""});
+  }
+  if (options.max_destroy && static_cast<int>(due.size()) > *options.max_destroy) {
+    throw PolicyError(fmt::format("{} sandboxes are due for reaping, more than --max-destroy {}; "
+                                  "nothing was destroyed (check with 'sandboxer reap --dry-run')",
+                                  due.size(), *options.max_destroy));
+  }
+  if (options.dry_run || due.empty()) {
+    return report;
+  }
+  std::string actor = "reaper (" + m_actor + ")";
+  std::atomic<size_t> next{0};
+  std::mutex report_mutex;
+  auto worker = [&] {
+    for (size_t i = next++; i < due.size(); i = next++) {
+      std::string outcome = "destroyed";
+      try {
+        // Claim it under the lock: another reaper may have taken it since the read above.
+        bool claimed = false;
+        SandboxRecord claimed_record;
+        {
+          auto tx = m_ledger.begin();
+          auto* r = tx.data().find(due[i].id);
+          if (r && (r->state == State::running || r->state == State::expired)) {
+            size_t before = r->history.size();
+            r->transition(State::expired, m_clock.now(), actor,
+                          "ttl expired at " + format_time(*r->expires_at));
+            tx.commit();
+            emit_since(*r, before);
+            claimed = true;
+            claimed_record = *r;
+          }
+        }
+        if (claimed) {
+          destroy_one(claimed_record, actor, "ttl expired", State::expired);
+        } else {
+          outcome = "skipped: no longer due";
+        }
+      } catch (const Error& e) {
+        outcome = std::string("failed: ") + log::redact(e.what());
+      }
+      std::lock_guard lock(report_mutex);
+      report.items[i].outcome = outcome;
+      if (outcome.starts_with("failed")) {
+        ++report.failures;
+        spdlog::error("reap {}: {}", due[i].id, outcome);
+      } else {
+        spdlog::info("reap {}: {}", due[i].id, outcome);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  int count = std::max(1, std::min<int>(options.parallel, static_cast<int>(due.size())));
+  for (int t = 0; t < count; ++t) {
+    threads.emplace_back(worker);
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  return report;
+}
+
+} // namespace sandboxer

@@ -1,0 +1,189 @@
+#include <sandboxer/error.hpp>
+#include <sandboxer/lock_file.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <optional>
+#include <sys/file.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace sandboxer {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto k_first_pause = 1ms;
+constexpr auto k_longest_pause = 50ms;
+
+// Closes the descriptor unless release() handed it on, so that no error path leaks it.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : m_fd(fd) {}
+  ~FileDescriptor() {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return m_fd; }
+  int release() { return std::exchange(m_fd, -1); }
+
+private:
+  int m_fd;
+};
+
+// This process's command name, as ps shows it; read once.
+const std::string& self_command() {
+  static const std::string command = [] {
+    std::string line;
+    std::ifstream in("/proc/self/comm");
+    std::getline(in, line);
+    return line.empty() ? std::string("unknown") : line;
+  }();
+  return command;
+}
+
+struct Holder {
+  long pid = 0;
+  std::string command;
+};
+
+// What the current holder wrote into the lock file ("pid 1234 sandboxer\n"); nullopt when the
+// file is empty (the holder is between flock() and write()) or was not written by a LockFile.
+std::optional<Holder> read_holder(int fd) {
+  char buffer[256];
+  const ssize_t size = ::pread(fd, buffer, sizeof(buffer), 0);
+  if (size <= 0) {
+    return std::nullopt;
+  }
+  std::string_view text(buffer, static_cast<size_t>(size));
+  text = text.substr(0, text.find('\n'));
+  if (!text.starts_with("pid ")) {
+    return std::nullopt;
+  }
+  text.remove_prefix(4);
+  Holder holder;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), holder.pid);
+  if (ec != std::errc() || holder.pid <= 0) {
+    return std::nullopt;
+  }
+  text.remove_prefix(static_cast<size_t>(end - text.data()));
+  if (text.starts_with(' ')) {
+    holder.command = std::string(text.substr(1));
+  }
+  return holder;
+}
+
+// Tells waiters who holds the lock. Failing to write it (a full disk) does not make the lock any
+// less held, so errors are ignored: the waiter's message then just cannot name the holder.
+void record_holder(int fd) {
+  const std::string line = fmt::format("pid {} {}\n", ::getpid(), self_command());
+  if (::ftruncate(fd, 0) == 0) {
+    [[maybe_unused]] const ssize_t ignored = ::pwrite(fd, line.data(), line.size(), 0);
+  }
+}
+
+std::string describe_holder(int fd, const std::filesystem::path& path) {
+  const auto holder = read_holder(fd);
+  if (!holder) {
+    return fmt::format("another process (its pid is not recorded in {} yet)", path.string());
+  }
+  if (holder->command.empty()) {
+    return fmt::format("pid {}", holder->pid);
+  }
+  return fmt::format("pid {} ({})", holder->pid, holder->command);
+}
+
+} // namespace
+
+LockFile::LockFile(std::filesystem::path path, Seconds timeout, std::string what)
+    : m_path(std::move(path)), m_timeout(timeout), m_what(std::move(what)) {}
+
+LockFile::Guard::Guard(Guard&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
+
+LockFile::Guard& LockFile::Guard::operator=(Guard&& other) noexcept {
+  if (this != &other) {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+    m_fd = std::exchange(other.m_fd, -1);
+  }
+  return *this;
+}
+
+// Closing the last descriptor of the open file description releases the flock.
+LockFile::Guard::~Guard() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+}
+
+namespace {
+
+// A fresh open file description per attempt: flock() conflicts between descriptions, so the lock
+// excludes other threads of this process as well as other processes.
+int open_lock_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot open lock file {}: {}", path.string(), std::strerror(errno)));
+  }
+  return fd;
+}
+
+// True when the lock was taken, false when someone else holds it.
+bool try_flock(int fd, const std::filesystem::path& path) {
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return false;
+    }
+    if (errno != EINTR) {
+      throw Error(ExitCode::runtime,
+                  fmt::format("cannot lock {}: {}", path.string(), std::strerror(errno)));
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+LockFile::Guard LockFile::acquire() const {
+  FileDescriptor fd(open_lock_file(m_path));
+  const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+  std::chrono::steady_clock::duration pause = k_first_pause;
+  // Polling with LOCK_NB rather than a blocking flock() keeps the wait bounded without signals
+  // or threads; the back-off keeps a long wait cheap and a short one responsive.
+  while (!try_flock(fd.get(), m_path)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      throw LockTimeoutError(fmt::format(
+          "{} is locked by {}; waited {}s; if that process is gone, the lock is released "
+          "automatically — retry, or raise --lock-timeout",
+          m_what, describe_holder(fd.get(), m_path), m_timeout.count()));
+    }
+    std::this_thread::sleep_for(std::min(pause, deadline - now));
+    pause = std::min<std::chrono::steady_clock::duration>(pause * 2, k_longest_pause);
+  }
+  record_holder(fd.get());
+  return Guard(fd.release());
+}
+
+LockFile::Guard LockFile::try_acquire() const {
+  FileDescriptor fd(open_lock_file(m_path));
+  if (!try_flock(fd.get(), m_path)) {
+    return Guard();
+  }
+  record_holder(fd.get());
+  return Guard(fd.release());
+}
+
+} // namespace sandboxer

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SIGKILL a create at random points, 20 times: the ledger always parses, and every record is
+# either complete (running, with a backend id) or in a transitional state that reap can repair.
+. "$(dirname "$0")/lib.sh"
+
+stub_profile slow <<EOF2
+  root: $WORK/backend
+  latency: { create: 300ms }
+EOF2
+for round in $(seq 20); do
+  sbx create --profile slow --quiet >/dev/null 2>&1 &
+  pid=$!
+  # Somewhere between start-up, the intent commit, the backend call and the outcome commit.
+  sleep "0.$(printf '%03d' $((RANDOM % 450)))"
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  jq empty "$STATE/ledger.json" 2>/dev/null || [ ! -e "$STATE/ledger.json" ] ||
+    fail "round $round: ledger does not parse"
+done
+[ -e "$STATE/ledger.json" ] || fail "no create ever committed its intent"
+bad=$(ledger_jq '[.sandboxes[] | select(
+        (.state == "running" and .backend_id != "") or .state == "creating" | not)] | length')
+[ "$bad" = 0 ] || fail "records neither complete nor transitional: $(ledger_jq .sandboxes)"
+ls "$STATE"/.ledger.json.tmp.* 2>/dev/null && echo "note: temp files left by killed writers"
+echo "states: $(ledger_jq '[.sandboxes[].state] | group_by(.) | map("\(.[0])=\(length)") | join(" ")')"
+echo ok

@@ -1,0 +1,255 @@
+#include <sandboxer/error.hpp>
+#include <sandboxer/lifecycle.hpp>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
+
+namespace sandboxer {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RecordingHook : public EventHook {
+public:
+  void on_transition(const SandboxRecord& record, const HistoryEntry& entry) override {
+    seen.push_back(record.id + ":" + to_string(entry.to));
+  }
+  std::vector<std::string> seen;
+};
+
+class CollectingIo : public ExecIo {
+public:
+  void out(std::string_view bytes) override { stdout_text += bytes; }
+  void err(std::string_view bytes) override { stderr_text += bytes; }
+  std::string stdout_text, stderr_text;
+};
+
+class Lifecycle : public ::testing::Test {
+protected:
+  Lifecycle()
+      : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
+        engine(ledger, clock, hook, "tester") {}
+
+  Profile profile(const std::string& stub_section = "{}",
+                  const std::string& ttl = "{ default: 30m, max: 2h }") {
+    testing::write_file(dir / "p.yaml", "driver: stub\nttl: " + ttl +
+                                            "\nlabels: { team: core }\nstub: " + stub_section +
+                                            "\n");
+    return load_profile(dir / "p.yaml", {});
+  }
+  std::filesystem::path backend(const std::string& id) {
+    return dir / "state" / "drivers" / "stub" / "sandboxes" / id;
+  }
+
+  testing::TempDir dir;
+  testing::FakeClock clock;
+  Ledger ledger;
+  RecordingHook hook;
+  Engine engine;
+};
+
+TEST_F(Lifecycle, CreateRecordsIntentThenOutcome) {
+  auto outcome = engine.create(profile(), {});
+  const auto& r = outcome.record;
+  EXPECT_EQ(r.state, State::running);
+  EXPECT_EQ(r.backend_id, r.id);
+  EXPECT_EQ(r.name, r.id);
+  ASSERT_EQ(r.history.size(), 2u);
+  EXPECT_EQ(r.history[0].to, State::creating);
+  EXPECT_FALSE(r.history[0].from.has_value());
+  EXPECT_EQ(r.history[1].from, State::creating);
+  EXPECT_EQ(r.history[1].to, State::running);
+  EXPECT_EQ(r.history[1].actor, "tester");
+  EXPECT_EQ(r.expires_at, clock.now() + 30min);
+  EXPECT_EQ(r.max_expires_at, clock.now() + 2h);
+  EXPECT_EQ(r.labels.at("team"), "core");
+  EXPECT_GT(r.owner.pid, 0);
+  EXPECT_EQ(hook.seen, (std::vector<std::string>{r.id + ":creating", r.id + ":running"}));
+
+  // The ledger holds the same, and the backend carries the ownership labels.
+  auto stored = ledger.read();
+  ASSERT_EQ(stored.sandboxes.size(), 1u);
+  EXPECT_EQ(stored.sandboxes[0].state, State::running);
+  auto meta = nlohmann::json::parse(testing::read_file(backend(r.id) / "meta.json"));
+  EXPECT_EQ(meta["labels"]["sandboxer.id"], r.id);
+  EXPECT_EQ(meta["labels"]["sandboxer.ledger"], stored.ledger_id);
+  EXPECT_EQ(meta["labels"]["sandboxer.expires_at"], "2026-12-02T12:30:00Z");
+}
+
+TEST_F(Lifecycle, TtlIsCappedAndTheCapReported) {
+  auto outcome = engine.create(profile(), {.ttl = 8h});
+  EXPECT_EQ(outcome.record.expires_at, clock.now() + 2h);
+  ASSERT_EQ(outcome.notices.size(), 1u);
+  EXPECT_EQ(outcome.notices[0], "ttl 8h capped to 2h (ttl.max of profile p)");
+}
+
+TEST_F(Lifecycle, TtlNoneOnlyWhenTheProfileSaysSo) {
+  auto outcome = engine.create(profile("{}", "none"), {});
+  EXPECT_FALSE(outcome.record.expires_at.has_value());
+  EXPECT_THROW(engine.extend(outcome.record.id, {.by = 1h}), PolicyError);
+}
+
+TEST_F(Lifecycle, IdempotencyKeyReturnsTheLiveSandbox) {
+  auto first = engine.create(profile(), {.idempotency_key = "job-1"});
+  auto second = engine.create(profile(), {.idempotency_key = "job-1"});
+  EXPECT_FALSE(first.reused);
+  EXPECT_TRUE(second.reused);
+  EXPECT_EQ(first.record.id, second.record.id);
+  EXPECT_EQ(ledger.read().sandboxes.size(), 1u);
+  // Once destroyed, the key makes a new one.
+  engine.destroy(first.record.id, "test");
+  auto third = engine.create(profile(), {.idempotency_key = "job-1"});
+  EXPECT_NE(third.record.id, first.record.id);
+}
+
+TEST_F(Lifecycle, NamesAreUniqueAmongLiveSandboxes) {
+  engine.create(profile(), {.name = "web"});
+  EXPECT_THROW(engine.create(profile(), {.name = "web"}), UsageError);
+  engine.destroy("web", "test");
+  EXPECT_NO_THROW(engine.create(profile(), {.name = "web"}));
+}
+
+TEST_F(Lifecycle, ReservedLabelPrefixIsRefused) {
+  EXPECT_THROW(engine.create(profile(), {.labels = {{"sandboxer.id", "x"}}}), UsageError);
+  EXPECT_TRUE(ledger.read().sandboxes.empty());
+}
+
+TEST_F(Lifecycle, FailedCreateIsRecordedWithTheBackendMessage) {
+  try {
+    engine.create(profile("{ fail: { create: 1 } }"), {});
+    FAIL();
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+  }
+  auto stored = ledger.read();
+  ASSERT_EQ(stored.sandboxes.size(), 1u);
+  EXPECT_EQ(stored.sandboxes[0].state, State::failed);
+  EXPECT_EQ(stored.sandboxes[0].error, "stub: injected failure of create (call #1)");
+  EXPECT_EQ(stored.sandboxes[0].history.back().reason, *stored.sandboxes[0].error);
+}
+
+TEST_F(Lifecycle, DestroyCountsAVanishedBackendAsDestroyed) {
+  auto id = engine.create(profile(), {}).record.id;
+  std::filesystem::remove_all(backend(id));
+  EXPECT_EQ(engine.destroy(id, "test").state, State::destroyed);
+}
+
+TEST_F(Lifecycle, FailedDestroyGoesBackWithTheError) {
+  auto id = engine.create(profile("{ fail: { destroy: always } }"), {}).record.id;
+  EXPECT_THROW(engine.destroy(id, "test"), DriverError);
+  auto r = engine.get(id);
+  EXPECT_EQ(r.state, State::running);
+  EXPECT_EQ(r.history.back().from, State::destroying);
+  EXPECT_EQ(r.history.back().reason,
+            "destroy failed: stub: injected failure of destroy (call #1)");
+  EXPECT_TRUE(std::filesystem::exists(backend(id)));
+}
+
+TEST_F(Lifecycle, DestroyUnknownIsNotFound) {
+  EXPECT_THROW(engine.destroy("sbx-aaaaaaaaaaaa", "test"), NotFoundError);
+}
+
+TEST_F(Lifecycle, ExecRunsInTheSandboxDirectory) {
+  auto id = engine.create(profile(), {}).record.id;
+  CollectingIo io;
+  int status = engine.exec(id, {.argv = {"sh", "-c", "echo hi > f; cat f; echo e >&2; exit 4"}}, io);
+  EXPECT_EQ(status, 4);
+  EXPECT_EQ(io.stdout_text, "hi\n");
+  EXPECT_EQ(io.stderr_text, "e\n");
+  EXPECT_TRUE(std::filesystem::exists(backend(id) / "fs" / "f"));
+}
+
+TEST_F(Lifecycle, SnapshotAndRestoreKeepTheFiles) {
+  auto id = engine.create(profile(), {.name = "a"}).record.id;
+  CollectingIo io;
+  engine.exec(id, {.argv = {"sh", "-c", "echo before > f"}}, io);
+  auto snapped = engine.snapshot(id, std::string("s1"));
+  ASSERT_EQ(snapped.snapshots.size(), 1u);
+  EXPECT_EQ(snapped.state, State::running);
+  EXPECT_EQ(snapped.snapshots[0].size_bytes, 7u);
+  EXPECT_THROW(engine.snapshot(id, std::string("s1")), UsageError);
+  engine.exec(id, {.argv = {"sh", "-c", "echo after > f"}}, io);
+
+  auto restored = engine.restore("a:s1", {});
+  EXPECT_EQ(restored.record.restored_from, snapped.snapshots[0].id);
+  EXPECT_EQ(restored.record.expires_at, clock.now() + 30min);
+  CollectingIo read;
+  engine.exec(restored.record.id, {.argv = {"cat", "f"}}, read);
+  EXPECT_EQ(read.stdout_text, "before\n");
+  EXPECT_THROW(engine.restore("a:nope", {}), NotFoundError);
+
+  engine.delete_snapshot(snapped.snapshots[0].id);
+  EXPECT_TRUE(engine.get(id).snapshots.empty());
+}
+
+TEST_F(Lifecycle, ExtendIsCappedByTheMaximum) {
+  auto id = engine.create(profile(), {}).record.id;
+  auto extended = engine.extend(id, {.by = 30min});
+  EXPECT_EQ(extended.record.expires_at, clock.now() + 1h);
+  EXPECT_TRUE(extended.notices.empty());
+  auto capped = engine.extend(id, {.by = 5h});
+  EXPECT_EQ(capped.record.expires_at, clock.now() + 2h);
+  ASSERT_EQ(capped.notices.size(), 1u);
+  EXPECT_EQ(capped.record.history.back().details["capped"], capped.notices[0]);
+  EXPECT_THROW(engine.extend(id, {.by = 1min}), PolicyError);
+  EXPECT_THROW(engine.extend(id, {.to = clock.now() - 1min}), UsageError);
+}
+
+TEST_F(Lifecycle, ReapDestroysOnlyTheExpired) {
+  auto short_lived = engine.create(profile(), {.ttl = 10min}).record.id;
+  auto long_lived = engine.create(profile(), {.ttl = 1h}).record.id;
+  clock.advance(20min);
+
+  auto plan = engine.reap({.dry_run = true});
+  ASSERT_EQ(plan.items.size(), 1u);
+  EXPECT_EQ(plan.items[0].id, short_lived);
+  EXPECT_EQ(engine.get(short_lived).state, State::running);
+
+  EXPECT_THROW(engine.reap({.max_destroy = 0}), PolicyError);
+  EXPECT_EQ(engine.reap({.grace = 15min}).items.size(), 0u);
+
+  auto report = engine.reap({});
+  EXPECT_EQ(report.failures, 0);
+  EXPECT_EQ(report.items[0].outcome, "destroyed");
+  auto r = engine.get(short_lived);
+  EXPECT_EQ(r.state, State::destroyed);
+  EXPECT_EQ(r.history[r.history.size() - 2].to, State::expired);
+  EXPECT_FALSE(std::filesystem::exists(backend(short_lived)));
+  EXPECT_EQ(engine.get(long_lived).state, State::running);
+}
+
+TEST_F(Lifecycle, AFailedReapStaysExpiredForTheNextRun) {
+  auto id = engine.create(profile("{ fail: { destroy: 1 } }"), {.ttl = 1min}).record.id;
+  clock.advance(2min);
+  auto first = engine.reap({});
+  EXPECT_EQ(first.failures, 1);
+  EXPECT_EQ(engine.get(id).state, State::expired);
+  auto second = engine.reap({});
+  EXPECT_EQ(second.failures, 0);
+  EXPECT_EQ(engine.get(id).state, State::destroyed);
+}
+
+TEST_F(Lifecycle, ReapInParallelDestroysEachOnce) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    ids.push_back(engine.create(profile(), {.ttl = 1min}).record.id);
+  }
+  clock.advance(5min);
+  auto report = engine.reap({.parallel = 4});
+  EXPECT_EQ(report.items.size(), 12u);
+  EXPECT_EQ(report.failures, 0);
+  for (const auto& id : ids) {
+    auto r = engine.get(id);
+    EXPECT_EQ(r.state, State::destroyed);
+    EXPECT_EQ(std::count_if(r.history.begin(), r.history.end(),
+                            [](const auto& e) { return e.to == State::destroyed; }),
+              1);
+  }
+}
+
+} // namespace
+} // namespace sandboxer

@@ -1,0 +1,83 @@
+#include <sandboxer/error.hpp>
+#include <sandboxer/proc.hpp>
+
+#include <gtest/gtest.h>
+
+#include "support/temp_dir.hpp"
+
+namespace sandboxer {
+namespace {
+
+TEST(Proc, CapturesStdoutAndStderrSeparately) {
+  auto result = proc::run({.argv = {"sh", "-c", "echo out; echo err >&2; exit 3"}});
+  EXPECT_EQ(result.out, "out\n");
+  EXPECT_EQ(result.err, "err\n");
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_EQ(result.status(), 3);
+}
+
+TEST(Proc, ArgumentsAreNotInterpretedByAShell) {
+  auto result = proc::run({.argv = {"printf", "%s|", "a b", "$HOME", ";", "*"}});
+  EXPECT_EQ(result.out, "a b|$HOME|;|*|");
+}
+
+TEST(Proc, PassesEnvironmentAndWorkingDirectory) {
+  testing::TempDir dir;
+  proc::Command command{.argv = {"sh", "-c", "echo $FOO; pwd"}};
+  command.env_set = {{"FOO", "bar"}};
+  command.cwd = dir.path();
+  auto result = proc::run(command);
+  EXPECT_EQ(result.out, "bar\n" + dir.path().string() + "\n");
+}
+
+TEST(Proc, ClearEnvStartsEmpty) {
+  proc::Command command{.argv = {"/usr/bin/env"}};
+  command.clear_env = true;
+  command.env_set = {{"ONLY", "1"}};
+  EXPECT_EQ(proc::run(command).out, "ONLY=1\n");
+}
+
+TEST(Proc, FeedsStdin) {
+  proc::Command command{.argv = {"tr", "a-z", "A-Z"}};
+  command.stdin_data = std::string(200000, 'x');
+  auto result = proc::run(command);
+  EXPECT_EQ(result.out, std::string(200000, 'X'));
+}
+
+TEST(Proc, StreamsWhenCallbacksAreSet) {
+  std::string out, err;
+  proc::Command command{.argv = {"sh", "-c", "echo a; echo b >&2; echo c"}};
+  command.on_stdout = [&](std::string_view s) { out += s; };
+  command.on_stderr = [&](std::string_view s) { err += s; };
+  auto result = proc::run(command);
+  EXPECT_EQ(out, "a\nc\n");
+  EXPECT_EQ(err, "b\n");
+  EXPECT_TRUE(result.out.empty());
+}
+
+TEST(Proc, TimeoutKillsTheChild) {
+  proc::Command command{.argv = {"sleep", "30"}};
+  command.timeout = std::chrono::milliseconds(200);
+  auto result = proc::run(command);
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_EQ(result.signal, SIGTERM);
+  EXPECT_EQ(result.status(), 128 + SIGTERM);
+}
+
+TEST(Proc, TimeoutAppliesAfterTheChildClosesItsOutput) {
+  proc::Command command{.argv = {"sh", "-c", "exec >/dev/null 2>&1; sleep 30"}};
+  command.timeout = std::chrono::milliseconds(200);
+  EXPECT_TRUE(proc::run(command).timed_out);
+}
+
+TEST(Proc, MissingProgramIsAnErrorNamingIt) {
+  try {
+    proc::run({.argv = {"sandboxer-no-such-program"}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot run 'sandboxer-no-such-program': No such file or directory");
+  }
+}
+
+} // namespace
+} // namespace sandboxer
