@@ -1,9 +1,8 @@
+#include <cstdlib>
+#include <fmt/format.h>
+
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
-
-#include <cstdlib>
-
-#include <fmt/format.h>
 
 namespace sandboxer {
 namespace {
@@ -123,7 +122,8 @@ std::optional<TimePoint> parse_time(std::string_view text) {
   }
   const auto d = take_digits(text, pos, 2);
   // RFC 3339 allows a lowercase "t", and (section 5.6, note) a space for readability.
-  if (!d || !(take_char(text, pos, 'T') || take_char(text, pos, 't') || take_char(text, pos, ' '))) {
+  if (!d ||
+      !(take_char(text, pos, 'T') || take_char(text, pos, 't') || take_char(text, pos, ' '))) {
     return std::nullopt;
   }
   const auto h = take_digits(text, pos, 2);

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/profile.hpp>
@@ -50,11 +51,15 @@ void Driver::unsupported(std::string_view driver, std::string_view verb) const {
 SnapshotResult Driver::snapshot(const SandboxHandle&, const std::string&) {
   unsupported("this", "snapshot");
 }
-void Driver::delete_snapshot(const std::string&) { unsupported("this", "snapshot rm"); }
+void Driver::delete_snapshot(const std::string&) {
+  unsupported("this", "snapshot rm");
+}
 int Driver::exec(const SandboxHandle&, const ExecRequest&, ExecIo&) {
   unsupported("this", "exec");
 }
-void Driver::extend(const SandboxHandle&, TimePoint) { unsupported("this", "native extend"); }
+void Driver::extend(const SandboxHandle&, TimePoint) {
+  unsupported("this", "native extend");
+}
 std::vector<RemoteResource> Driver::list_remote(const Labels&) {
   unsupported("this", "list by label");
 }

@@ -1,21 +1,22 @@
-#include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
-
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <string_view>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <type_traits>
 #include <unistd.h>
 #include <utility>
 
-#include <fmt/format.h>
+#include <sandboxer/error.hpp>
+#include <sandboxer/ledger.hpp>
 
 namespace sandboxer {
 
@@ -24,8 +25,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr std::array<std::string_view, 8> k_state_names = {
-    "creating", "running", "snapshotting", "destroying",
-    "destroyed", "failed", "expired", "orphaned",
+    "creating",  "running", "snapshotting", "destroying",
+    "destroyed", "failed",  "expired",      "orphaned",
 };
 
 constexpr std::string_view k_file_name = "ledger.json";
@@ -33,6 +34,11 @@ constexpr std::string_view k_backup_name = "ledger.json.bak";
 // Temporary names carry the pid so that a crashed writer's leftovers are recognisable.
 constexpr std::string_view k_temp_prefix = ".ledger.json.tmp.";
 constexpr std::string_view k_backup_temp_prefix = "ledger.json.bak.tmp.";
+
+// Deeper than any spec a driver writes; the bound keeps a hostile file from exhausting the stack.
+constexpr int k_max_depth = 256;
+
+constexpr size_t k_write_chunk = 1 << 20;
 
 // ---------------------------------------------------------------------------------------------
 // Ids
@@ -63,14 +69,735 @@ std::string new_id(std::string_view prefix) {
   return id;
 }
 
-std::string new_ledger_id() { return new_id("ldg-"); }
+std::string new_ledger_id() {
+  return new_id("ldg-");
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON text
+//
+// The ledger is read by every command and rewritten by every change, and nlohmann's DOM parser
+// alone takes ~90 ms on a ledger of 10k records (13 MB), more than a `list` may take in total. So
+// the ledger has its own reader and writer: one pass over the text straight into the structs,
+// with nlohmann values built only for the free-form fields (spec, info, secret_refs, details).
+// Both follow RFC 8259 strictly (including UTF-8 validity), so the file stays readable by jq.
+
+// The length of the valid UTF-8 sequence at `p` (at most `available` bytes), or 0.
+size_t utf8_sequence_length(const unsigned char* p, size_t available) {
+  const unsigned char c = p[0];
+  size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    length = 2;
+  } else if (c == 0xE0) {
+    length = 3;
+    low = 0xA0; // no overlong forms
+  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+    length = 3;
+  } else if (c == 0xED) {
+    length = 3;
+    high = 0x9F; // no UTF-16 surrogates
+  } else if (c == 0xF0) {
+    length = 4;
+    low = 0x90;
+  } else if (c >= 0xF1 && c <= 0xF3) {
+    length = 4;
+  } else if (c == 0xF4) {
+    length = 4;
+    high = 0x8F; // nothing beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (available < length || p[1] < low || p[1] > high) {
+    return 0;
+  }
+  for (size_t i = 2; i < length; ++i) {
+    if ((p[i] & 0xC0) != 0x80) {
+      return 0;
+    }
+  }
+  return length;
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// Bytes a string may hold without escaping or UTF-8 checks: the fast path of both directions.
+inline bool is_plain(unsigned char c) {
+  return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+// The first byte from `p` on that is not plain, or `end`. Eight bytes at a time, with the
+// "has a zero byte" trick applied to each condition: strings are most of a ledger's bytes.
+inline const char* skip_plain(const char* p, const char* end) {
+  constexpr std::uint64_t k_ones = 0x0101010101010101ULL;
+  constexpr std::uint64_t k_highs = 0x8080808080808080ULL;
+  while (end - p >= 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, p, sizeof(word));
+    const std::uint64_t quote = word ^ (k_ones * '"');
+    const std::uint64_t backslash = word ^ (k_ones * '\\');
+    const std::uint64_t special = ((quote - k_ones) & ~quote) |
+                                  ((backslash - k_ones) & ~backslash) |
+                                  ((word - k_ones * 0x20) & ~word) | word;
+    if (special & k_highs) {
+      break;
+    }
+    p += sizeof(word);
+  }
+  while (p < end && is_plain(static_cast<unsigned char>(*p))) {
+    ++p;
+  }
+  return p;
+}
+
+// Invalid JSON text, at a byte offset of the whole document.
+struct SyntaxError {
+  size_t offset;
+  std::string message;
+};
+
+class JsonReader {
+public:
+  enum class Kind { null, boolean, number, string, object, array };
+
+  // `base` is the offset of `text` in the whole document, so that errors name absolute offsets.
+  explicit JsonReader(std::string_view text, size_t base = 0)
+      : m_begin(text.data()), m_p(text.data()), m_end(text.data() + text.size()), m_base(base) {}
+
+  size_t offset() const { return m_base + static_cast<size_t>(m_p - m_begin); }
+  size_t remaining() const { return static_cast<size_t>(m_end - m_p); }
+
+  // A reader of the same text, positioned at an earlier `offset()` of this one.
+  JsonReader rewound_to(size_t offset) const {
+    JsonReader reader(*this);
+    reader.m_p = m_begin + (offset - m_base);
+    return reader;
+  }
+
+  // The kind of the next value, without consuming it.
+  Kind peek() {
+    skip_space();
+    if (m_p == m_end) {
+      fail("expected a value");
+    }
+    switch (*m_p) {
+    case '{':
+      return Kind::object;
+    case '[':
+      return Kind::array;
+    case '"':
+      return Kind::string;
+    case 't':
+      check_literal("true");
+      return Kind::boolean;
+    case 'f':
+      check_literal("false");
+      return Kind::boolean;
+    case 'n':
+      check_literal("null");
+      return Kind::null;
+    default:
+      if (*m_p == '-' || is_digit(*m_p)) {
+        return Kind::number;
+      }
+      fail(fmt::format("unexpected {}", describe_byte(*m_p)));
+    }
+  }
+
+  // Consumes a null if that is what comes next.
+  bool take_null() {
+    if (peek() != Kind::null) {
+      return false;
+    }
+    literal("null");
+    return true;
+  }
+
+  // A string (the next value must be one). The view points into the text when the string has
+  // no escapes, else into `scratch`; it is valid until either changes.
+  std::string_view string(std::string& scratch) {
+    ++m_p; // the opening quote, which peek() saw
+    const char* start = m_p;
+    while (true) {
+      m_p = skip_plain(m_p, m_end);
+      if (m_p == m_end) {
+        fail("unterminated string");
+      }
+      const auto c = static_cast<unsigned char>(*m_p);
+      if (c == '"') {
+        std::string_view text(start, static_cast<size_t>(m_p - start));
+        ++m_p;
+        return text;
+      }
+      if (c == '\\') {
+        scratch.assign(start, static_cast<size_t>(m_p - start));
+        return decode_rest(scratch);
+      }
+      skip_non_plain(c);
+    }
+  }
+
+  void string_into(std::string& out) {
+    const std::string_view text = string(out);
+    if (text.data() != out.data()) {
+      out.assign(text);
+    }
+  }
+
+  json number() {
+    const char* start = m_p;
+    bool integral = true;
+    take('-');
+    if (take('0')) {
+      // no leading zeros
+    } else if (!take_digits()) {
+      fail("invalid number");
+    }
+    if (take('.')) {
+      integral = false;
+      if (!take_digits()) {
+        fail("invalid number: expected a digit after '.'");
+      }
+    }
+    if (take('e') || take('E')) {
+      integral = false;
+      if (!take('+')) {
+        take('-');
+      }
+      if (!take_digits()) {
+        fail("invalid number: expected a digit in the exponent");
+      }
+    }
+    if (integral) {
+      if (*start != '-') {
+        std::uint64_t value = 0;
+        if (std::from_chars(start, m_p, value).ec == std::errc()) {
+          return json(value);
+        }
+      } else {
+        std::int64_t value = 0;
+        if (std::from_chars(start, m_p, value).ec == std::errc()) {
+          return json(value);
+        }
+      }
+      // Beyond 64 bits: a double, as nlohmann does.
+    }
+    double value = 0;
+    if (std::from_chars(start, m_p, value).ec != std::errc()) {
+      m_p = start;
+      fail("number out of range");
+    }
+    return json(value);
+  }
+
+  bool boolean() {
+    if (*m_p == 't') {
+      literal("true");
+      return true;
+    }
+    literal("false");
+    return false;
+  }
+
+  // Calls `member(key)` for each member of an object (the next value must be one); `member`
+  // must consume the value.
+  template <typename Member> void object(Member&& member) {
+    ++m_p;
+    std::string scratch;
+    skip_space();
+    if (take('}')) {
+      return;
+    }
+    while (true) {
+      skip_space();
+      if (m_p == m_end || *m_p != '"') {
+        fail("expected a string as object key");
+      }
+      const std::string_view key = string(scratch);
+      skip_space();
+      if (!take(':')) {
+        fail("expected ':' after an object key");
+      }
+      member(key);
+      skip_space();
+      if (take(',')) {
+        continue;
+      }
+      if (take('}')) {
+        return;
+      }
+      fail("expected ',' or '}' after an object member");
+    }
+  }
+
+  // Calls `item(index)` for each element of an array (the next value must be one); `item` must
+  // consume the element.
+  template <typename Item> void array(Item&& item) {
+    ++m_p;
+    skip_space();
+    if (take(']')) {
+      return;
+    }
+    for (size_t index = 0;; ++index) {
+      item(index);
+      skip_space();
+      if (take(',')) {
+        continue;
+      }
+      if (take(']')) {
+        return;
+      }
+      fail("expected ',' or ']' after an array element");
+    }
+  }
+
+  // Any value, as nlohmann::json. Duplicate keys: the last one wins, as in nlohmann.
+  json any(int depth = 0) {
+    switch (peek()) {
+    case Kind::null:
+      literal("null");
+      return json(nullptr);
+    case Kind::boolean:
+      return json(boolean());
+    case Kind::number:
+      return number();
+    case Kind::string: {
+      std::string text;
+      string_into(text);
+      return json(std::move(text));
+    }
+    case Kind::array: {
+      check_depth(depth);
+      json value(json::value_t::array);
+      auto& items = *value.get_ptr<json::array_t*>();
+      array([&](size_t) { items.push_back(any(depth + 1)); });
+      return value;
+    }
+    case Kind::object: {
+      check_depth(depth);
+      json value(json::value_t::object);
+      auto& members = *value.get_ptr<json::object_t*>();
+      object([&](std::string_view key) {
+        members.insert_or_assign(std::string(key), any(depth + 1));
+      });
+      return value;
+    }
+    }
+    return json(); // unreachable: peek() throws on anything else
+  }
+
+  // Checks and steps over any value.
+  void skip(int depth = 0) {
+    switch (peek()) {
+    case Kind::null:
+      literal("null");
+      return;
+    case Kind::boolean:
+      boolean();
+      return;
+    case Kind::number:
+      number();
+      return;
+    case Kind::string: {
+      std::string scratch;
+      string(scratch);
+      return;
+    }
+    case Kind::array:
+      check_depth(depth);
+      array([&](size_t) { skip(depth + 1); });
+      return;
+    case Kind::object:
+      check_depth(depth);
+      object([&](std::string_view) { skip(depth + 1); });
+      return;
+    }
+  }
+
+  // Only white space may follow the document.
+  void finish() {
+    skip_space();
+    if (m_p != m_end) {
+      fail("unexpected content after the end of the document");
+    }
+  }
+
+private:
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+  static std::string describe_byte(char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte < 0x7F ? fmt::format("character '{}'", c)
+                                       : fmt::format("byte 0x{:02x}", byte);
+  }
+
+  [[noreturn]] void fail(std::string_view message) const {
+    throw SyntaxError{offset(), m_p >= m_end ? fmt::format("unexpected end of input ({})", message)
+                                             : std::string(message)};
+  }
+
+  void skip_space() {
+    while (m_p < m_end && (*m_p == ' ' || *m_p == '\n' || *m_p == '\r' || *m_p == '\t')) {
+      ++m_p;
+    }
+  }
+
+  bool take(char c) {
+    if (m_p < m_end && *m_p == c) {
+      ++m_p;
+      return true;
+    }
+    return false;
+  }
+
+  bool take_digits() {
+    const char* start = m_p;
+    while (m_p < m_end && is_digit(*m_p)) {
+      ++m_p;
+    }
+    return m_p != start;
+  }
+
+  // peek() checks a literal before naming its kind, so that "nonsense" is reported as invalid
+  // JSON rather than as a null where an object was expected.
+  void check_literal(std::string_view word) const {
+    if (static_cast<size_t>(m_end - m_p) < word.size() ||
+        std::string_view(m_p, word.size()) != word) {
+      fail(fmt::format("unexpected {}", describe_byte(*m_p)));
+    }
+  }
+
+  // Steps over a literal that peek() checked.
+  void literal(std::string_view word) { m_p += word.size(); }
+
+  void check_depth(int depth) const {
+    if (depth >= k_max_depth) {
+      fail(fmt::format("nesting deeper than {} levels", k_max_depth));
+    }
+  }
+
+  // Steps over one byte that is_plain() rejected and that is neither a quote nor a backslash.
+  void skip_non_plain(unsigned char c) {
+    if (c < 0x20) {
+      fail(fmt::format("unescaped control character 0x{:02x} in a string", c));
+    }
+    const size_t length = utf8_sequence_length(reinterpret_cast<const unsigned char*>(m_p),
+                                               static_cast<size_t>(m_end - m_p));
+    if (length == 0) {
+      fail("invalid UTF-8 in a string");
+    }
+    m_p += length;
+  }
+
+  std::uint32_t hex4() {
+    if (m_end - m_p < 4) {
+      m_p = m_end;
+      fail("truncated \\u escape");
+    }
+    std::uint32_t value = 0;
+    for (int i = 0; i < 4; ++i, ++m_p) {
+      const char c = *m_p;
+      const int digit = is_digit(c)              ? c - '0'
+                        : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                 : -1;
+      if (digit < 0) {
+        fail("invalid \\u escape");
+      }
+      value = value * 16 + static_cast<std::uint32_t>(digit);
+    }
+    return value;
+  }
+
+  void escape(std::string& out) {
+    ++m_p; // the backslash
+    if (m_p == m_end) {
+      fail("unterminated string");
+    }
+    switch (*m_p++) {
+    case '"':
+      out += '"';
+      return;
+    case '\\':
+      out += '\\';
+      return;
+    case '/':
+      out += '/';
+      return;
+    case 'b':
+      out += '\b';
+      return;
+    case 'f':
+      out += '\f';
+      return;
+    case 'n':
+      out += '\n';
+      return;
+    case 'r':
+      out += '\r';
+      return;
+    case 't':
+      out += '\t';
+      return;
+    case 'u':
+      break;
+    default:
+      --m_p;
+      fail(fmt::format("invalid escape \\{}", *m_p));
+    }
+    std::uint32_t cp = hex4();
+    if (cp >= 0xDC00 && cp <= 0xDFFF) {
+      fail("invalid \\u escape: unpaired low surrogate");
+    }
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      if (!take('\\') || !take('u')) {
+        fail("invalid \\u escape: high surrogate without its low half");
+      }
+      const std::uint32_t low = hex4();
+      if (low < 0xDC00 || low > 0xDFFF) {
+        fail("invalid \\u escape: high surrogate without its low half");
+      }
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    }
+    append_utf8(out, cp);
+  }
+
+  // The slow path of string(): decodes escapes into `out`, which holds what came before.
+  std::string_view decode_rest(std::string& out) {
+    while (true) {
+      const char* run = m_p;
+      m_p = skip_plain(m_p, m_end);
+      out.append(run, static_cast<size_t>(m_p - run));
+      if (m_p == m_end) {
+        fail("unterminated string");
+      }
+      const auto c = static_cast<unsigned char>(*m_p);
+      if (c == '"') {
+        ++m_p;
+        return out;
+      }
+      if (c == '\\') {
+        escape(out);
+        continue;
+      }
+      const char* sequence = m_p;
+      skip_non_plain(c);
+      out.append(sequence, static_cast<size_t>(m_p - sequence));
+    }
+  }
+
+  const char* m_begin;
+  const char* m_p;
+  const char* m_end;
+  size_t m_base;
+};
+
+class JsonWriter {
+public:
+  explicit JsonWriter(std::string& out) : m_out(out) {}
+
+  void raw(std::string_view text) { m_out.append(text); }
+
+  // Invalid UTF-8 (a backend's error text, say) becomes U+FFFD rather than an error, so that
+  // recording a failure cannot fail.
+  void string(std::string_view text) {
+    m_out += '"';
+    const char* p = text.data();
+    const char* end = p + text.size();
+    while (true) {
+      const char* run = p;
+      p = skip_plain(p, end);
+      m_out.append(run, static_cast<size_t>(p - run));
+      if (p == end) {
+        break;
+      }
+      const auto c = static_cast<unsigned char>(*p);
+      if (c < 0x80) {
+        escape(c);
+        ++p;
+        continue;
+      }
+      const size_t length = utf8_sequence_length(reinterpret_cast<const unsigned char*>(p),
+                                                 static_cast<size_t>(end - p));
+      if (length == 0) {
+        m_out += "\xEF\xBF\xBD";
+        ++p;
+      } else {
+        m_out.append(p, length);
+        p += length;
+      }
+    }
+    m_out += '"';
+  }
+
+  void optional_string(const std::optional<std::string>& text) {
+    if (text) {
+      string(*text);
+    } else {
+      raw("null");
+    }
+  }
+
+  void time(TimePoint t) {
+    m_out += '"';
+    m_out += format_time(t);
+    m_out += '"';
+  }
+
+  void optional_time(const std::optional<TimePoint>& t) {
+    if (t) {
+      time(*t);
+    } else {
+      raw("null");
+    }
+  }
+
+  template <typename Integer> void integer(Integer value) {
+    char buffer[24];
+    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    m_out.append(buffer, result.ptr);
+  }
+
+  void string_map(const std::map<std::string, std::string>& map) {
+    m_out += '{';
+    bool first = true;
+    for (const auto& [key, value] : map) {
+      if (!first) {
+        m_out += ',';
+      }
+      first = false;
+      string(key);
+      m_out += ':';
+      string(value);
+    }
+    m_out += '}';
+  }
+
+  // Any nlohmann value, as its dump() would write it (keys in order, shortest round-trip
+  // doubles), except that non-finite numbers and binary values, which JSON cannot hold, are null.
+  void any(const json& value) {
+    switch (value.type()) {
+    case json::value_t::null:
+    case json::value_t::binary:
+    case json::value_t::discarded:
+      raw("null");
+      return;
+    case json::value_t::boolean:
+      raw(value.get<bool>() ? "true" : "false");
+      return;
+    case json::value_t::number_integer:
+      integer(value.get<std::int64_t>());
+      return;
+    case json::value_t::number_unsigned:
+      integer(value.get<std::uint64_t>());
+      return;
+    case json::value_t::number_float:
+      floating(value.get<double>());
+      return;
+    case json::value_t::string:
+      string(*value.get_ptr<const std::string*>());
+      return;
+    case json::value_t::array: {
+      m_out += '[';
+      bool first = true;
+      for (const auto& item : *value.get_ptr<const json::array_t*>()) {
+        if (!first) {
+          m_out += ',';
+        }
+        first = false;
+        any(item);
+      }
+      m_out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      m_out += '{';
+      bool first = true;
+      for (const auto& [key, item] : *value.get_ptr<const json::object_t*>()) {
+        if (!first) {
+          m_out += ',';
+        }
+        first = false;
+        string(key);
+        m_out += ':';
+        any(item);
+      }
+      m_out += '}';
+      return;
+    }
+    }
+  }
+
+private:
+  void escape(unsigned char c) {
+    switch (c) {
+    case '"':
+      raw("\\\"");
+      return;
+    case '\\':
+      raw("\\\\");
+      return;
+    case '\b':
+      raw("\\b");
+      return;
+    case '\f':
+      raw("\\f");
+      return;
+    case '\n':
+      raw("\\n");
+      return;
+    case '\r':
+      raw("\\r");
+      return;
+    case '\t':
+      raw("\\t");
+      return;
+    default:
+      m_out += fmt::format("\\u{:04x}", c);
+    }
+  }
+
+  void floating(double value) {
+    if (!std::isfinite(value)) {
+      raw("null");
+      return;
+    }
+    char buffer[32];
+    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    const std::string_view text(buffer, static_cast<size_t>(result.ptr - buffer));
+    m_out.append(text);
+    // Keep it a float when read back, as nlohmann writes 2.0 rather than 2.
+    if (text.find_first_of(".e") == std::string_view::npos) {
+      raw(".0");
+    }
+  }
+
+  std::string& m_out;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Reading records
 //
-// The readers are templates over `J` = json (the ledger's own parsed document, whose strings and
-// sub-documents are moved out instead of copied) or const json (the public from_json). They throw
-// ShapeError naming the field; the callers add which record and which file.
+// The readers throw ShapeError naming the field; the callers add which record and which file.
+
+using Kind = JsonReader::Kind;
 
 struct ShapeError {
   std::string field; // "owner.pid", "history[2].to"; empty for the value itself
@@ -79,273 +806,242 @@ struct ShapeError {
   std::string describe() const {
     return field.empty() ? problem : fmt::format("field \"{}\" {}", field, problem);
   }
-  // Adds the enclosing field: "2" + "to" -> "history[2].to".
+  // Adds the enclosing field: "history[2]" + "to" -> "history[2].to".
   void nest(std::string_view outer) {
     field = field.empty() ? std::string(outer) : fmt::format("{}.{}", outer, field);
   }
 };
 
-const char* type_phrase(const json& value) {
-  switch (value.type()) {
-  case json::value_t::null:
+const char* kind_phrase(Kind kind) {
+  switch (kind) {
+  case Kind::null:
     return "null";
-  case json::value_t::object:
-    return "an object";
-  case json::value_t::array:
-    return "an array";
-  case json::value_t::string:
-    return "a string";
-  case json::value_t::boolean:
+  case Kind::boolean:
     return "a boolean";
-  case json::value_t::number_integer:
-  case json::value_t::number_unsigned:
-    return "an integer";
-  case json::value_t::number_float:
+  case Kind::number:
     return "a number";
-  case json::value_t::binary:
-  case json::value_t::discarded:
-    break;
+  case Kind::string:
+    return "a string";
+  case Kind::object:
+    return "an object";
+  case Kind::array:
+    return "an array";
   }
-  return "an unsupported value";
+  return "a value";
 }
 
-[[noreturn]] void wrong_type(const json& value, std::string_view field, std::string_view expected) {
-  throw ShapeError{std::string(field), fmt::format("is {}, expected {}", type_phrase(value), expected)};
-}
-
-template <typename J> constexpr bool k_movable = !std::is_const_v<J>;
-
-template <typename J>
-using ObjectRef = std::conditional_t<k_movable<J>, json::object_t&, const json::object_t&>;
-template <typename J>
-using ArrayRef = std::conditional_t<k_movable<J>, json::array_t&, const json::array_t&>;
-
-template <typename J> std::string take_string(J& value, std::string_view field) {
-  if (!value.is_string()) {
-    wrong_type(value, field, "a string");
-  }
-  if constexpr (k_movable<J>) {
-    return std::move(*value.template get_ptr<std::string*>());
-  } else {
-    return *value.template get_ptr<const std::string*>();
-  }
-}
-
-template <typename J>
-std::optional<std::string> take_optional_string(J& value, std::string_view field) {
-  if (value.is_null()) {
-    return std::nullopt;
-  }
-  if (!value.is_string()) {
-    wrong_type(value, field, "a string or null");
-  }
-  return take_string(value, field);
-}
-
-// Any JSON value: spec, info, secret_refs and details belong to drivers and callers, and the
-// reader must accept whatever the writer can write.
-template <typename J> json take_json(J& value) {
-  if constexpr (k_movable<J>) {
-    return std::move(value);
-  } else {
-    return value;
-  }
-}
-
-template <typename J> ObjectRef<J> object_of(J& value, std::string_view field) {
-  if (!value.is_object()) {
-    wrong_type(value, field, "an object");
-  }
-  return *value.template get_ptr<std::add_pointer_t<ObjectRef<J>>>();
-}
-
-template <typename J> ArrayRef<J> array_of(J& value, std::string_view field) {
-  if (!value.is_array()) {
-    wrong_type(value, field, "an array");
-  }
-  return *value.template get_ptr<std::add_pointer_t<ArrayRef<J>>>();
-}
-
-TimePoint read_time(const json& value, std::string_view field) {
-  const auto* text = value.get_ptr<const std::string*>();
-  if (!text) {
-    wrong_type(value, field, "an RFC 3339 time string");
-  }
-  const auto t = parse_time(*text);
-  if (!t) {
+void expect(JsonReader& in, Kind kind, std::string_view field, std::string_view expected) {
+  const Kind got = in.peek();
+  if (got != kind) {
     throw ShapeError{std::string(field),
-                     fmt::format("is \"{}\", expected an RFC 3339 time such as "
-                                 "\"2026-12-02T11:51:32Z\"",
-                                 *text)};
+                     fmt::format("is {}, expected {}", kind_phrase(got), expected)};
   }
-  return *t;
 }
 
-std::optional<TimePoint> read_optional_time(const json& value, std::string_view field) {
-  if (value.is_null()) {
-    return std::nullopt;
-  }
-  return read_time(value, field);
-}
-
-State read_state(const json& value, std::string_view field) {
-  const auto* text = value.get_ptr<const std::string*>();
-  if (!text) {
-    wrong_type(value, field, "a state name");
-  }
-  const auto state = state_from_string(*text);
-  if (!state) {
-    throw ShapeError{std::string(field),
-                     fmt::format("is \"{}\", expected one of creating, running, snapshotting, "
-                                 "destroying, destroyed, failed, expired, orphaned",
-                                 *text)};
-  }
-  return *state;
-}
-
-template <typename J>
-std::map<std::string, std::string> take_string_map(J& value, std::string_view field) {
-  std::map<std::string, std::string> result;
-  for (auto& [key, item] : object_of(value, field)) {
-    if (!item.is_string()) {
-      wrong_type(item, fmt::format("{}.{}", field, key), "a string");
-    }
-    // Keys arrive sorted, so each insertion goes at the end in constant time.
-    result.emplace_hint(result.end(), key, take_string(item, key));
-  }
-  return result;
-}
-
-int read_int(const json& value, std::string_view field) {
-  if (!value.is_number_integer()) {
-    wrong_type(value, field, "an integer");
-  }
-  const bool fits = value.is_number_unsigned()
-                        ? value.get<std::uint64_t>() <= INT32_MAX
-                        : value.get<std::int64_t>() >= INT32_MIN && value.get<std::int64_t>() <= INT32_MAX;
-  if (!fits) {
-    throw ShapeError{std::string(field), fmt::format("is {}, out of range", value.dump())};
-  }
-  return value.get<int>();
-}
-
-template <typename J> ProfileRef take_profile(J& value) {
-  ProfileRef profile;
-  for (auto& [key, item] : object_of(value, "")) {
-    if (key == "name") {
-      profile.name = take_string(item, key);
-    } else if (key == "path") {
-      profile.path = take_string(item, key);
-    } else if (key == "hash") {
-      profile.hash = take_string(item, key);
-    }
-  }
-  return profile;
-}
-
-// Runs `take` on the value of `field`, naming `field` as the parent of whatever it rejects.
-template <typename Take> auto nested(std::string_view field, Take take) {
+// Runs `read` on the value of `field`, naming `field` as the parent of whatever it rejects.
+template <typename Read> auto nested(std::string_view field, Read read) {
   try {
-    return take();
+    return read();
   } catch (ShapeError& e) {
     e.nest(field);
     throw;
   }
 }
 
-template <typename J> Owner take_owner(J& value) {
-  Owner owner;
-  for (auto& [key, item] : object_of(value, "")) {
-    if (key == "user") {
-      owner.user = take_string(item, key);
-    } else if (key == "host") {
-      owner.host = take_string(item, key);
-    } else if (key == "pid") {
-      owner.pid = read_int(item, key);
-    } else if (key == "ci") {
-      owner.ci = take_string_map(item, key);
-    }
+void read_string(JsonReader& in, std::string& out, std::string_view field) {
+  expect(in, Kind::string, field, "a string");
+  in.string_into(out);
+}
+
+std::optional<std::string> read_optional_string(JsonReader& in, std::string_view field) {
+  if (in.take_null()) {
+    return std::nullopt;
   }
+  expect(in, Kind::string, field, "a string or null");
+  std::string text;
+  in.string_into(text);
+  return text;
+}
+
+TimePoint read_time(JsonReader& in, std::string_view field) {
+  expect(in, Kind::string, field, "an RFC 3339 time string");
+  std::string scratch;
+  const std::string_view text = in.string(scratch);
+  const auto t = parse_time(text);
+  if (!t) {
+    throw ShapeError{std::string(field), fmt::format("is \"{}\", expected an RFC 3339 time such as "
+                                                     "\"2026-12-02T11:51:32Z\"",
+                                                     text)};
+  }
+  return *t;
+}
+
+std::optional<TimePoint> read_optional_time(JsonReader& in, std::string_view field) {
+  if (in.take_null()) {
+    return std::nullopt;
+  }
+  return read_time(in, field);
+}
+
+State read_state(JsonReader& in, std::string_view field) {
+  expect(in, Kind::string, field, "a state name");
+  std::string scratch;
+  const std::string_view text = in.string(scratch);
+  const auto state = state_from_string(text);
+  if (!state) {
+    throw ShapeError{std::string(field),
+                     fmt::format("is \"{}\", expected one of creating, running, snapshotting, "
+                                 "destroying, destroyed, failed, expired, orphaned",
+                                 text)};
+  }
+  return *state;
+}
+
+std::int64_t read_integer(JsonReader& in, std::string_view field, std::int64_t min,
+                          std::int64_t max, std::string_view expected) {
+  expect(in, Kind::number, field, expected);
+  const json number = in.number();
+  const bool fits = number.is_number_unsigned()
+                        ? number.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                    : number.is_number_integer()
+                        ? number.get<std::int64_t>() >= min && number.get<std::int64_t>() <= max
+                        : false;
+  if (!fits) {
+    throw ShapeError{std::string(field),
+                     fmt::format("is {}, expected {}", number.dump(), expected)};
+  }
+  return number.get<std::int64_t>();
+}
+
+std::map<std::string, std::string> read_string_map(JsonReader& in, std::string_view field) {
+  expect(in, Kind::object, field, "an object of strings");
+  std::map<std::string, std::string> map;
+  nested(field, [&] {
+    in.object([&](std::string_view key) {
+      std::string value;
+      read_string(in, value, key);
+      // The writer emits keys in order, so the hint makes each insertion constant time.
+      map.insert_or_assign(map.end(), std::string(key), std::move(value));
+    });
+  });
+  return map;
+}
+
+ProfileRef read_profile(JsonReader& in) {
+  expect(in, Kind::object, "", "an object");
+  ProfileRef profile;
+  in.object([&](std::string_view key) {
+    if (key == "name") {
+      read_string(in, profile.name, key);
+    } else if (key == "path") {
+      read_string(in, profile.path, key);
+    } else if (key == "hash") {
+      read_string(in, profile.hash, key);
+    } else {
+      in.skip();
+    }
+  });
+  return profile;
+}
+
+Owner read_owner(JsonReader& in) {
+  expect(in, Kind::object, "", "an object");
+  Owner owner;
+  in.object([&](std::string_view key) {
+    if (key == "user") {
+      read_string(in, owner.user, key);
+    } else if (key == "host") {
+      read_string(in, owner.host, key);
+    } else if (key == "pid") {
+      owner.pid = static_cast<int>(read_integer(in, key, INT_MIN, INT_MAX, "an integer"));
+    } else if (key == "ci") {
+      owner.ci = read_string_map(in, key);
+    } else {
+      in.skip();
+    }
+  });
   return owner;
 }
 
-template <typename J> SnapshotRecord take_snapshot(J& value) {
+void require(bool present, const char* field) {
+  if (!present) {
+    throw ShapeError{field, "is missing"};
+  }
+}
+
+SnapshotRecord read_snapshot(JsonReader& in) {
+  expect(in, Kind::object, "", "an object");
   SnapshotRecord snapshot;
   bool has_id = false;
   bool has_created_at = false;
-  for (auto& [key, item] : object_of(value, "")) {
+  in.object([&](std::string_view key) {
     if (key == "id") {
-      snapshot.id = take_string(item, key);
+      read_string(in, snapshot.id, key);
       has_id = true;
     } else if (key == "name") {
-      snapshot.name = take_string(item, key);
+      read_string(in, snapshot.name, key);
     } else if (key == "backend_ref") {
-      snapshot.backend_ref = take_string(item, key);
+      read_string(in, snapshot.backend_ref, key);
     } else if (key == "size_bytes") {
-      if (item.is_number_unsigned()) {
-        snapshot.size_bytes = item.template get<std::uint64_t>();
-      } else if (!item.is_null()) {
-        wrong_type(item, key, "a non-negative integer or null");
+      if (!in.take_null()) {
+        snapshot.size_bytes = static_cast<std::uint64_t>(
+            read_integer(in, key, 0, INT64_MAX, "a non-negative integer or null"));
       }
     } else if (key == "created_at") {
-      snapshot.created_at = read_time(item, key);
+      snapshot.created_at = read_time(in, key);
       has_created_at = true;
+    } else {
+      in.skip();
     }
-  }
-  if (!has_id) {
-    throw ShapeError{"id", "is missing"};
-  }
-  if (!has_created_at) {
-    throw ShapeError{"created_at", "is missing"};
-  }
+  });
+  require(has_id, "id");
+  require(has_created_at, "created_at");
   return snapshot;
 }
 
-template <typename J> HistoryEntry take_history_entry(J& value) {
+HistoryEntry read_history_entry(JsonReader& in) {
+  expect(in, Kind::object, "", "an object");
   HistoryEntry entry;
   bool has_time = false;
   bool has_to = false;
-  for (auto& [key, item] : object_of(value, "")) {
+  in.object([&](std::string_view key) {
     if (key == "time") {
-      entry.time = read_time(item, key);
+      entry.time = read_time(in, key);
       has_time = true;
     } else if (key == "from") {
-      entry.from = item.is_null() ? std::nullopt : std::optional(read_state(item, key));
+      entry.from = in.take_null() ? std::nullopt : std::optional(read_state(in, key));
     } else if (key == "to") {
-      entry.to = read_state(item, key);
+      entry.to = read_state(in, key);
       has_to = true;
     } else if (key == "actor") {
-      entry.actor = take_string(item, key);
+      read_string(in, entry.actor, key);
     } else if (key == "reason") {
-      entry.reason = take_string(item, key);
+      read_string(in, entry.reason, key);
     } else if (key == "details") {
-      entry.details = take_json(item);
+      entry.details = in.any();
+    } else {
+      in.skip();
     }
-  }
-  if (!has_time) {
-    throw ShapeError{"time", "is missing"};
-  }
-  if (!has_to) {
-    throw ShapeError{"to", "is missing"};
-  }
+  });
+  require(has_time, "time");
+  require(has_to, "to");
   return entry;
 }
 
-// Reads every element of the array `value` with `take`, naming the index on failure.
-template <typename T, typename J, typename Take>
-std::vector<T> take_array(J& value, std::string_view field, Take take) {
-  auto& items = array_of(value, field);
-  std::vector<T> result;
-  result.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
+// Reads an array with `read_item`, naming the index of an element it rejects.
+template <typename T, typename ReadItem>
+std::vector<T> read_array(JsonReader& in, std::string_view field, ReadItem read_item) {
+  expect(in, Kind::array, field, "an array");
+  std::vector<T> items;
+  in.array([&](size_t index) {
     try {
-      result.push_back(take(items[i]));
+      items.push_back(read_item(in));
     } catch (ShapeError& e) {
-      e.nest(fmt::format("{}[{}]", field, i));
+      e.nest(fmt::format("{}[{}]", field, index));
       throw;
     }
-  }
-  return result;
+  });
+  return items;
 }
 
 // The fields every record must have; the others default when absent.
@@ -357,144 +1053,183 @@ enum Required : unsigned {
   k_has_created_at = 16,
 };
 
-// One pass over the record's keys (no lookup per field). Unknown keys are ignored: see
-// docs/ledger-format.md for why that is safe within one schema version.
-template <typename J> void read_record(J& value, SandboxRecord& r) {
+// One pass over the record's members, each read straight into its field. Unknown members are
+// skipped: see docs/ledger-format.md for why that is safe within one schema version.
+void read_record(JsonReader& in, SandboxRecord& r) {
+  expect(in, Kind::object, "", "an object");
   unsigned seen = 0;
-  for (auto& [key, item] : object_of(value, "")) {
-    const std::string_view k = key;
+  in.object([&](std::string_view k) {
     if (k == "id") {
-      r.id = take_string(item, k);
+      read_string(in, r.id, k);
       seen |= k_has_id;
     } else if (k == "name") {
-      r.name = take_string(item, k);
+      read_string(in, r.name, k);
       seen |= k_has_name;
-    } else if (k == "profile") {
-      r.profile = nested(k, [&] { return take_profile(item); });
-    } else if (k == "driver") {
-      r.driver = take_string(item, k);
-      seen |= k_has_driver;
-    } else if (k == "spec") {
-      r.spec = take_json(item);
-    } else if (k == "backend_id") {
-      r.backend_id = take_string(item, k);
-    } else if (k == "info") {
-      r.info = take_json(item);
     } else if (k == "state") {
-      r.state = read_state(item, k);
+      r.state = read_state(in, k);
       seen |= k_has_state;
+    } else if (k == "driver") {
+      read_string(in, r.driver, k);
+      seen |= k_has_driver;
+    } else if (k == "profile") {
+      r.profile = nested(k, [&] { return read_profile(in); });
+    } else if (k == "backend_id") {
+      read_string(in, r.backend_id, k);
     } else if (k == "created_at") {
-      r.created_at = read_time(item, k);
+      r.created_at = read_time(in, k);
       seen |= k_has_created_at;
     } else if (k == "expires_at") {
-      r.expires_at = read_optional_time(item, k);
+      r.expires_at = read_optional_time(in, k);
     } else if (k == "max_expires_at") {
-      r.max_expires_at = read_optional_time(item, k);
+      r.max_expires_at = read_optional_time(in, k);
     } else if (k == "labels") {
-      r.labels = take_string_map(item, k);
+      r.labels = read_string_map(in, k);
     } else if (k == "env") {
-      r.env = take_string_map(item, k);
+      r.env = read_string_map(in, k);
     } else if (k == "secret_refs") {
-      r.secret_refs = take_json(item);
+      r.secret_refs = in.any();
     } else if (k == "owner") {
-      r.owner = nested(k, [&] { return take_owner(item); });
-    } else if (k == "snapshots") {
-      r.snapshots = take_array<SnapshotRecord>(item, k, [](auto& v) { return take_snapshot(v); });
-    } else if (k == "history") {
-      r.history = take_array<HistoryEntry>(item, k, [](auto& v) { return take_history_entry(v); });
+      r.owner = nested(k, [&] { return read_owner(in); });
     } else if (k == "idempotency_key") {
-      r.idempotency_key = take_optional_string(item, k);
+      r.idempotency_key = read_optional_string(in, k);
     } else if (k == "restored_from") {
-      r.restored_from = take_optional_string(item, k);
+      r.restored_from = read_optional_string(in, k);
     } else if (k == "error") {
-      r.error = take_optional_string(item, k);
+      r.error = read_optional_string(in, k);
+    } else if (k == "snapshots") {
+      r.snapshots = read_array<SnapshotRecord>(in, k, read_snapshot);
+    } else if (k == "history") {
+      r.history = read_array<HistoryEntry>(in, k, read_history_entry);
+    } else if (k == "spec") {
+      r.spec = in.any();
+    } else if (k == "info") {
+      r.info = in.any();
+    } else {
+      in.skip();
     }
-  }
-  static constexpr std::pair<unsigned, const char*> k_required[] = {
-      {k_has_id, "id"},       {k_has_name, "name"},         {k_has_driver, "driver"},
-      {k_has_state, "state"}, {k_has_created_at, "created_at"},
-  };
-  for (const auto& [bit, name] : k_required) {
-    if (!(seen & bit)) {
-      throw ShapeError{name, "is missing"};
-    }
-  }
-}
-
-// How an error message names a record: its id when it has one. `r` is consulted first because
-// the id may already have been moved out of `value`.
-std::string record_label(const json& value, const SandboxRecord& r) {
-  if (!r.id.empty()) {
-    return r.id;
-  }
-  if (value.is_object()) {
-    if (auto it = value.find("id"); it != value.end() && it->is_string()) {
-      return it->template get<std::string>();
-    }
-  }
-  return "without an id";
+  });
+  require(seen & k_has_id, "id");
+  require(seen & k_has_name, "name");
+  require(seen & k_has_driver, "driver");
+  require(seen & k_has_state, "state");
+  require(seen & k_has_created_at, "created_at");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Writing records
 
-json time_json(const std::optional<TimePoint>& t) {
-  return t ? json(format_time(*t)) : json(nullptr);
-}
-
-json string_json(const std::optional<std::string>& text) { return text ? json(*text) : json(nullptr); }
-
-json state_json(const std::optional<State>& state) {
-  return state ? json(to_string(*state)) : json(nullptr);
-}
-
-json snapshot_json(const SnapshotRecord& s) {
-  json j(json::value_t::object);
-  auto& o = *j.get_ptr<json::object_t*>();
-  o.emplace("backend_ref", s.backend_ref);
-  o.emplace("created_at", format_time(s.created_at));
-  o.emplace("id", s.id);
-  o.emplace("name", s.name);
-  o.emplace("size_bytes", s.size_bytes ? json(*s.size_bytes) : json(nullptr));
-  return j;
-}
-
-json history_json(const HistoryEntry& h) {
-  json j(json::value_t::object);
-  auto& o = *j.get_ptr<json::object_t*>();
-  o.emplace("actor", h.actor);
-  o.emplace("details", h.details);
-  o.emplace("from", state_json(h.from));
-  o.emplace("reason", h.reason);
-  o.emplace("time", format_time(h.time));
-  o.emplace("to", to_string(h.to));
-  return j;
-}
-
-json owner_json(const Owner& owner) {
-  json j(json::value_t::object);
-  auto& o = *j.get_ptr<json::object_t*>();
-  o.emplace("ci", owner.ci);
-  o.emplace("host", owner.host);
-  o.emplace("pid", owner.pid);
-  o.emplace("user", owner.user);
-  return j;
-}
-
-template <typename T, typename ToJson> json array_json(const std::vector<T>& items, ToJson to) {
-  json j(json::value_t::array);
-  auto& a = *j.get_ptr<json::array_t*>();
-  a.reserve(items.size());
-  for (const auto& item : items) {
-    a.push_back(to(item));
+void write_snapshot(JsonWriter& out, const SnapshotRecord& s) {
+  out.raw("{\"id\":");
+  out.string(s.id);
+  out.raw(",\"name\":");
+  out.string(s.name);
+  out.raw(",\"backend_ref\":");
+  out.string(s.backend_ref);
+  out.raw(",\"size_bytes\":");
+  if (s.size_bytes) {
+    out.integer(*s.size_bytes);
+  } else {
+    out.raw("null");
   }
-  return j;
+  out.raw(",\"created_at\":");
+  out.time(s.created_at);
+  out.raw("}");
+}
+
+void write_history_entry(JsonWriter& out, const HistoryEntry& h) {
+  out.raw("{\"time\":");
+  out.time(h.time);
+  out.raw(",\"from\":");
+  if (h.from) {
+    out.string(to_string(*h.from));
+  } else {
+    out.raw("null");
+  }
+  out.raw(",\"to\":");
+  out.string(to_string(h.to));
+  out.raw(",\"actor\":");
+  out.string(h.actor);
+  out.raw(",\"reason\":");
+  out.string(h.reason);
+  out.raw(",\"details\":");
+  out.any(h.details);
+  out.raw("}");
+}
+
+template <typename T, typename WriteItem>
+void write_array(JsonWriter& out, const std::vector<T>& items, WriteItem write_item) {
+  out.raw("[");
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) {
+      out.raw(",");
+    }
+    write_item(out, items[i]);
+  }
+  out.raw("]");
+}
+
+// Identity and state first, so that `head -c` of the file shows what matters; the free-form
+// driver fields last.
+void write_record(JsonWriter& out, const SandboxRecord& r) {
+  out.raw("{\"id\":");
+  out.string(r.id);
+  out.raw(",\"name\":");
+  out.string(r.name);
+  out.raw(",\"state\":");
+  out.string(to_string(r.state));
+  out.raw(",\"driver\":");
+  out.string(r.driver);
+  out.raw(",\"profile\":{\"name\":");
+  out.string(r.profile.name);
+  out.raw(",\"path\":");
+  out.string(r.profile.path);
+  out.raw(",\"hash\":");
+  out.string(r.profile.hash);
+  out.raw("},\"backend_id\":");
+  out.string(r.backend_id);
+  out.raw(",\"created_at\":");
+  out.time(r.created_at);
+  out.raw(",\"expires_at\":");
+  out.optional_time(r.expires_at);
+  out.raw(",\"max_expires_at\":");
+  out.optional_time(r.max_expires_at);
+  out.raw(",\"labels\":");
+  out.string_map(r.labels);
+  out.raw(",\"env\":");
+  out.string_map(r.env);
+  out.raw(",\"secret_refs\":");
+  out.any(r.secret_refs);
+  out.raw(",\"owner\":{\"user\":");
+  out.string(r.owner.user);
+  out.raw(",\"host\":");
+  out.string(r.owner.host);
+  out.raw(",\"pid\":");
+  out.integer(r.owner.pid);
+  out.raw(",\"ci\":");
+  out.string_map(r.owner.ci);
+  out.raw("},\"idempotency_key\":");
+  out.optional_string(r.idempotency_key);
+  out.raw(",\"restored_from\":");
+  out.optional_string(r.restored_from);
+  out.raw(",\"error\":");
+  out.optional_string(r.error);
+  out.raw(",\"snapshots\":");
+  write_array(out, r.snapshots, write_snapshot);
+  out.raw(",\"history\":");
+  write_array(out, r.history, write_history_entry);
+  out.raw(",\"spec\":");
+  out.any(r.spec);
+  out.raw(",\"info\":");
+  out.any(r.info);
+  out.raw("}");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Files
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // Closes the descriptor unless release() handed it on, so that no error path leaks it.
 class FileDescriptor {
@@ -514,48 +1249,88 @@ private:
   int m_fd;
 };
 
-// The whole file, or nullopt when it does not exist.
-std::optional<std::string> read_whole_file(const std::filesystem::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) {
-      return std::nullopt;
+// The bytes of the ledger file. A large one is mapped rather than copied: a fresh process then
+// pays neither the copy nor the zeroing of megabytes of new pages, which on some VMs costs more
+// than parsing them. Mapping is safe because writers replace the ledger by rename and never change
+// a file in place.
+class FileText {
+public:
+  FileText() = default;
+  ~FileText() {
+    if (m_map) {
+      ::munmap(m_map, m_map_size);
     }
-    throw LedgerError(fmt::format("cannot read ledger {}: {}; check that it belongs to you and is "
-                                  "readable (its mode should be 0600)",
-                                  path.string(), errno_text()));
   }
-  auto fail = [&] {
-    return LedgerError(fmt::format("cannot read ledger {}: {}", path.string(), errno_text()));
-  };
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw fail();
+  FileText(const FileText&) = delete;
+  FileText& operator=(const FileText&) = delete;
+
+  std::string_view view() const {
+    return m_map ? std::string_view(static_cast<const char*>(m_map), m_map_size) : m_copy;
   }
-  std::string text;
-  // One read for the whole file in the common case; the loop covers a file that grew (it cannot,
-  // since writers rename, but a hand edit might) and short reads.
-  text.resize(static_cast<size_t>(st.st_size) + 1);
-  size_t used = 0;
-  while (true) {
-    if (used == text.size()) {
-      text.resize(text.size() * 2 + 4096);
-    }
-    const ssize_t got = ::read(fd.get(), text.data() + used, text.size() - used);
-    if (got < 0) {
-      if (errno == EINTR) {
-        continue;
+
+  // False when the file does not exist; throws LedgerError when it cannot be read.
+  bool load(const std::filesystem::path& path) {
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) {
+        return false;
       }
-      throw fail();
+      throw LedgerError(fmt::format("cannot read ledger {}: {}; check that it belongs to you and "
+                                    "is readable (its mode should be 0600)",
+                                    path.string(), errno_text()));
     }
-    if (got == 0) {
-      break;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+      throw failure(path);
     }
-    used += static_cast<size_t>(got);
+    const auto size = static_cast<size_t>(st.st_size);
+    if (S_ISREG(st.st_mode) && size >= k_map_threshold) {
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
+      if (map != MAP_FAILED) {
+        m_map = map;
+        m_map_size = size;
+        return true;
+      }
+    }
+    read_all(fd.get(), size, path);
+    return true;
   }
-  text.resize(used);
-  return text;
-}
+
+private:
+  static constexpr size_t k_map_threshold = 1 << 20;
+
+  static LedgerError failure(const std::filesystem::path& path) {
+    return LedgerError(fmt::format("cannot read ledger {}: {}", path.string(), errno_text()));
+  }
+
+  // One read() for the whole file in the common case; the loop covers short reads and a file that
+  // grew meanwhile (a hand edit).
+  void read_all(int fd, size_t expected, const std::filesystem::path& path) {
+    m_copy.resize(expected + 1);
+    size_t used = 0;
+    while (true) {
+      if (used == m_copy.size()) {
+        m_copy.resize(m_copy.size() * 2);
+      }
+      const ssize_t got = ::read(fd, m_copy.data() + used, m_copy.size() - used);
+      if (got < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        throw failure(path);
+      }
+      if (got == 0) {
+        break;
+      }
+      used += static_cast<size_t>(got);
+    }
+    m_copy.resize(used);
+  }
+
+  void* m_map = nullptr;
+  size_t m_map_size = 0;
+  std::string m_copy;
+};
 
 std::string corrupt_message(const std::filesystem::path& file, const std::string& detail) {
   const auto backup = file.parent_path() / k_backup_name;
@@ -568,119 +1343,142 @@ std::string corrupt_message(const std::filesystem::path& file, const std::string
                            backup.string(), backup.string(), file.string());
   } else {
     message += fmt::format("There is no previous copy ({} does not exist): repair it by hand, or "
-                           "move it aside to start an empty ledger (its sandboxes can then be "
-                           "found with: sandboxer reap --orphans --dry-run)",
+                           "move it aside to start an empty ledger (sandboxes it listed can then "
+                           "be found with: sandboxer reap --orphans --dry-run)",
                            backup.string());
   }
   return message;
 }
 
-// "[json.exception.parse_error.101] parse error at line 1, column 7: syntax error ..." ->
-// "invalid JSON at byte 6 (line 1, column 7): syntax error ...".
-std::string parse_error_detail(const json::exception& e, std::optional<size_t> byte) {
-  std::string_view text = e.what();
-  if (auto end = text.find("] "); text.starts_with("[json.exception.") && end != text.npos) {
-    text.remove_prefix(end + 2);
-  }
-  if (text.starts_with("parse error ")) {
-    text.remove_prefix(std::string_view("parse error ").size());
-  }
-  std::string where;
-  if (text.starts_with("at ")) {
-    const auto colon = text.find(": ");
-    where = std::string(text.substr(3, colon == text.npos ? text.npos : colon - 3));
-    text = colon == text.npos ? std::string_view() : text.substr(colon + 2);
-  }
-  if (byte) {
-    return where.empty() ? fmt::format("invalid JSON at byte {}: {}", *byte, text)
-                         : fmt::format("invalid JSON at byte {} ({}): {}", *byte, where, text);
-  }
-  return fmt::format("invalid JSON: {}", text);
-}
-
-LedgerData parse_document(const std::string& text, const std::filesystem::path& file) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw LedgerError(corrupt_message(file, parse_error_detail(e, e.byte)));
-  } catch (const json::exception& e) {
-    throw LedgerError(corrupt_message(file, parse_error_detail(e, std::nullopt)));
-  }
-  if (!doc.is_object()) {
-    throw LedgerError(corrupt_message(file, fmt::format("the document is {}, expected an object",
-                                                        type_phrase(doc))));
-  }
-  auto& top = *doc.get_ptr<json::object_t*>();
-
-  // The version comes first, so that a newer layout is refused as newer, not as corrupt.
-  const auto version = top.find("schema_version");
-  if (version == top.end()) {
-    throw LedgerError(corrupt_message(file, "it has no schema_version"));
-  }
-  if (!version->second.is_number_integer()) {
-    throw LedgerError(corrupt_message(
-        file, fmt::format("schema_version is {}, expected an integer", type_phrase(version->second))));
-  }
-  // Unsigned when non-negative, as nlohmann reads it; a version beyond int64 is newer too.
-  const bool newer = version->second.is_number_unsigned() &&
-                     version->second.get<std::uint64_t>() > LedgerData::k_schema_version;
-  if (newer) {
+// The value of schema_version. A newer one is refused as newer, not as corrupt, so that the
+// message says to upgrade rather than to restore a backup.
+void check_schema_version(JsonReader& in, const std::filesystem::path& file) {
+  const std::int64_t version =
+      read_integer(in, "schema_version", INT64_MIN, INT64_MAX, "an integer");
+  if (version > LedgerData::k_schema_version) {
     throw LedgerError(fmt::format("ledger {} has schema_version {}, newer than this sandboxer "
                                   "understands ({}); upgrade sandboxer",
-                                  file.string(), version->second.dump(),
-                                  LedgerData::k_schema_version));
+                                  file.string(), version, LedgerData::k_schema_version));
   }
-  if (version->second.get<std::int64_t>() < 1) {
-    throw LedgerError(corrupt_message(
-        file, fmt::format("schema_version {} is not a valid version", version->second.dump())));
+  if (version < 1) {
+    throw ShapeError{"schema_version", fmt::format("is {}, not a valid version", version)};
   }
+}
 
-  LedgerData data;
-  if (auto id = top.find("ledger_id"); id != top.end()) {
-    if (!id->second.is_string()) {
-      throw LedgerError(corrupt_message(
-          file, fmt::format("ledger_id is {}, expected a string", type_phrase(id->second))));
+// The id of the record at `in`, for an error message about a field that came before it (another
+// writer may order keys differently); empty when there is none.
+std::string find_id(JsonReader in) {
+  std::string id;
+  try {
+    if (in.peek() == Kind::object) {
+      in.object([&](std::string_view key) {
+        if (key == "id" && id.empty() && in.peek() == Kind::string) {
+          in.string_into(id);
+        } else {
+          in.skip();
+        }
+      });
     }
-    data.ledger_id = std::move(*id->second.get_ptr<std::string*>());
+  } catch (const SyntaxError&) {
+    // Whatever was found before the error is still the best name.
   }
-  const auto sandboxes = top.find("sandboxes");
-  if (sandboxes == top.end()) {
-    throw LedgerError(corrupt_message(file, "it has no sandboxes array"));
-  }
-  if (!sandboxes->second.is_array()) {
-    throw LedgerError(corrupt_message(
-        file, fmt::format("sandboxes is {}, expected an array", type_phrase(sandboxes->second))));
-  }
-  auto& records = *sandboxes->second.get_ptr<json::array_t*>();
-  data.sandboxes.resize(records.size());
-  for (size_t i = 0; i < records.size(); ++i) {
+  return id;
+}
+
+void read_sandboxes(JsonReader& in, std::vector<SandboxRecord>& records,
+                    const std::filesystem::path& file) {
+  expect(in, Kind::array, "sandboxes", "an array");
+  // No record our writer makes is shorter than this, so the vector never grows (and moves every
+  // record) while reading; the excess is address space that is never touched.
+  constexpr size_t k_shortest_record = 400;
+  records.reserve(records.size() + in.remaining() / k_shortest_record + 1);
+  in.array([&](size_t index) {
+    const size_t start = in.offset();
+    auto& record = records.emplace_back();
     try {
-      read_record(records[i], data.sandboxes[i]);
+      read_record(in, record);
     } catch (const ShapeError& e) {
-      throw LedgerError(corrupt_message(
-          file, fmt::format("sandboxes[{}] ({}): {}", i, record_label(records[i], data.sandboxes[i]),
-                            e.describe())));
+      const std::string id = record.id.empty() ? find_id(in.rewound_to(start)) : record.id;
+      const std::string where = id.empty() ? fmt::format("sandboxes[{}]", index)
+                                           : fmt::format("sandboxes[{}] (id {})", index, id);
+      throw LedgerError(corrupt_message(file, fmt::format("{}: {}", where, e.describe())));
+    } catch (SyntaxError& e) {
+      e.message += fmt::format(", in sandboxes[{}]", index);
+      throw;
     }
+  });
+}
+
+LedgerData parse_document(std::string_view text, const std::filesystem::path& file) {
+  LedgerData data;
+  try {
+    JsonReader in(text);
+    expect(in, Kind::object, "", "an object at the top level");
+    bool has_version = false;
+    bool has_sandboxes = false;
+    std::optional<std::pair<size_t, size_t>> deferred; // offset and size of "sandboxes"
+    in.object([&](std::string_view key) {
+      if (key == "schema_version") {
+        check_schema_version(in, file);
+        has_version = true;
+      } else if (key == "ledger_id") {
+        read_string(in, data.ledger_id, key);
+      } else if (key == "sandboxes") {
+        has_sandboxes = true;
+        data.sandboxes.clear();
+        if (has_version) {
+          read_sandboxes(in, data.sandboxes, file);
+        } else {
+          // Our writer puts schema_version first; another one (jq, an editor) may not. The
+          // records are then read once the version is known to be one we understand.
+          const size_t start = in.offset();
+          in.skip();
+          deferred.emplace(start, in.offset() - start);
+        }
+      } else {
+        in.skip();
+      }
+    });
+    in.finish();
+    require(has_version, "schema_version");
+    require(has_sandboxes, "sandboxes");
+    if (deferred) {
+      JsonReader records(text.substr(deferred->first, deferred->second), deferred->first);
+      read_sandboxes(records, data.sandboxes, file);
+    }
+  } catch (const SyntaxError& e) {
+    throw LedgerError(corrupt_message(
+        file, fmt::format("invalid JSON at byte offset {}: {}", e.offset, e.message)));
+  } catch (const ShapeError& e) {
+    throw LedgerError(corrupt_message(file, e.describe()));
   }
   return data;
 }
 
-std::string serialize(const LedgerData& data) {
-  json doc(json::value_t::object);
-  auto& top = *doc.get_ptr<json::object_t*>();
-  top.emplace("ledger_id", data.ledger_id);
-  auto& records = *top.emplace("sandboxes", json::value_t::array).first->second.get_ptr<json::array_t*>();
-  records.reserve(data.sandboxes.size());
-  for (const auto& record : data.sandboxes) {
-    records.emplace_back(record);
+// Writes the document through `flush`, in chunks of about `chunk` bytes: the memory a commit
+// touches stays the same whatever the size of the ledger.
+template <typename Flush>
+void serialize(const LedgerData& data, size_t chunk, std::string& buffer, Flush flush) {
+  buffer.clear();
+  buffer.reserve(chunk + chunk / 4);
+  JsonWriter out(buffer);
+  out.raw("{\"schema_version\":");
+  out.integer(LedgerData::k_schema_version);
+  out.raw(",\"ledger_id\":");
+  out.string(data.ledger_id);
+  out.raw(",\"sandboxes\":[");
+  for (size_t i = 0; i < data.sandboxes.size(); ++i) {
+    if (i > 0) {
+      out.raw(",");
+    }
+    write_record(out, data.sandboxes[i]);
+    if (buffer.size() >= chunk) {
+      flush(buffer);
+      buffer.clear();
+    }
   }
-  top.emplace("schema_version", LedgerData::k_schema_version);
-  // Compact: a ledger of 100k records is read by every command. Invalid UTF-8 (a backend's error
-  // text, say) is replaced rather than refused, so that recording a failure cannot fail.
-  std::string text = doc.dump(-1, ' ', false, json::error_handler_t::replace);
-  text += '\n';
-  return text;
+  out.raw("]}\n");
+  flush(buffer);
 }
 
 [[noreturn]] void write_failed(const char* step, const std::filesystem::path& path,
@@ -704,8 +1502,8 @@ void write_all(int fd, const std::string& text, const std::filesystem::path& pat
   }
 }
 
-// Under the lock no other writer is active, so any temporary file left in the directory belongs
-// to a writer that crashed; removing them keeps the state directory from filling up.
+// Under the lock no other writer is active, so any temporary file in the directory was left by a
+// writer that crashed; removing them keeps the state directory from filling up.
 void remove_stale_temporaries(const std::filesystem::path& dir) {
   DIR* handle = ::opendir(dir.c_str());
   if (!handle) {
@@ -750,11 +1548,13 @@ std::optional<State> state_from_string(std::string_view text) {
 }
 
 bool is_transitional(State state) {
-  return state == State::creating || state == State::snapshotting ||
-         state == State::destroying || state == State::expired;
+  return state == State::creating || state == State::snapshotting || state == State::destroying ||
+         state == State::expired;
 }
 
-bool is_live(State state) { return state != State::destroyed && state != State::failed; }
+bool is_live(State state) {
+  return state != State::destroyed && state != State::failed;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -772,40 +1572,38 @@ void SandboxRecord::transition(State to, TimePoint time, std::string actor, std:
   state = to;
 }
 
+void write_json(std::string& out, const SandboxRecord& r) {
+  JsonWriter writer(out);
+  write_record(writer, r);
+}
+
+// Both conversions go through the ledger's own writer and reader, so that the field list exists
+// once per direction and a value converts exactly as the file stores it.
 void to_json(nlohmann::json& j, const SandboxRecord& r) {
-  j = json(json::value_t::object);
-  auto& o = *j.get_ptr<json::object_t*>();
-  // In key order, which is the order std::map keeps them in anyway.
-  o.emplace("backend_id", r.backend_id);
-  o.emplace("created_at", format_time(r.created_at));
-  o.emplace("driver", r.driver);
-  o.emplace("env", r.env);
-  o.emplace("error", string_json(r.error));
-  o.emplace("expires_at", time_json(r.expires_at));
-  o.emplace("history", array_json(r.history, history_json));
-  o.emplace("id", r.id);
-  o.emplace("idempotency_key", string_json(r.idempotency_key));
-  o.emplace("info", r.info);
-  o.emplace("labels", r.labels);
-  o.emplace("max_expires_at", time_json(r.max_expires_at));
-  o.emplace("name", r.name);
-  o.emplace("owner", owner_json(r.owner));
-  o.emplace("profile", json::object_t{{"hash", r.profile.hash},
-                                      {"name", r.profile.name},
-                                      {"path", r.profile.path}});
-  o.emplace("restored_from", string_json(r.restored_from));
-  o.emplace("secret_refs", r.secret_refs);
-  o.emplace("snapshots", array_json(r.snapshots, snapshot_json));
-  o.emplace("spec", r.spec);
-  o.emplace("state", to_string(r.state));
+  std::string text;
+  write_json(text, r);
+  j = json::parse(text);
 }
 
 void from_json(const nlohmann::json& j, SandboxRecord& r) {
   r = SandboxRecord();
+  const std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
   try {
-    read_record(j, r);
+    JsonReader in(text);
+    read_record(in, r);
+    in.finish();
   } catch (const ShapeError& e) {
-    throw LedgerError(fmt::format("sandbox record {}: {}", record_label(j, r), e.describe()));
+    std::string label = r.id;
+    if (label.empty() && j.is_object()) {
+      if (auto it = j.find("id"); it != j.end() && it->is_string()) {
+        label = it->get<std::string>();
+      }
+    }
+    throw LedgerError(fmt::format("sandbox record {}: {}", label.empty() ? "without an id" : label,
+                                  e.describe()));
+  } catch (const SyntaxError& e) {
+    throw LedgerError(
+        fmt::format("sandbox record: invalid JSON at byte offset {}: {}", e.offset, e.message));
   }
 }
 
@@ -828,8 +1626,12 @@ const SandboxRecord* LedgerData::find(const std::string& id_or_name) const {
   return nullptr;
 }
 
-std::string new_sandbox_id() { return new_id("sbx-"); }
-std::string new_snapshot_id() { return new_id("snp-"); }
+std::string new_sandbox_id() {
+  return new_id("sbx-");
+}
+std::string new_snapshot_id() {
+  return new_id("snp-");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Ledger
@@ -841,11 +1643,11 @@ Ledger::Ledger(std::filesystem::path state_dir, Seconds lock_timeout)
 
 LedgerData Ledger::read() const {
   const auto path = file();
-  auto text = read_whole_file(path);
-  if (!text) {
+  FileText text;
+  if (!text.load(path)) {
     return LedgerData();
   }
-  return parse_document(*text, path);
+  return parse_document(text.view(), path);
 }
 
 Ledger::Transaction::Transaction(const Ledger& ledger, LockFile::Guard guard, LedgerData data)
@@ -873,8 +1675,8 @@ Ledger::Transaction Ledger::begin() const {
                                   m_state_dir.string(), ec.message()));
   }
   auto guard = m_lock.acquire();
-  // Reading under the lock also means a corrupt ledger throws here, before anyone can commit
-  // over it.
+  // Reading under the lock also means that a corrupt ledger throws here, before anyone can
+  // commit over it.
   auto data = read();
   return Transaction(*this, std::move(guard), std::move(data));
 }
@@ -891,7 +1693,6 @@ std::string Ledger::ensure_id() const {
 }
 
 void Ledger::write(const LedgerData& data) const {
-  const std::string text = serialize(data);
   const auto target = file();
   const auto pid = std::to_string(::getpid());
   const auto temp = m_state_dir / (std::string(k_temp_prefix) + pid);
@@ -909,7 +1710,9 @@ void Ledger::write(const LedgerData& data) const {
     if (::fchmod(fd.get(), 0600) != 0) {
       write_failed("chmod", temp, target);
     }
-    write_all(fd.get(), text, temp, target);
+    std::string buffer;
+    serialize(data, k_write_chunk, buffer,
+              [&](const std::string& text) { write_all(fd.get(), text, temp, target); });
     if (::fsync(fd.get()) != 0) {
       write_failed("fsync", temp, target);
     }

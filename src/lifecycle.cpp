@@ -1,19 +1,17 @@
+#include <atomic>
+#include <fmt/format.h>
+#include <fstream>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <thread>
+
 #include <sandboxer/error.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/registry.hpp>
-
-#include <atomic>
-#include <fstream>
-#include <mutex>
-#include <sstream>
-#include <thread>
-
-#include <sys/stat.h>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 namespace sandboxer {
 namespace fs = std::filesystem;
@@ -30,7 +28,8 @@ NullProgress g_null_progress;
                                   id_or_name, ledger.file().string()));
 }
 
-SandboxRecord& find_or_throw(const Ledger& ledger, LedgerData& data, const std::string& id_or_name) {
+SandboxRecord& find_or_throw(const Ledger& ledger, LedgerData& data,
+                             const std::string& id_or_name) {
   auto* record = data.find(id_or_name);
   if (!record) {
     throw_not_found(ledger, id_or_name);
@@ -91,6 +90,19 @@ nlohmann::json secret_refs_of(const Profile& profile) {
   return refs;
 }
 
+// Creates each missing directory of `path` with mode 0700: a driver's scratch space lives in the
+// state directory, which must be private even when a driver call creates it first.
+void make_private_dirs(const fs::path& path) {
+  fs::path partial;
+  for (const auto& part : path) {
+    partial /= part;
+    if (!partial.empty() && ::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw Error(ExitCode::runtime, fmt::format("cannot create directory {}: {}",
+                                                 partial.string(), std::strerror(errno)));
+    }
+  }
+}
+
 SandboxHandle handle_of(const SandboxRecord& record) {
   return {record.id, record.backend_id, record.spec, record.info};
 }
@@ -142,9 +154,7 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   opened.factory = &find_driver(record.driver);
   DriverContext context;
   context.data_dir = m_ledger.state_dir() / "drivers" / record.driver;
-  std::error_code ec;
-  fs::create_directories(context.data_dir, ec);
-  chmod(context.data_dir.c_str(), 0700);
+  make_private_dirs(context.data_dir);
   context.clock = &m_clock;
   context.progress = m_progress ? m_progress : &g_null_progress;
   context.secrets = resolve_secrets(record.secret_refs);
@@ -191,8 +201,8 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   nlohmann::json ttl_details = {
       {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
       {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
-  record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor, "create",
-                            ttl_details});
+  record.history.push_back(
+      {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }
 
@@ -400,10 +410,10 @@ std::pair<const SandboxRecord*, const SnapshotRecord*> find_snapshot(const Ledge
   auto colon = ref.find(':');
   for (const auto& record : data.sandboxes) {
     for (const auto& snap : record.snapshots) {
-      if (colon == std::string::npos ? snap.id == ref
-                                     : (snap.name == ref.substr(colon + 1) &&
-                                        (record.id == ref.substr(0, colon) ||
-                                         record.name == ref.substr(0, colon)))) {
+      if (colon == std::string::npos
+              ? snap.id == ref
+              : (snap.name == ref.substr(colon + 1) &&
+                 (record.id == ref.substr(0, colon) || record.name == ref.substr(0, colon)))) {
         return {&record, &snap};
       }
     }
@@ -432,8 +442,8 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().snapshot, "restore");
   // The original create's TTL policy, so a restored sandbox lives by the same rules.
-  nlohmann::json details = source->history.empty() ? nlohmann::json::object()
-                                                   : source->history.front().details;
+  nlohmann::json details =
+      source->history.empty() ? nlohmann::json::object() : source->history.front().details;
   TtlPolicy policy;
   if (details.value("ttl", nlohmann::json()).is_string()) {
     policy.default_ttl = parse_duration(details["ttl"].get<std::string>());
@@ -457,8 +467,8 @@ void Engine::delete_snapshot(const std::string& snapshot_ref) {
   auto data = m_ledger.read();
   auto [source, snap] = find_snapshot(data, snapshot_ref);
   if (!source) {
-    throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {}", snapshot_ref,
-                                    m_ledger.file().string()));
+    throw NotFoundError(
+        fmt::format("no snapshot \"{}\" in ledger {}", snapshot_ref, m_ledger.file().string()));
   }
   std::string sandbox_id = source->id, snapshot_id = snap->id;
   Opened opened = open_driver(*source);
@@ -485,10 +495,11 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
                                   record.id));
   }
   TimePoint now = m_clock.now();
-  TimePoint wanted = options.to ? *options.to : *record.expires_at + options.by.value_or(Seconds(0));
+  TimePoint wanted =
+      options.to ? *options.to : *record.expires_at + options.by.value_or(Seconds(0));
   if (wanted <= now) {
-    throw UsageError(fmt::format("the new deadline {} of {} is in the past", format_time(wanted),
-                                 record.id));
+    throw UsageError(
+        fmt::format("the new deadline {} of {} is in the past", format_time(wanted), record.id));
   }
   std::vector<std::string> notices;
   TimePoint granted = wanted;

@@ -1,11 +1,9 @@
-#include <sandboxer/error.hpp>
-#include <sandboxer/lock_file.hpp>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <fstream>
 #include <optional>
 #include <sys/file.h>
@@ -13,7 +11,8 @@
 #include <unistd.h>
 #include <utility>
 
-#include <fmt/format.h>
+#include <sandboxer/error.hpp>
+#include <sandboxer/lock_file.hpp>
 
 namespace sandboxer {
 namespace {

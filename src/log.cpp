@@ -1,9 +1,8 @@
-#include <sandboxer/log.hpp>
-
 #include <mutex>
+#include <spdlog/sinks/base_sink.h>
 #include <vector>
 
-#include <spdlog/sinks/base_sink.h>
+#include <sandboxer/log.hpp>
 
 namespace sandboxer::log {
 namespace {
@@ -27,7 +26,8 @@ protected:
 } // namespace
 
 void init(const std::string& level) {
-  auto logger = std::make_shared<spdlog::logger>("sandboxer", std::make_shared<RedactingStderrSink>());
+  auto logger =
+      std::make_shared<spdlog::logger>("sandboxer", std::make_shared<RedactingStderrSink>());
   logger->set_pattern("sandboxer: %l: %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);

@@ -1,12 +1,11 @@
 // The sandboxer executable: builds the CLI from the command table, runs one subcommand, and turns
 // every error into a message on stderr and a documented exit code (docs/exit-codes.md).
-#include <sandboxer/error.hpp>
-#include <sandboxer/log.hpp>
-
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
 
 #include "commands/commands.hpp"
 

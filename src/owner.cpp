@@ -1,12 +1,11 @@
-#include <sandboxer/owner.hpp>
-
 #include <climits>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
 #include <vector>
 
-#include <fmt/format.h>
+#include <sandboxer/owner.hpp>
 
 namespace sandboxer {
 namespace {
@@ -32,8 +31,8 @@ constexpr const char* k_ci_variables[] = {
 
 // The variables that identify one job, most specific first; describe() shows the first one set.
 constexpr const char* k_ci_job_ids[] = {
-    "CI_JOB_ID", "GITHUB_RUN_ID", "BUILD_ID", "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID",
-    "CI_PIPELINE_ID",
+    "CI_JOB_ID",          "GITHUB_RUN_ID",      "BUILD_ID",
+    "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID", "CI_PIPELINE_ID",
 };
 
 std::string env_or_empty(const char* name) {

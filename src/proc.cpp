@@ -1,19 +1,17 @@
-#include <sandboxer/error.hpp>
-#include <sandboxer/proc.hpp>
-
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
+#include <sandboxer/error.hpp>
+#include <sandboxer/proc.hpp>
 
 extern char** environ;
 
@@ -100,7 +98,9 @@ public:
   posix_spawnattr_t m_attr;
 };
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 } // namespace
 
@@ -134,7 +134,8 @@ Result run(const Command& command) {
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0], actions, &spawner.m_attr, argv.data(), envp.data());
   if (rc != 0) {
-    throw Error(ExitCode::runtime, fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
   }
   out_pipe.close_write();
   err_pipe.close_write();

@@ -1,9 +1,12 @@
+#include <fmt/format.h>
+
 #include <sandboxer/error.hpp>
 #include <sandboxer/profile.hpp>
 #include <sandboxer/registry.hpp>
 
-#include <fmt/format.h>
-
+#ifdef SANDBOXER_WITH_DOCKER
+#include "drivers/docker/docker_driver.hpp"
+#endif
 #ifdef SANDBOXER_WITH_STUB
 #include "drivers/stub/stub_driver.hpp"
 #endif
@@ -13,6 +16,9 @@ namespace sandboxer {
 // The one table of drivers: one line per compiled-in driver, no static self-registration.
 const std::vector<const DriverFactory*>& all_drivers() {
   static const std::vector<const DriverFactory*> table = {
+#ifdef SANDBOXER_WITH_DOCKER
+      &drivers::docker::docker_factory(),
+#endif
 #ifdef SANDBOXER_WITH_STUB
       &drivers::stub::stub_factory(),
 #endif
@@ -36,8 +42,8 @@ const DriverFactory& find_driver(const std::string& name) {
   }
   // Drivers of the design that a build may leave out (SANDBOXER_DRIVER_* options) or that are not
   // written yet: say so instead of suggesting a different driver.
-  static const std::vector<std::string> k_known = {"docker", "compose-ssh", "vm-packer", "e2b",
-                                                   "modal", "stub"};
+  static const std::vector<std::string> k_known = {"docker", "compose-ssh", "vm-packer",
+                                                   "e2b",    "modal",       "stub"};
   if (std::find(k_known.begin(), k_known.end(), name) != k_known.end()) {
     throw UsageError(fmt::format("driver '{}' is not available in this build of sandboxer "
                                  "(drivers: {})",

@@ -1,18 +1,16 @@
 #include "drivers/stub/stub_driver.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+#include <sys/file.h>
+#include <thread>
+#include <unistd.h>
+
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/proc.hpp>
-
-#include <fstream>
-#include <sstream>
-#include <thread>
-
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
 
 namespace sandboxer::drivers::stub {
 namespace fs = std::filesystem;
@@ -26,24 +24,6 @@ struct Spec {
   std::map<std::string, long> fail; // op -> the Nth call fails; 0 means every call
 };
 
-std::optional<std::chrono::milliseconds> parse_latency(const std::string& text) {
-  if (text.size() > 2 && text.ends_with("ms")) {
-    try {
-      size_t used = 0;
-      long ms = std::stol(text.substr(0, text.size() - 2), &used);
-      if (used == text.size() - 2 && ms >= 0) {
-        return std::chrono::milliseconds(ms);
-      }
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
-  }
-  if (auto d = parse_duration(text)) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-  }
-  return std::nullopt;
-}
-
 Spec bind(const nlohmann::json& section) {
   check_keys(section, {"root", "latency", "fail"});
   Spec spec;
@@ -56,7 +36,7 @@ Spec bind(const nlohmann::json& section) {
   if (section.contains("latency")) {
     check_keys(section["latency"], k_ops, "/latency");
     for (const auto& [op, value] : section["latency"].items()) {
-      auto ms = value.is_string() ? parse_latency(value.get<std::string>()) : std::nullopt;
+      auto ms = value.is_string() ? parse_duration_ms(value.get<std::string>()) : std::nullopt;
       if (!ms) {
         throw SpecError("/latency/" + op, "invalid latency (use 250ms, 2s, 1m)");
       }
@@ -99,7 +79,8 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-[[noreturn]] void io_failure(const std::string& what, const fs::path& path, const std::error_code& ec) {
+[[noreturn]] void io_failure(const std::string& what, const fs::path& path,
+                             const std::error_code& ec) {
   throw DriverError(DriverError::Kind::error,
                     fmt::format("stub: cannot {} {}: {}", what, path.string(), ec.message()));
 }
@@ -137,7 +118,8 @@ public:
         io_failure("copy snapshot into", staging, ec);
       }
     }
-    nlohmann::json meta = {{"name", request.name}, {"labels", request.labels}, {"env", request.env}};
+    nlohmann::json meta = {
+        {"name", request.name}, {"labels", request.labels}, {"env", request.env}};
     std::ofstream(staging / "meta.json") << meta.dump() << "\n";
     // A rename makes the sandbox appear whole or not at all, even if this process is killed.
     fs::rename(staging, final_dir, ec);

@@ -16,8 +16,8 @@ public:
   virtual TimePoint now() const = 0;
 };
 
-// The system's UTC clock, truncated to whole seconds. If SANDBOXER_FAKE_NOW holds an RFC 3339 time it
-// is used instead: end-to-end tests of expiry run the real binary at a chosen instant.
+// The system's UTC clock, truncated to whole seconds. If SANDBOXER_FAKE_NOW holds an RFC 3339 time
+// it is used instead: end-to-end tests of expiry run the real binary at a chosen instant.
 const Clock& system_clock();
 
 // "2026-12-02T11:51:32Z".

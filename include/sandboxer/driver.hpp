@@ -3,13 +3,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sandboxer/clock.hpp>
 
 namespace sandboxer {
@@ -55,7 +55,7 @@ struct CreateRequest {
   std::string name; // unique per ledger; the sandbox id when none was given
   Labels labels;    // ownership labels to put on the backend resource (sandboxer.id, ...)
   std::map<std::string, std::string> env;
-  std::optional<TimePoint> expires_at;     // for drivers with native TTL
+  std::optional<TimePoint> expires_at;      // for drivers with native TTL
   std::optional<std::string> from_snapshot; // SnapshotResult::backend_ref, for restore
 };
 
@@ -112,7 +112,7 @@ public:
 struct DriverContext {
   std::filesystem::path data_dir; // scratch space of this driver, created by the core
   const Clock* clock = nullptr;
-  Progress* progress = nullptr;   // never null
+  Progress* progress = nullptr; // never null
   std::map<std::string, std::string> secrets;
 };
 

@@ -14,6 +14,9 @@ using Seconds = std::chrono::seconds;
 // Returns nullopt for anything else, including empty text, bare numbers and negative values.
 std::optional<Seconds> parse_duration(std::string_view text);
 
+// As parse_duration, and also "250ms": for latencies and timeouts below a second.
+std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text);
+
 // The shortest text parse_duration reads back as `d`: 5400s -> "1h30m", 0 -> "0s".
 std::string format_duration(Seconds d);
 

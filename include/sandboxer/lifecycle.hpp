@@ -28,8 +28,8 @@ struct CreateOptions {
 
 struct CreateOutcome {
   SandboxRecord record;
-  bool reused = false;                // an idempotency key matched a live sandbox
-  std::vector<std::string> notices;  // e.g. "ttl 8h capped to the profile's max 4h"
+  bool reused = false;              // an idempotency key matched a live sandbox
+  std::vector<std::string> notices; // e.g. "ttl 8h capped to the profile's max 4h"
 };
 
 struct ExtendOptions {
@@ -54,7 +54,7 @@ struct ReapItem {
   std::string name;
   std::string driver;
   std::optional<TimePoint> expires_at;
-  std::string action; // "destroy"
+  std::string action;  // "destroy"
   std::string outcome; // "planned", "destroyed", "failed: ..."
 };
 

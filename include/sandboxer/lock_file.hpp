@@ -30,7 +30,8 @@ public:
   };
 
   // Waits up to the timeout. Throws LockTimeoutError: "<what> is locked by pid N (<cmd>); waited
-  // 10s; ...". A timeout of 0 tries once.
+  // 10s; ...". A timeout of 0 tries once. The lock file is created (0600) if needed, but not its
+  // directory; failing to open or lock it throws Error (ExitCode::runtime) naming the path.
   Guard acquire() const;
   // Returns an empty guard instead of waiting when the lock is held.
   Guard try_acquire() const;

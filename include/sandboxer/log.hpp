@@ -1,9 +1,8 @@
 #pragma once
 
+#include <spdlog/spdlog.h>
 #include <string>
 #include <string_view>
-
-#include <spdlog/spdlog.h>
 
 namespace sandboxer::log {
 
@@ -11,7 +10,8 @@ namespace sandboxer::log {
 void init(const std::string& level);
 
 // Registers a secret value: from now on every log line and every error message printed by main
-// has it replaced by "***". Values shorter than 4 bytes are ignored (they would mask innocent text).
+// has it replaced by "***". Values shorter than 4 bytes are ignored (they would mask innocent
+// text).
 void add_secret(std::string value);
 std::string redact(std::string_view text);
 

@@ -14,12 +14,13 @@ namespace sandboxer::proc {
 // A program to run: an argv vector, never a shell string.
 struct Command {
   std::vector<std::string> argv;
-  std::map<std::string, std::string> env_set; // added to (or replacing in) the inherited environment
-  bool clear_env = false;                     // start from an empty environment instead
+  std::map<std::string, std::string>
+      env_set;            // added to (or replacing in) the inherited environment
+  bool clear_env = false; // start from an empty environment instead
   std::optional<std::filesystem::path> cwd;
   std::optional<std::chrono::milliseconds> timeout; // SIGTERM, then SIGKILL 2s later
   std::optional<std::string> stdin_data;            // written to the child's stdin, then closed
-  int stdin_fd = -1;                                 // or: this fd becomes the child's stdin
+  int stdin_fd = -1;                                // or: this fd becomes the child's stdin
   // When set, output is streamed to these as it arrives instead of being collected.
   std::function<void(std::string_view)> on_stdout;
   std::function<void(std::string_view)> on_stderr;
@@ -35,8 +36,8 @@ struct Result {
   int status() const { return signal ? 128 + signal : exit_code; }
 };
 
-// Runs `command` with posix_spawnp and waits for it. Throws sandboxer::Error when the program cannot
-// be started (not found, not executable), naming argv[0].
+// Runs `command` with posix_spawnp and waits for it. Throws sandboxer::Error when the program
+// cannot be started (not found, not executable), naming argv[0].
 Result run(const Command& command);
 
 } // namespace sandboxer::proc

@@ -2,11 +2,11 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sandboxer/duration.hpp>
 
 namespace sandboxer {
@@ -36,13 +36,14 @@ struct Profile {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   std::map<std::string, SecretRef> secrets;
-  nlohmann::json events = nlohmann::json::array(); // sink definitions, interpreted by the events issue
+  nlohmann::json events =
+      nlohmann::json::array(); // sink definitions, interpreted by the events issue
   nlohmann::json driver_spec = nlohmann::json::object(); // the `<driver>:` section
-  nlohmann::json resolved;  // the whole merged document, secrets as references
-  std::string hash;         // "sha256:<hex>" of `resolved`, canonical form
+  nlohmann::json resolved; // the whole merged document, secrets as references
+  std::string hash;        // "sha256:<hex>" of `resolved`, canonical form
 
-  // The place in the YAML a JSON pointer into `resolved` came from ("profiles/ci.yaml:12:5"), or the
-  // file's path when unknown. Used to prefix driver schema errors.
+  // The place in the YAML a JSON pointer into `resolved` came from ("profiles/ci.yaml:12:5"), or
+  // the file's path when unknown. Used to prefix driver schema errors.
   std::string location_of(const std::string& json_pointer) const;
   std::map<std::string, std::string> locations; // json pointer -> "file:line:col"
 };

@@ -1,12 +1,11 @@
 #include "commands/commands.hpp"
 
+#include <cstdlib>
+#include <fmt/format.h>
+
 #include <sandboxer/log.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/profile.hpp>
-
-#include <cstdlib>
-
-#include <fmt/format.h>
 
 namespace sandboxer::commands {
 namespace {
@@ -46,7 +45,8 @@ Seconds duration_option(const std::string& option, const std::string& text) {
 }
 
 Context::Context(const GlobalOptions& global)
-    : m_global(global), m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
+    : m_global(global),
+      m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
       m_clock(system_clock()), m_events(std::make_unique<LogEventHook>()),
       m_engine(m_ledger, m_clock, *m_events, describe(current_owner())),
       m_out(parse_format(global.output), global.quiet) {}

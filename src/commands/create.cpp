@@ -1,7 +1,7 @@
-#include <sandboxer/profile.hpp>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <sandboxer/profile.hpp>
 
 #include "commands/commands.hpp"
 
@@ -64,7 +64,8 @@ void setup_create(CLI::App& app, Runner& runner) {
   app.add_option("--ttl", args->ttl, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
   app.add_option("--idempotency-key", args->idempotency_key,
                  "Return the live sandbox created with this key instead of a second one");
-  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)");
+  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
   runner = [args](Context& context) { return run_create(context, *args); };
 }
 

@@ -20,7 +20,8 @@ ExitCode run_destroy(Context& context, const DestroyArgs& args) {
   for (const auto& id : args.ids) {
     try {
       SandboxRecord record = context.engine().destroy(id, args.reason);
-      results.push_back({{"id", record.id}, {"state", to_string(record.state)}, {"error", nullptr}});
+      results.push_back(
+          {{"id", record.id}, {"state", to_string(record.state)}, {"error", nullptr}});
       table.rows.push_back({record.id, to_string(record.state), ""});
     } catch (const Error& e) {
       ++failures;
@@ -38,7 +39,7 @@ ExitCode run_destroy(Context& context, const DestroyArgs& args) {
   }
   // One id: its own error's code. Several with some failed: partial failure.
   return args.ids.size() == 1 || failures == static_cast<int>(args.ids.size()) ? last_error
-                                                                              : ExitCode::partial;
+                                                                               : ExitCode::partial;
 }
 
 } // namespace

@@ -1,6 +1,6 @@
-#include <sandboxer/registry.hpp>
-
 #include <CLI/CLI.hpp>
+
+#include <sandboxer/registry.hpp>
 
 #include "commands/commands.hpp"
 

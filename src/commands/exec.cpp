@@ -1,7 +1,6 @@
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "commands/commands.hpp"
 
@@ -63,7 +62,8 @@ void setup_exec(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<ExecArgs>();
   app.add_option("id", args->id, "Sandbox id or name")->required();
   app.add_option("command", args->command, "The command and its arguments, after --")->required();
-  app.add_option("-e,--env", args->env, "Environment variable KEY=VALUE (repeatable)");
+  app.add_option("-e,--env", args->env, "Environment variable KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("-w,--workdir", args->workdir, "Working directory inside the sandbox");
   app.add_flag("-i,--interactive", args->interactive, "Attach stdin");
   app.add_flag("-t,--tty", args->tty, "Allocate a terminal (when stdin and stdout are terminals)");

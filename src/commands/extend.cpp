@@ -23,8 +23,8 @@ ExitCode run_extend(Context& context, const ExtendArgs& args) {
   if (args.to) {
     options.to = parse_time(*args.to);
     if (!options.to) {
-      throw UsageError(
-          fmt::format("--to \"{}\": expected an RFC 3339 time such as 2026-12-02T18:00:00Z", *args.to));
+      throw UsageError(fmt::format(
+          "--to \"{}\": expected an RFC 3339 time such as 2026-12-02T18:00:00Z", *args.to));
     }
   }
   ExtendOutcome outcome = context.engine().extend(args.id, options);

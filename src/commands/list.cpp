@@ -60,7 +60,8 @@ ExitCode run_list(Context& context, const ListArgs& args) {
 void setup_list(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<ListArgs>();
   app.add_flag("-a,--all", args->all, "Include destroyed sandboxes (kept as history)");
-  app.add_option("--state", args->states, "Only sandboxes in this state (repeatable)");
+  app.add_option("--state", args->states, "Only sandboxes in this state (repeatable)")
+      ->allow_extra_args(false);
   runner = [args](Context& context) { return run_list(context, *args); };
 }
 

@@ -1,10 +1,9 @@
 #include "commands/output.hpp"
 
-#include <sandboxer/error.hpp>
-
+#include <fmt/format.h>
 #include <iostream>
 
-#include <fmt/format.h>
+#include <sandboxer/error.hpp>
 
 namespace sandboxer::commands {
 namespace {
@@ -18,9 +17,13 @@ template <typename T> nlohmann::json value_or_null(const std::optional<T>& v) {
 }
 
 void print_table(const Table& table) {
-  std::vector<size_t> widths(table.headers.size(), 0);
-  for (size_t c = 0; c < table.headers.size(); ++c) {
-    widths[c] = table.headers[c].size();
+  size_t columns = table.headers.size();
+  for (const auto& row : table.rows) {
+    columns = std::max(columns, row.size());
+  }
+  std::vector<size_t> widths(columns, 0);
+  for (size_t c = 0; c < columns; ++c) {
+    widths[c] = c < table.headers.size() ? table.headers[c].size() : 0;
     for (const auto& row : table.rows) {
       widths[c] = std::max(widths[c], c < row.size() ? row[c].size() : 0);
     }
@@ -58,7 +61,9 @@ bool needs_quotes(const std::string& s) {
   return s.find_first_of(":#{}[],&*!|>'\"%@`\n\t") != std::string::npos;
 }
 
-bool is_block(const nlohmann::json& v) { return (v.is_object() || v.is_array()) && !v.empty(); }
+bool is_block(const nlohmann::json& v) {
+  return (v.is_object() || v.is_array()) && !v.empty();
+}
 
 // A scalar, or an empty map or list, on one line.
 std::string inline_value(const nlohmann::json& v) {
@@ -165,29 +170,31 @@ nlohmann::json public_json(const SandboxRecord& record, TimePoint now, bool with
   for (const auto& snapshot : record.snapshots) {
     snapshots.push_back(snapshot_json(record, snapshot));
   }
-  nlohmann::json j = {
-      {"id", record.id},
-      {"name", record.name},
-      {"state", to_string(record.state)},
-      {"driver", record.driver},
-      {"backend_id", record.backend_id},
-      {"profile",
-       {{"name", record.profile.name}, {"path", record.profile.path}, {"hash", record.profile.hash}}},
-      {"created_at", format_time(record.created_at)},
-      {"expires_at", time_or_null(record.expires_at)},
-      {"max_expires_at", time_or_null(record.max_expires_at)},
-      {"seconds_left", record.expires_at ? nlohmann::json((*record.expires_at - now).count())
-                                         : nlohmann::json(nullptr)},
-      {"labels", record.labels},
-      {"owner",
-       {{"user", record.owner.user},
-        {"host", record.owner.host},
-        {"pid", record.owner.pid},
-        {"ci", record.owner.ci}}},
-      {"snapshots", std::move(snapshots)},
-      {"idempotency_key", value_or_null(record.idempotency_key)},
-      {"restored_from", value_or_null(record.restored_from)},
-      {"error", value_or_null(record.error)}};
+  nlohmann::json j = {{"id", record.id},
+                      {"name", record.name},
+                      {"state", to_string(record.state)},
+                      {"driver", record.driver},
+                      {"backend_id", record.backend_id},
+                      {"profile",
+                       {{"name", record.profile.name},
+                        {"path", record.profile.path},
+                        {"hash", record.profile.hash}}},
+                      {"created_at", format_time(record.created_at)},
+                      {"expires_at", time_or_null(record.expires_at)},
+                      {"max_expires_at", time_or_null(record.max_expires_at)},
+                      {"seconds_left", record.expires_at
+                                           ? nlohmann::json((*record.expires_at - now).count())
+                                           : nlohmann::json(nullptr)},
+                      {"labels", record.labels},
+                      {"owner",
+                       {{"user", record.owner.user},
+                        {"host", record.owner.host},
+                        {"pid", record.owner.pid},
+                        {"ci", record.owner.ci}}},
+                      {"snapshots", std::move(snapshots)},
+                      {"idempotency_key", value_or_null(record.idempotency_key)},
+                      {"restored_from", value_or_null(record.restored_from)},
+                      {"error", value_or_null(record.error)}};
   if (with_history) {
     nlohmann::json history = nlohmann::json::array();
     for (const auto& entry : record.history) {
@@ -223,8 +230,8 @@ Table record_table(const SandboxRecord& record, TimePoint now) {
   for (const auto& [key, value] : record.labels) {
     add("label", key + "=" + value);
   }
-  add("owner", record.owner.user + "@" + record.owner.host + " pid " +
-                   std::to_string(record.owner.pid));
+  add("owner",
+      record.owner.user + "@" + record.owner.host + " pid " + std::to_string(record.owner.pid));
   for (const auto& snapshot : record.snapshots) {
     add("snapshot", snapshot.id + " " + snapshot.name);
   }

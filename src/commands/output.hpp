@@ -1,10 +1,10 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sandboxer/ledger.hpp>
 
 namespace sandboxer::commands {

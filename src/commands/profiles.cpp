@@ -1,10 +1,9 @@
-#include <sandboxer/profile.hpp>
-#include <sandboxer/registry.hpp>
-
-#include <iostream>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <iostream>
+
+#include <sandboxer/profile.hpp>
+#include <sandboxer/registry.hpp>
 
 #include "commands/commands.hpp"
 

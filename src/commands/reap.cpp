@@ -33,9 +33,8 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
     table.rows.push_back({item.id, item.name == item.id ? "-" : item.name, item.driver, expired,
                           item.action, item.outcome});
   }
-  nlohmann::json data = {{"dry_run", args.dry_run},
-                         {"items", std::move(items)},
-                         {"failures", report.failures}};
+  nlohmann::json data = {
+      {"dry_run", args.dry_run}, {"items", std::move(items)}, {"failures", report.failures}};
   // --quiet prints only what was done: nothing when nothing was due.
   if (!(context.out().quiet() && report.items.empty())) {
     context.out().print(data, [&] { return table; });

@@ -22,7 +22,8 @@ ExitCode run_snapshot(Context& context, const SnapshotArgs& args) {
   context.out().print(data, [&] {
     Table table;
     for (const auto& [key, value] : data.items()) {
-      table.rows.push_back({key + ":", value.is_string() ? value.get<std::string>() : value.dump()});
+      table.rows.push_back(
+          {key + ":", value.is_string() ? value.get<std::string>() : value.dump()});
     }
     return table;
   });

@@ -1,7 +1,7 @@
-#include <sandboxer/registry.hpp>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <sandboxer/registry.hpp>
 
 #include "commands/commands.hpp"
 

@@ -10,7 +10,8 @@ namespace sandboxer::testing {
 class TempDir {
 public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "sandboxer-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "sandboxer-test-XXXXXX").string();
     if (!mkdtemp(pattern.data())) {
       std::abort();
     }

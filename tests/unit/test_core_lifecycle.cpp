@@ -1,9 +1,8 @@
+#include <fstream>
+#include <gtest/gtest.h>
+
 #include <sandboxer/error.hpp>
 #include <sandboxer/lifecycle.hpp>
-
-#include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "support/fake_clock.hpp"
 #include "support/temp_dir.hpp"
@@ -144,8 +143,7 @@ TEST_F(Lifecycle, FailedDestroyGoesBackWithTheError) {
   auto r = engine.get(id);
   EXPECT_EQ(r.state, State::running);
   EXPECT_EQ(r.history.back().from, State::destroying);
-  EXPECT_EQ(r.history.back().reason,
-            "destroy failed: stub: injected failure of destroy (call #1)");
+  EXPECT_EQ(r.history.back().reason, "destroy failed: stub: injected failure of destroy (call #1)");
   EXPECT_TRUE(std::filesystem::exists(backend(id)));
 }
 
@@ -156,7 +154,8 @@ TEST_F(Lifecycle, DestroyUnknownIsNotFound) {
 TEST_F(Lifecycle, ExecRunsInTheSandboxDirectory) {
   auto id = engine.create(profile(), {}).record.id;
   CollectingIo io;
-  int status = engine.exec(id, {.argv = {"sh", "-c", "echo hi > f; cat f; echo e >&2; exit 4"}}, io);
+  int status =
+      engine.exec(id, {.argv = {"sh", "-c", "echo hi > f; cat f; echo e >&2; exit 4"}}, io);
   EXPECT_EQ(status, 4);
   EXPECT_EQ(io.stdout_text, "hi\n");
   EXPECT_EQ(io.stderr_text, "e\n");

@@ -1,8 +1,8 @@
+#include <gtest/gtest.h>
+
 #include <sandboxer/error.hpp>
 #include <sandboxer/profile.hpp>
 #include <sandboxer/registry.hpp>
-
-#include <gtest/gtest.h>
 
 #include "support/temp_dir.hpp"
 

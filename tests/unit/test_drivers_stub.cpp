@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
+
 #include <sandboxer/error.hpp>
 #include <sandboxer/registry.hpp>
-
-#include <gtest/gtest.h>
 
 #include "support/temp_dir.hpp"
 

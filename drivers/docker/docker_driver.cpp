@@ -1,0 +1,375 @@
+#include "drivers/docker/docker_driver.hpp"
+
+#include <sandboxer/error.hpp>
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "drivers/docker/engine_api.hpp"
+#include "drivers/docker/spec.hpp"
+
+namespace sandboxer::drivers::docker {
+namespace {
+
+using nlohmann::json;
+using Kind = DriverError::Kind;
+
+constexpr const char* k_snapshot_repo = "sandboxer/snap";
+
+json env_list(const std::map<std::string, std::string>& first,
+              const std::map<std::string, std::string>& second) {
+  std::map<std::string, std::string> merged = first;
+  for (const auto& [key, value] : second) {
+    merged[key] = value;
+  }
+  json list = json::array();
+  for (const auto& [key, value] : merged) {
+    list.push_back(key + "=" + value);
+  }
+  return list;
+}
+
+// The body of POST /containers/create for `spec`.
+json container_body(const Spec& spec, const std::string& image, const CreateRequest& request) {
+  json host = {{"NetworkMode", spec.network}, {"ReadonlyRootfs", spec.read_only}};
+  if (spec.cpus) {
+    host["NanoCpus"] = static_cast<std::int64_t>(*spec.cpus * 1e9);
+  }
+  if (spec.memory_bytes) {
+    host["Memory"] = *spec.memory_bytes;
+  }
+  if (spec.pids_limit) {
+    host["PidsLimit"] = *spec.pids_limit;
+  }
+  if (!spec.cap_add.empty()) {
+    host["CapAdd"] = spec.cap_add;
+  }
+  if (!spec.cap_drop.empty()) {
+    host["CapDrop"] = spec.cap_drop;
+  }
+  if (!spec.security_opt.empty()) {
+    host["SecurityOpt"] = spec.security_opt;
+  }
+  json exposed = json::object();
+  for (const auto& port : spec.ports) {
+    std::string key = fmt::format("{}/{}", port.container_port, port.protocol);
+    exposed[key] = json::object();
+    host["PortBindings"][key] = json::array(
+        {{{"HostIp", port.host_ip},
+          {"HostPort", port.host_port ? std::to_string(*port.host_port) : std::string()}}});
+  }
+  for (const auto& mount : spec.mounts) {
+    if (mount.type == Mount::Type::tmpfs) {
+      json m = {{"Type", "tmpfs"}, {"Target", mount.target}, {"ReadOnly", mount.read_only}};
+      if (mount.size_bytes) {
+        m["TmpfsOptions"] = {{"SizeBytes", *mount.size_bytes}};
+      }
+      host["Mounts"].push_back(m);
+    } else {
+      host["Mounts"].push_back({{"Type", mount.type == Mount::Type::bind ? "bind" : "volume"},
+                                {"Source", mount.source},
+                                {"Target", mount.target},
+                                {"ReadOnly", mount.read_only}});
+    }
+  }
+  json body = {{"Image", image},
+               {"Env", env_list(spec.env, request.env)},
+               {"Labels", request.labels},
+               {"Hostname", request.sandbox_id.substr(0, 63)},
+               {"HostConfig", host}};
+  if (!spec.command.empty()) {
+    body["Cmd"] = spec.command;
+  }
+  if (spec.entrypoint) {
+    body["Entrypoint"] = *spec.entrypoint;
+  }
+  if (spec.workdir) {
+    body["WorkingDir"] = *spec.workdir;
+  }
+  if (spec.user) {
+    body["User"] = *spec.user;
+  }
+  if (!exposed.empty()) {
+    body["ExposedPorts"] = exposed;
+  }
+  return body;
+}
+
+// Collects an exec's output, for readiness probes whose output only matters on failure.
+class BufferIo : public ExecIo {
+public:
+  void out(std::string_view bytes) override { text.append(bytes); }
+  void err(std::string_view bytes) override { text.append(bytes); }
+  std::string text;
+};
+
+class DockerDriver : public Driver {
+public:
+  DockerDriver(Spec spec, const DriverContext& context)
+      : m_spec(std::move(spec)), m_api(resolve_endpoint(m_spec.host), http::curl_transport()),
+        m_progress(*context.progress) {}
+
+  CreateResult create(const CreateRequest& request) override {
+    m_api.check_version();
+    std::string image = request.from_snapshot.value_or(m_spec.image);
+    ensure_image(image, request.from_snapshot.has_value());
+    std::string id = m_api.create_container(request.sandbox_id,
+                                            container_body(m_spec, image, request));
+    try {
+      m_api.start_container(id);
+      wait_running(id);
+      if (m_spec.readiness) {
+        wait_ready(id, *m_spec.readiness);
+      }
+    } catch (const DriverError& e) {
+      // Remove what this create made, so that a failed create leaves nothing behind.
+      try {
+        m_api.remove_container(id, true);
+      } catch (const DriverError& cleanup) {
+        spdlog::warn("docker: could not remove {} after a failed create: {}", id.substr(0, 12),
+                     cleanup.what());
+      }
+      throw;
+    }
+    return {id, {{"image", image}, {"container", request.sandbox_id},
+                 {"engine", m_api.endpoint().describe()}}};
+  }
+
+  void destroy(const SandboxHandle& sandbox) override {
+    try {
+      m_api.stop_container(sandbox.backend_id, static_cast<int>(m_spec.stop_timeout.count()));
+    } catch (const DriverError& e) {
+      if (e.kind() == Kind::not_found) {
+        throw;
+      }
+      // A container that will not stop is still removed by force below.
+      spdlog::warn("{}", e.what());
+    }
+    if (!m_api.remove_container(sandbox.backend_id, true)) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("docker: container {} is gone", sandbox.backend_id));
+    }
+  }
+
+  BackendStatus status(const SandboxHandle& sandbox) override {
+    auto inspect = m_api.inspect_container(sandbox.backend_id);
+    if (!inspect) {
+      return {BackendStatus::State::missing, "no such container"};
+    }
+    const json& state = (*inspect)["State"];
+    std::string status = state.value("Status", "unknown");
+    std::string detail = status;
+    if (status == "exited" || status == "dead") {
+      detail += fmt::format(" (exit code {}{})", state.value("ExitCode", -1),
+                            state.value("OOMKilled", false) ? ", killed: out of memory" : "");
+    }
+    if (status == "running") {
+      return {BackendStatus::State::running, detail};
+    }
+    if (status == "paused") {
+      return {BackendStatus::State::paused, detail};
+    }
+    if (status == "exited" || status == "dead" || status == "created") {
+      return {BackendStatus::State::stopped, detail};
+    }
+    return {BackendStatus::State::unknown, detail};
+  }
+
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name) override {
+    std::string tag = sandbox.sandbox_id + "-" + name;
+    json labels = {{"sandboxer.id", sandbox.sandbox_id}, {"sandboxer.snapshot", name}};
+    m_progress.update(fmt::format("commit {} to {}:{}", sandbox.sandbox_id, k_snapshot_repo, tag));
+    m_api.commit(sandbox.backend_id, k_snapshot_repo, tag, labels);
+    std::string ref = fmt::format("{}:{}", k_snapshot_repo, tag);
+    auto image = m_api.inspect_image(ref);
+    std::optional<std::uint64_t> size;
+    if (image && (*image)["Size"].is_number_unsigned()) {
+      size = (*image)["Size"].get<std::uint64_t>();
+    }
+    return {ref, size};
+  }
+
+  void delete_snapshot(const std::string& backend_ref) override {
+    if (!m_api.remove_image(backend_ref)) {
+      spdlog::info("docker: image {} was already gone", backend_ref);
+    }
+  }
+
+  int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
+    return run_exec(sandbox.backend_id, request, io);
+  }
+
+  std::vector<RemoteResource> list_remote(const Labels& selector) override {
+    json filters = json::object();
+    for (const auto& [key, value] : selector) {
+      filters[key] = value;
+    }
+    std::vector<RemoteResource> found;
+    for (const auto& container : m_api.list_containers(filters)) {
+      RemoteResource resource;
+      resource.backend_id = container.value("Id", "");
+      if (container["Labels"].is_object()) {
+        resource.labels = container["Labels"].get<Labels>();
+      }
+      resource.state = container.value("State", "");
+      found.push_back(std::move(resource));
+    }
+    return found;
+  }
+
+private:
+  void ensure_image(const std::string& image, bool is_snapshot) {
+    bool present = m_api.inspect_image(image).has_value();
+    if (is_snapshot) {
+      if (!present) {
+        throw DriverError(Kind::error,
+                          fmt::format("docker: snapshot image {} is gone from the engine", image));
+      }
+      return;
+    }
+    if (m_spec.pull == Spec::Pull::always || (!present && m_spec.pull == Spec::Pull::if_missing)) {
+      m_api.pull_image(image, m_progress);
+      return;
+    }
+    if (!present) {
+      // A backend error (exit 4), not "not found" (3): the sandbox exists in the ledger.
+      throw DriverError(Kind::error,
+                        fmt::format("docker: image {} is not on the engine and the profile says "
+                                    "pull: never; load it first (docker load, docker import) or "
+                                    "set pull: if-missing",
+                                    image));
+    }
+  }
+
+  // Throws the "exited right after start" error when the container has stopped; returns whether
+  // it is running.
+  bool check_alive(const std::string& id) {
+    auto inspect = m_api.inspect_container(id);
+    if (!inspect) {
+      throw DriverError(Kind::error,
+                        fmt::format("docker: container {} vanished right after start",
+                                    id.substr(0, 12)));
+    }
+    const json& state = (*inspect)["State"];
+    if (state.value("Running", false)) {
+      return true;
+    }
+    std::string status = state.value("Status", "");
+    if (status == "exited" || status == "dead") {
+      std::string why = state.value("OOMKilled", false)
+                            ? "it was killed for using more memory than its limit; raise "
+                              "docker.memory"
+                            : state.value("Error", std::string());
+      throw DriverError(Kind::error,
+                        fmt::format("docker: container {} exited with code {} right after "
+                                    "start{}{}; its command must keep running (e.g. command: "
+                                    "[sleep, infinity])",
+                                    id.substr(0, 12), state.value("ExitCode", -1),
+                                    why.empty() ? "" : ": ", why));
+    }
+    return false;
+  }
+
+  void wait_running(const std::string& id) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!check_alive(id)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw DriverError(Kind::timeout, fmt::format("docker: container {} is not running after "
+                                                     "30s",
+                                                     id.substr(0, 12)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void wait_ready(const std::string& id, const Readiness& readiness) {
+    auto deadline = std::chrono::steady_clock::now() + readiness.timeout;
+    BufferIo io;
+    int status = -1;
+    while (true) {
+      io.text.clear();
+      try {
+        status = run_exec(id, {.argv = readiness.command}, io);
+      } catch (const DriverError&) {
+        // An exec into a container that has died fails: say why it died instead.
+        check_alive(id);
+        throw;
+      }
+      if (status == 0) {
+        return;
+      }
+      if (std::chrono::steady_clock::now() + readiness.interval > deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(readiness.interval);
+    }
+    std::string output = io.text.substr(0, 200);
+    while (!output.empty() && output.back() == '\n') {
+      output.pop_back();
+    }
+    throw DriverError(Kind::timeout,
+                      fmt::format("docker: readiness command did not succeed within {} ms (last "
+                                  "exit code {}{}{})",
+                                  readiness.timeout.count(), status, output.empty() ? "" : ": ",
+                                  output));
+  }
+
+  int run_exec(const std::string& container, const ExecRequest& request, ExecIo& io) {
+    json body = {{"AttachStdout", true},
+                 {"AttachStderr", true},
+                 {"AttachStdin", request.attach_stdin},
+                 {"Tty", request.tty},
+                 {"Cmd", request.argv}};
+    if (!request.env.empty()) {
+      body["Env"] = env_list({}, request.env);
+    }
+    if (request.workdir) {
+      body["WorkingDir"] = *request.workdir;
+    }
+    std::string exec_id = m_api.create_exec(container, body);
+    if (request.attach_stdin && io.stdin_fd() >= 0) {
+      m_api.start_exec_attached(exec_id, request.tty, io);
+    } else {
+      m_api.start_exec(exec_id, request.tty, io);
+    }
+    // The stream ends just before the engine records the exit code: ask until it has.
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      json inspect = m_api.inspect_exec(exec_id);
+      if (!inspect.value("Running", false) && inspect["ExitCode"].is_number_integer()) {
+        return inspect["ExitCode"].get<int>();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    throw DriverError(Kind::timeout, "docker: the exec's exit code never appeared");
+  }
+
+  Spec m_spec;
+  EngineApi m_api;
+  Progress& m_progress;
+};
+
+class DockerFactory : public DriverFactory {
+public:
+  std::string_view name() const override { return "docker"; }
+  std::string_view doc() const override {
+    return "containers on a Docker Engine, over its HTTP API (unix socket or DOCKER_HOST)";
+  }
+  Capabilities capabilities() const override {
+    return {.snapshot = true, .exec = true, .native_ttl = false, .list_by_label = true};
+  }
+  json parse_spec(const json& section) const override { return to_json(docker::parse_spec(section)); }
+  std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
+    return std::make_unique<DockerDriver>(docker::parse_spec(spec), context);
+  }
+};
+
+} // namespace
+
+const DriverFactory& docker_factory() {
+  static const DockerFactory factory;
+  return factory;
+}
+
+} // namespace sandboxer::drivers::docker

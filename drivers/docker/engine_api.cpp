@@ -1,0 +1,456 @@
+#include "drivers/docker/engine_api.hpp"
+
+#include <sandboxer/error.hpp>
+
+#include <cstdlib>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace sandboxer::drivers::docker {
+namespace {
+
+using nlohmann::json;
+using Kind = DriverError::Kind;
+
+std::string url_encode(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// "1.41" < "1.43": compares dotted numbers.
+bool version_less(const std::string& a, const std::string& b) {
+  int a_major = 0, a_minor = 0, b_major = 0, b_minor = 0;
+  std::sscanf(a.c_str(), "%d.%d", &a_major, &a_minor);
+  std::sscanf(b.c_str(), "%d.%d", &b_major, &b_minor);
+  return a_major != b_major ? a_major < b_major : a_minor < b_minor;
+}
+
+std::string engine_message(const http::Response& response) {
+  auto body = json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("message") && body["message"].is_string()) {
+    return body["message"].get<std::string>();
+  }
+  std::string text = response.body.substr(0, 200);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    text.pop_back();
+  }
+  return text.empty() ? fmt::format("HTTP {}", response.status) : text;
+}
+
+} // namespace
+
+std::string Endpoint::describe() const {
+  return socket_path ? "unix://" + *socket_path : base_url;
+}
+
+Endpoint resolve_endpoint(const std::optional<std::string>& host) {
+  std::string value = host.value_or("");
+  if (value.empty()) {
+    const char* env = std::getenv("DOCKER_HOST");
+    value = env && *env ? env : "unix:///var/run/docker.sock";
+  }
+  if (value.starts_with("unix://")) {
+    return {value.substr(7), "http://docker"};
+  }
+  if (value.starts_with("tcp://")) {
+    const char* tls = std::getenv("DOCKER_TLS_VERIFY");
+    if (tls && *tls && std::string(tls) != "0") {
+      throw DriverError(Kind::unsupported,
+                        fmt::format("docker: DOCKER_TLS_VERIFY is set for {}, and sandboxer does "
+                                    "not speak TLS to the engine yet; use a unix socket or an "
+                                    "ssh tunnel to one",
+                                    value));
+    }
+    return {std::nullopt, "http://" + value.substr(6)};
+  }
+  throw DriverError(Kind::invalid_spec,
+                    fmt::format("docker: cannot use DOCKER_HOST \"{}\": expected unix:///path or "
+                                "tcp://host:port",
+                                value));
+}
+
+EngineApi::EngineApi(Endpoint endpoint, http::Transport& transport)
+    : m_endpoint(std::move(endpoint)), m_transport(transport) {}
+
+http::Response EngineApi::call(const std::string& method, const std::string& path,
+                               const std::optional<json>& body,
+                               std::chrono::milliseconds timeout) {
+  http::Request request;
+  request.method = method;
+  request.url = fmt::format("{}/v{}{}", m_endpoint.base_url, k_api_version, path);
+  request.unix_socket = m_endpoint.socket_path;
+  request.timeout = timeout;
+  if (body) {
+    request.body = body->dump();
+    request.headers.emplace_back("Content-Type", "application/json");
+  }
+  try {
+    return m_transport.send(request);
+  } catch (const DriverError& e) {
+    std::string what = e.what();
+    if (m_endpoint.socket_path &&
+        (what.find("Couldn't connect") != std::string::npos ||
+         what.find("Could not connect") != std::string::npos ||
+         what.find("No such file") != std::string::npos)) {
+      if (access(m_endpoint.socket_path->c_str(), F_OK) == 0 &&
+          access(m_endpoint.socket_path->c_str(), R_OK | W_OK) != 0) {
+        throw DriverError(Kind::auth,
+                          fmt::format("docker: permission denied on {}: add this user to the "
+                                      "docker group (then log in again) or run as root",
+                                      *m_endpoint.socket_path));
+      }
+      throw DriverError(Kind::error,
+                        fmt::format("docker: the daemon is not running (nothing answers on {}): "
+                                    "start it (systemctl start docker, or dockerd &) or set "
+                                    "DOCKER_HOST",
+                                    m_endpoint.describe()));
+    }
+    if (e.kind() == Kind::timeout) {
+      throw DriverError(Kind::timeout,
+                        fmt::format("docker: {} {} timed out after {} s on {}", method, path,
+                                    timeout.count() / 1000, m_endpoint.describe()));
+    }
+    throw DriverError(e.kind(), fmt::format("docker: {}", what));
+  }
+}
+
+void EngineApi::fail(const std::string& what, const http::Response& response) const {
+  std::string message = engine_message(response);
+  Kind kind = http::kind_of_status(response.status);
+  std::string hint;
+  if (message.find("permission denied") != std::string::npos && response.status == 403) {
+    hint = " (the engine refused: check its authorization plugin)";
+  }
+  throw DriverError(kind, fmt::format("docker: {}: {}{}", what, message, hint));
+}
+
+void EngineApi::check_version() {
+  auto response = call("GET", "/version", std::nullopt, std::chrono::seconds(10));
+  if (response.status == 400 && engine_message(response).find("client version") != std::string::npos) {
+    throw DriverError(Kind::unsupported,
+                      fmt::format("docker: the engine on {} is too old: {}; sandboxer needs API {} "
+                                  "(Docker 20.10 or later): upgrade docker",
+                                  m_endpoint.describe(), engine_message(response), k_api_version));
+  }
+  if (response.status != 200) {
+    fail("cannot read the engine's version", response);
+  }
+  auto body = json::parse(response.body, nullptr, false);
+  std::string api = body.is_object() ? body.value("ApiVersion", "") : "";
+  if (!api.empty() && version_less(api, k_api_version)) {
+    throw DriverError(Kind::unsupported,
+                      fmt::format("docker: the engine on {} speaks API {}, older than {} which "
+                                  "sandboxer needs (Docker 20.10 or later): upgrade docker",
+                                  m_endpoint.describe(), api, k_api_version));
+  }
+}
+
+std::optional<json> EngineApi::inspect_image(const std::string& image) {
+  auto response = call("GET", "/images/" + url_encode(image) + "/json");
+  if (response.status == 404) {
+    return std::nullopt;
+  }
+  if (response.status != 200) {
+    fail("cannot inspect image " + image, response);
+  }
+  return json::parse(response.body);
+}
+
+void EngineApi::pull_image(const std::string& image, Progress& progress) {
+  // "name:tag" or "name@digest"; a name without either means :latest, as the docker CLI does.
+  std::string from = image, tag;
+  auto at = image.find('@');
+  auto colon = image.rfind(':');
+  if (at == std::string::npos && colon != std::string::npos &&
+      image.find('/', colon) == std::string::npos) {
+    from = image.substr(0, colon);
+    tag = image.substr(colon + 1);
+  } else if (at == std::string::npos) {
+    tag = "latest";
+  }
+  http::Request request;
+  request.method = "POST";
+  request.url = fmt::format("{}/v{}/images/create?fromImage={}{}", m_endpoint.base_url,
+                            k_api_version, url_encode(from), tag.empty() ? "" : "&tag=" + url_encode(tag));
+  request.unix_socket = m_endpoint.socket_path;
+  request.timeout = std::chrono::minutes(30);
+  std::string pending, last_error;
+  request.on_body = [&](std::string_view chunk) {
+    pending.append(chunk);
+    for (auto newline = pending.find('\n'); newline != std::string::npos;
+         newline = pending.find('\n')) {
+      auto line = json::parse(pending.substr(0, newline), nullptr, false);
+      pending.erase(0, newline + 1);
+      if (!line.is_object()) {
+        continue;
+      }
+      if (line.contains("error")) {
+        last_error = line["error"].is_string() ? line["error"].get<std::string>() : line.dump();
+      } else if (line.contains("status")) {
+        std::string text = line.value("status", "");
+        if (line.contains("progress") && line["progress"].is_string()) {
+          text += " " + line["progress"].get<std::string>();
+        }
+        progress.update(fmt::format("pull {}: {}", image, text));
+      }
+    }
+    return true;
+  };
+  http::Response response;
+  try {
+    response = m_transport.send(request);
+  } catch (const DriverError& e) {
+    throw DriverError(e.kind(), fmt::format("docker: pulling {}: {}", image, e.what()));
+  }
+  if (response.status != 200) {
+    response.body = response.body.empty() ? pending : response.body;
+    fail("cannot pull " + image, response);
+  }
+  if (!last_error.empty()) {
+    throw DriverError(Kind::error, fmt::format("docker: cannot pull {}: {}", image, last_error));
+  }
+}
+
+std::string EngineApi::create_container(const std::string& name, const json& body) {
+  auto response = call("POST", "/containers/create?name=" + url_encode(name), body);
+  if (response.status == 409) {
+    throw DriverError(Kind::conflict,
+                      fmt::format("docker: a container named {} already exists: {} (remove it "
+                                  "with docker rm -f {}, or reap --orphans)",
+                                  name, engine_message(response), name));
+  }
+  if (response.status != 201) {
+    fail("cannot create container " + name, response);
+  }
+  return json::parse(response.body).at("Id").get<std::string>();
+}
+
+void EngineApi::start_container(const std::string& id) {
+  auto response = call("POST", "/containers/" + id + "/start");
+  if (response.status != 204 && response.status != 304) {
+    fail("cannot start container " + id.substr(0, 12), response);
+  }
+}
+
+std::optional<json> EngineApi::inspect_container(const std::string& id) {
+  auto response = call("GET", "/containers/" + url_encode(id) + "/json");
+  if (response.status == 404) {
+    return std::nullopt;
+  }
+  if (response.status != 200) {
+    fail("cannot inspect container " + id.substr(0, 12), response);
+  }
+  return json::parse(response.body);
+}
+
+void EngineApi::stop_container(const std::string& id, int grace_seconds) {
+  auto response = call("POST", fmt::format("/containers/{}/stop?t={}", url_encode(id), grace_seconds),
+                       std::nullopt, std::chrono::seconds(grace_seconds + 30));
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", id));
+  }
+  if (response.status != 204 && response.status != 304) {
+    fail("cannot stop container " + id.substr(0, 12), response);
+  }
+}
+
+bool EngineApi::remove_container(const std::string& id, bool force) {
+  auto response = call("DELETE", fmt::format("/containers/{}?v=1&force={}", url_encode(id),
+                                             force ? 1 : 0));
+  if (response.status == 404) {
+    return false;
+  }
+  // 409 "removal already in progress" means someone else is finishing the job.
+  if (response.status == 409 && engine_message(response).find("already in progress") !=
+                                    std::string::npos) {
+    return true;
+  }
+  if (response.status != 204) {
+    fail("cannot remove container " + id.substr(0, 12), response);
+  }
+  return true;
+}
+
+json EngineApi::list_containers(const json& label_filters) {
+  json filters = {{"label", json::array()}};
+  for (const auto& [key, value] : label_filters.items()) {
+    filters["label"].push_back(key + "=" + value.get<std::string>());
+  }
+  auto response = call("GET", "/containers/json?all=1&filters=" + url_encode(filters.dump()));
+  if (response.status != 200) {
+    fail("cannot list containers", response);
+  }
+  return json::parse(response.body);
+}
+
+std::string EngineApi::commit(const std::string& container, const std::string& repo,
+                              const std::string& tag, const json& labels) {
+  json config = {{"Labels", labels}};
+  auto response = call("POST",
+                       fmt::format("/commit?container={}&repo={}&tag={}&pause=1",
+                                   url_encode(container), url_encode(repo), url_encode(tag)),
+                       config, std::chrono::minutes(30));
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", container));
+  }
+  if (response.status != 201) {
+    fail("cannot commit container " + container.substr(0, 12), response);
+  }
+  return json::parse(response.body).at("Id").get<std::string>();
+}
+
+bool EngineApi::remove_image(const std::string& image) {
+  auto response = call("DELETE", "/images/" + url_encode(image));
+  if (response.status == 404) {
+    return false;
+  }
+  if (response.status != 200) {
+    fail("cannot remove image " + image, response);
+  }
+  return true;
+}
+
+std::string EngineApi::create_exec(const std::string& container, const json& body) {
+  auto response = call("POST", "/containers/" + url_encode(container) + "/exec", body);
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", container));
+  }
+  if (response.status == 409) {
+    fail("container " + container.substr(0, 12) + " is not running", response);
+  }
+  if (response.status != 201) {
+    fail("cannot create an exec in " + container.substr(0, 12), response);
+  }
+  return json::parse(response.body).at("Id").get<std::string>();
+}
+
+void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
+  http::Request request;
+  request.method = "POST";
+  request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
+  request.unix_socket = m_endpoint.socket_path;
+  request.headers.emplace_back("Content-Type", "application/json");
+  request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
+  // A command may run for as long as the sandbox lives.
+  request.timeout = std::chrono::hours(24 * 7);
+  StreamDemuxer demuxer(io);
+  request.on_body = [&](std::string_view chunk) {
+    if (tty) {
+      io.out(chunk);
+    } else {
+      demuxer.feed(chunk);
+    }
+    return true;
+  };
+  auto response = m_transport.send(request);
+  if (response.status != 200 && response.status != 101) {
+    fail("cannot start exec", response);
+  }
+}
+
+void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io) {
+  http::Request request;
+  request.method = "POST";
+  request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
+  request.unix_socket = m_endpoint.socket_path;
+  request.headers = {{"Content-Type", "application/json"}, {"Connection", "Upgrade"},
+                     {"Upgrade", "tcp"}};
+  request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
+  auto stream = http::hijack(request);
+  StreamDemuxer demuxer(io);
+  auto deliver = [&](std::string_view bytes) { tty ? io.out(bytes) : demuxer.feed(bytes); };
+  if (!stream->initial.empty()) {
+    deliver(stream->initial);
+  }
+  int in_fd = io.stdin_fd();
+  char buffer[65536];
+  while (true) {
+    pollfd fds[2] = {{stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}};
+    int count = in_fd >= 0 ? 2 : 1;
+    if (poll(fds, count, -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      break;
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = read(stream->fd, buffer, sizeof buffer);
+      if (n <= 0) {
+        break; // the command ended and the engine closed the stream
+      }
+      deliver(std::string_view(buffer, n));
+    }
+    if (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t n = read(in_fd, buffer, sizeof buffer);
+      if (n <= 0) {
+        // End of our stdin: half-close, so the command sees EOF and can finish.
+        shutdown(stream->fd, SHUT_WR);
+        in_fd = -1;
+      } else {
+        for (ssize_t sent = 0; sent < n;) {
+          ssize_t w = write(stream->fd, buffer + sent, n - sent);
+          if (w <= 0) {
+            break;
+          }
+          sent += w;
+        }
+      }
+    }
+  }
+}
+
+json EngineApi::inspect_exec(const std::string& exec_id) {
+  auto response = call("GET", "/exec/" + exec_id + "/json");
+  if (response.status != 200) {
+    fail("cannot inspect exec", response);
+  }
+  return json::parse(response.body);
+}
+
+void StreamDemuxer::feed(std::string_view bytes) {
+  if (m_raw) {
+    m_io.err(bytes);
+    return;
+  }
+  m_pending.append(bytes);
+  size_t offset = 0;
+  while (m_pending.size() - offset >= 8) {
+    auto* header = reinterpret_cast<const unsigned char*>(m_pending.data() + offset);
+    // When the engine cannot start the program it writes its error as plain text instead of
+    // frames: pass that (and whatever follows) through as stderr.
+    if (header[0] > 2 || header[1] != 0 || header[2] != 0 || header[3] != 0) {
+      m_raw = true;
+      m_io.err(std::string_view(m_pending).substr(offset));
+      m_pending.clear();
+      return;
+    }
+    size_t size = (size_t(header[4]) << 24) | (size_t(header[5]) << 16) | (size_t(header[6]) << 8) |
+                  size_t(header[7]);
+    if (m_pending.size() - offset - 8 < size) {
+      break;
+    }
+    std::string_view payload(m_pending.data() + offset + 8, size);
+    // 0 is stdin echoed back (tty off), 1 stdout, 2 stderr.
+    if (header[0] == 2) {
+      m_io.err(payload);
+    } else {
+      m_io.out(payload);
+    }
+    offset += 8 + size;
+  }
+  m_pending.erase(0, offset);
+}
+
+} // namespace sandboxer::drivers::docker

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <sandboxer/driver.hpp>
+#include <sandboxer/http.hpp>
+
+namespace sandboxer::drivers::docker {
+
+// Where the engine listens: a unix socket (the default /var/run/docker.sock) or tcp://host:port.
+struct Endpoint {
+  std::optional<std::string> socket_path;
+  std::string base_url; // "http://docker" for a socket, "http://host:port" for tcp
+  std::string describe() const;
+};
+
+// DOCKER_HOST, or the profile's `host`, or the default socket. Throws DriverError for a form we
+// cannot use (ssh://, or tcp with TLS).
+Endpoint resolve_endpoint(const std::optional<std::string>& host);
+
+// A thin client of the Docker Engine HTTP API (v1.41 and later), one method per call sandboxer
+// makes. Every failure is a DriverError whose message says what to do about it.
+class EngineApi {
+public:
+  static constexpr const char* k_api_version = "1.41";
+
+  EngineApi(Endpoint endpoint, http::Transport& transport);
+
+  // GET /version; throws when the daemon is down, the socket is not ours to use, or the API is
+  // older than k_api_version.
+  void check_version();
+
+  std::optional<nlohmann::json> inspect_image(const std::string& image);
+  // POST /images/create, reporting each progress line to `progress`.
+  void pull_image(const std::string& image, Progress& progress);
+  std::string create_container(const std::string& name, const nlohmann::json& body);
+  void start_container(const std::string& id);
+  // nullopt when the container does not exist.
+  std::optional<nlohmann::json> inspect_container(const std::string& id);
+  void stop_container(const std::string& id, int grace_seconds);
+  // Removes with its anonymous volumes; returns false when it was already gone.
+  bool remove_container(const std::string& id, bool force);
+  nlohmann::json list_containers(const nlohmann::json& label_filters);
+  std::string commit(const std::string& container, const std::string& repo,
+                     const std::string& tag, const nlohmann::json& labels);
+  // Returns false when the image was already gone.
+  bool remove_image(const std::string& image);
+
+  std::string create_exec(const std::string& container, const nlohmann::json& body);
+  // Starts an exec without stdin and streams its demultiplexed output.
+  void start_exec(const std::string& exec_id, bool tty, ExecIo& io);
+  // Starts an exec on a hijacked connection, copying `stdin_fd` into it.
+  void start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io);
+  nlohmann::json inspect_exec(const std::string& exec_id);
+
+  const Endpoint& endpoint() const { return m_endpoint; }
+
+private:
+  http::Response call(const std::string& method, const std::string& path,
+                      const std::optional<nlohmann::json>& body = std::nullopt,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  [[noreturn]] void fail(const std::string& what, const http::Response& response) const;
+
+  Endpoint m_endpoint;
+  http::Transport& m_transport;
+};
+
+// Splits the engine's multiplexed stream (8-byte headers: stream, 0, 0, 0, big-endian size) into
+// stdout and stderr. Feed it chunks as they arrive, in any sizes.
+class StreamDemuxer {
+public:
+  explicit StreamDemuxer(ExecIo& io) : m_io(io) {}
+  void feed(std::string_view bytes);
+
+private:
+  ExecIo& m_io;
+  std::string m_pending;
+  bool m_raw = false;
+};
+
+} // namespace sandboxer::drivers::docker

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sandboxer::drivers::docker {
+
+struct Mount {
+  enum class Type { bind, tmpfs, volume };
+  Type type = Type::bind;
+  std::string source; // host path (bind) or volume name; empty for tmpfs
+  std::string target; // absolute path in the container
+  bool read_only = false;
+  std::optional<std::uint64_t> size_bytes; // tmpfs only
+};
+
+struct Port {
+  int container_port = 0;
+  std::string protocol = "tcp";
+  std::optional<int> host_port; // none: the engine picks one
+  std::string host_ip = "127.0.0.1";
+};
+
+struct Readiness {
+  std::vector<std::string> command;
+  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds interval{200};
+};
+
+// The profile's `docker:` section, validated. See docs/drivers/docker.md.
+struct Spec {
+  std::string image;
+  std::vector<std::string> command;                   // empty: the image's CMD
+  std::optional<std::vector<std::string>> entrypoint; // none: the image's ENTRYPOINT
+  std::map<std::string, std::string> env;
+  std::optional<std::string> workdir;
+  std::optional<std::string> user;
+  std::optional<double> cpus;
+  std::optional<std::uint64_t> memory_bytes;
+  std::optional<std::int64_t> pids_limit;
+  std::string network = "bridge"; // none | bridge | <named network>
+  std::vector<Port> ports;
+  std::vector<Mount> mounts;
+  bool read_only = false;
+  std::vector<std::string> cap_add;
+  std::vector<std::string> cap_drop;
+  std::vector<std::string> security_opt;
+  enum class Pull { never, if_missing, always };
+  Pull pull = Pull::if_missing;
+  std::optional<Readiness> readiness;
+  std::chrono::seconds stop_timeout{10};
+  std::optional<std::string> host; // overrides DOCKER_HOST: unix:///path or tcp://host:port
+};
+
+// Binds and checks a `docker:` section; throws SpecError with the JSON pointer of the bad value.
+Spec parse_spec(const nlohmann::json& section);
+// The normalized form stored in the ledger; parse_spec(to_json(s)) == s.
+nlohmann::json to_json(const Spec& spec);
+
+} // namespace sandboxer::drivers::docker

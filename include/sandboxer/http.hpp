@@ -1,0 +1,74 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <sandboxer/error.hpp>
+
+namespace sandboxer::http {
+
+struct Request {
+  std::string method = "GET";
+  std::string url; // "http://localhost/v1.41/containers/json" for a unix socket
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds connect_timeout{10000};
+  std::optional<std::string> unix_socket; // the Docker Engine's socket, for instance
+  // When set, the response body is handed over as it arrives instead of being collected; return
+  // false to stop the transfer.
+  std::function<bool(std::string_view)> on_body;
+};
+
+struct Response {
+  long status = 0;
+  std::map<std::string, std::string> headers; // names in lowercase
+  std::string body;
+  std::optional<std::string> header(const std::string& lowercase_name) const;
+};
+
+// The one seam between drivers and the network. Tests use a fake that records what it was asked.
+class Transport {
+public:
+  virtual ~Transport() = default;
+  // Throws DriverError: timeout on a timeout, error when the connection fails. HTTP error statuses
+  // are returned, not thrown: the caller knows what they mean.
+  virtual Response send(const Request& request) = 0;
+};
+
+// libcurl, with TLS verification on. Thread-safe: each call uses its own easy handle.
+Transport& curl_transport();
+
+// A connection taken over after the response headers: the Docker Engine "hijacks" it for the
+// bidirectional stream of an attach or an exec with stdin.
+struct RawStream {
+  int fd = -1;
+  long status = 0;
+  std::string initial; // bytes of the stream that arrived with the headers
+  RawStream() = default;
+  RawStream(const RawStream&) = delete;
+  RawStream& operator=(const RawStream&) = delete;
+  ~RawStream();
+};
+
+// Sends `request` (http:// over TCP or `unix_socket`; no TLS) and hands over the connection once the
+// response headers are read. Throws DriverError when it cannot connect or the status is not 101 or
+// 200.
+std::unique_ptr<RawStream> hijack(const Request& request);
+
+// The DriverError kind an HTTP status stands for: 401/403 auth, 404 not_found, 409 conflict,
+// 408/504 timeout, other 4xx/5xx error.
+DriverError::Kind kind_of_status(long status);
+
+// `url` with the values of query parameters and user info that look like credentials replaced by
+// "***", for logs.
+std::string redacted_url(std::string_view url);
+
+} // namespace sandboxer::http

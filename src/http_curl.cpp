@@ -1,0 +1,171 @@
+#include <sandboxer/http.hpp>
+#include <sandboxer/log.hpp>
+
+#include <algorithm>
+#include <mutex>
+#include <regex>
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace sandboxer::http {
+namespace {
+
+struct Transfer {
+  const Request* request;
+  Response* response;
+  bool stopped_by_caller = false;
+};
+
+size_t on_write(char* data, size_t size, size_t count, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  std::string_view chunk(data, size * count);
+  if (transfer->request->on_body) {
+    if (!transfer->request->on_body(chunk)) {
+      transfer->stopped_by_caller = true;
+      return 0; // makes curl stop with CURLE_WRITE_ERROR
+    }
+  } else {
+    transfer->response->body.append(chunk);
+  }
+  return chunk.size();
+}
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* response = static_cast<Response*>(user);
+  std::string_view line(data, size * count);
+  auto colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    std::string name(line.substr(0, colon));
+    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+      value.remove_suffix(1);
+    }
+    response->headers[name] = std::string(value);
+  } else if (line.starts_with("HTTP/")) {
+    response->headers.clear(); // a new response (after a 100 Continue or a redirect)
+  }
+  return line.size();
+}
+
+// The path of a URL, for log lines that stay short.
+std::string path_of(const std::string& url) {
+  auto scheme = url.find("://");
+  auto slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return slash == std::string::npos ? "/" : url.substr(slash);
+}
+
+class CurlTransport : public Transport {
+public:
+  CurlTransport() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+  Response send(const Request& request) override {
+    CURL* curl = curl_easy_init();
+    if (!curl) {
+      throw DriverError(DriverError::Kind::error, "cannot initialise libcurl");
+    }
+    Response response;
+    Transfer transfer{&request, &response};
+    curl_slist* headers = nullptr;
+    for (const auto& [name, value] : request.headers) {
+      headers = curl_slist_append(headers, (name + ": " + value).c_str());
+    }
+    // curl would otherwise send "Expect: 100-continue" for large bodies and wait for it.
+    headers = curl_slist_append(headers, "Expect:");
+    curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (request.method == "HEAD") {
+      curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    }
+    if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
+    }
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(request.connect_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (request.unix_socket) {
+      curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, request.unix_socket->c_str());
+    }
+    char error_buffer[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
+
+    auto started = std::chrono::steady_clock::now();
+    CURLcode code = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - started)
+                  .count();
+
+    std::string where = request.unix_socket ? fmt::format(" (via {})", *request.unix_socket) : "";
+    if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && transfer.stopped_by_caller)) {
+      std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
+      spdlog::debug("{} {}{} -> {} ({} ms)", request.method, redacted_url(request.url), where,
+                    detail, ms);
+      auto kind = code == CURLE_OPERATION_TIMEDOUT ? DriverError::Kind::timeout
+                                                   : DriverError::Kind::error;
+      throw DriverError(kind, log::redact(fmt::format("{} {}{}: {}", request.method,
+                                                      redacted_url(request.url), where, detail)));
+    }
+    spdlog::debug("{} {} -> {} ({} ms)", request.method, path_of(redacted_url(request.url)),
+                  response.status, ms);
+    return response;
+  }
+};
+
+} // namespace
+
+std::optional<std::string> Response::header(const std::string& lowercase_name) const {
+  auto it = headers.find(lowercase_name);
+  return it == headers.end() ? std::nullopt : std::optional(it->second);
+}
+
+Transport& curl_transport() {
+  static CurlTransport transport;
+  return transport;
+}
+
+DriverError::Kind kind_of_status(long status) {
+  switch (status) {
+  case 401:
+  case 403:
+    return DriverError::Kind::auth;
+  case 404:
+    return DriverError::Kind::not_found;
+  case 409:
+    return DriverError::Kind::conflict;
+  case 408:
+  case 504:
+    return DriverError::Kind::timeout;
+  default:
+    return DriverError::Kind::error;
+  }
+}
+
+std::string redacted_url(std::string_view url) {
+  static const std::regex userinfo(R"(://[^/@]+@)");
+  static const std::regex secret_param(
+      R"(([?&](?:access_token|token|key|api_key|apikey|password|secret|signature)=)[^&#]*)",
+      std::regex::icase);
+  std::string result = std::regex_replace(std::string(url), userinfo, "://***@");
+  return log::redact(std::regex_replace(result, secret_param, "$1***"));
+}
+
+} // namespace sandboxer::http
