@@ -1725,6 +1725,9 @@ void Ledger::write(const LedgerData& data) const {
       if (::rename(backup_temp.c_str(), backup.c_str()) != 0) {
         write_failed("rename", backup_temp, target);
       }
+      // rename(2) does nothing when both names are links to the same file, which is the case
+      // when a writer was killed between this rename and the next one: drop the extra link.
+      ::unlink(backup_temp.c_str());
     } else if (errno != ENOENT) {
       write_failed("link", backup_temp, target);
     }

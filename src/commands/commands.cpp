@@ -1,6 +1,9 @@
 #include "commands/commands.hpp"
 
+#include <cstdio>
 #include <cstdlib>
+
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <sandboxer/log.hpp>
@@ -17,6 +20,26 @@ public:
     spdlog::debug("event: {} {} -> {} ({})", record.id,
                   entry.from ? to_string(*entry.from) : "none", to_string(entry.to), entry.reason);
   }
+};
+
+// Long operations (image pulls, commits) rewrite one status line on stderr, only when a human
+// watches a terminal: logs and CI output stay clean.
+class TerminalProgress : public Progress {
+public:
+  ~TerminalProgress() override {
+    if (m_shown) {
+      std::fputs("\r\033[K", stderr);
+    }
+  }
+  void update(std::string_view what) override {
+    std::string line(what.substr(0, 120));
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+    m_shown = true;
+  }
+
+private:
+  bool m_shown = false;
 };
 
 } // namespace
@@ -49,7 +72,12 @@ Context::Context(const GlobalOptions& global)
       m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
       m_clock(system_clock()), m_events(std::make_unique<LogEventHook>()),
       m_engine(m_ledger, m_clock, *m_events, describe(current_owner())),
-      m_out(parse_format(global.output), global.quiet) {}
+      m_out(parse_format(global.output), global.quiet) {
+  if (!global.quiet && isatty(STDERR_FILENO)) {
+    m_progress = std::make_unique<TerminalProgress>();
+    m_engine.set_progress(m_progress.get());
+  }
+}
 
 std::vector<std::filesystem::path> Context::profile_search_path() const {
   return sandboxer::profile_search_path(m_global.profiles_dir);

@@ -48,6 +48,7 @@ private:
   std::unique_ptr<EventHook> m_events;
   Engine m_engine;
   Output m_out;
+  std::unique_ptr<Progress> m_progress;
 };
 
 using Runner = std::function<ExitCode(Context&)>;

@@ -457,6 +457,30 @@ TEST(LedgerFile, CommitKeepsThePreviousCopyAsBak) {
   EXPECT_EQ(names, (std::set<std::string>{"ledger.json", "ledger.json.bak", "ledger.lock"}));
 }
 
+// A writer killed between its two renames leaves ledger.json.bak and ledger.json as links to one
+// file; rename(2) between two links of one file does nothing, which must not leave the
+// temporary link behind.
+TEST(LedgerFile, CommitAfterBackupAndLedgerAreOneFile) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  ledger.begin().commit();
+  const auto backup = dir / "state" / "ledger.json.bak";
+  std::filesystem::create_hard_link(ledger.file(), backup);
+  const std::string before = read_file(ledger.file());
+  {
+    auto transaction = ledger.begin();
+    transaction.data().sandboxes.push_back(full_record());
+    transaction.commit();
+  }
+  EXPECT_EQ(read_file(backup), before);
+  EXPECT_EQ(ledger.read().sandboxes.size(), 1u);
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "state")) {
+    names.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"ledger.json", "ledger.json.bak", "ledger.lock"}));
+}
+
 TEST(LedgerFile, CommitWithoutChangesKeepsTheContent) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
