@@ -1,13 +1,12 @@
-#include <sandboxer/http.hpp>
-#include <sandboxer/log.hpp>
-
 #include <algorithm>
-#include <mutex>
-#include <regex>
-
 #include <curl/curl.h>
 #include <fmt/format.h>
+#include <mutex>
+#include <regex>
 #include <spdlog/spdlog.h>
+
+#include <sandboxer/http.hpp>
+#include <sandboxer/log.hpp>
 
 namespace sandboxer::http {
 namespace {
@@ -43,7 +42,8 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
       value.remove_prefix(1);
     }
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+    while (!value.empty() &&
+           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
       value.remove_suffix(1);
     }
     response->headers[name] = std::string(value);
@@ -119,8 +119,8 @@ public:
       std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
       spdlog::debug("{} {}{} -> {} ({} ms)", request.method, redacted_url(request.url), where,
                     detail, ms);
-      auto kind = code == CURLE_OPERATION_TIMEDOUT ? DriverError::Kind::timeout
-                                                   : DriverError::Kind::error;
+      auto kind =
+          code == CURLE_OPERATION_TIMEDOUT ? DriverError::Kind::timeout : DriverError::Kind::error;
       throw DriverError(kind, log::redact(fmt::format("{} {}{}: {}", request.method,
                                                       redacted_url(request.url), where, detail)));
     }

@@ -1,14 +1,12 @@
-#include <sandboxer/http.hpp>
-
 #include <cstring>
-
+#include <fmt/format.h>
 #include <netdb.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
+#include <sandboxer/http.hpp>
 
 namespace sandboxer::http {
 namespace {
@@ -107,8 +105,8 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
   auto stream = std::make_unique<RawStream>();
   stream->fd = request.unix_socket ? connect_unix(*request.unix_socket) : connect_tcp(parts);
 
-  std::string head = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", request.method, parts.target,
-                                 parts.host);
+  std::string head =
+      fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", request.method, parts.target, parts.host);
   for (const auto& [name, value] : request.headers) {
     head += name + ": " + value + "\r\n";
   }

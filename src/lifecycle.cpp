@@ -97,8 +97,8 @@ void make_private_dirs(const fs::path& path) {
   for (const auto& part : path) {
     partial /= part;
     if (!partial.empty() && ::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw Error(ExitCode::runtime, fmt::format("cannot create directory {}: {}",
-                                                 partial.string(), std::strerror(errno)));
+      throw Error(ExitCode::runtime, fmt::format("cannot create directory {}: {}", partial.string(),
+                                                 std::strerror(errno)));
     }
   }
 }

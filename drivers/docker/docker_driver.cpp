@@ -1,11 +1,10 @@
 #include "drivers/docker/docker_driver.hpp"
 
-#include <sandboxer/error.hpp>
-
-#include <thread>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <thread>
+
+#include <sandboxer/error.hpp>
 
 #include "drivers/docker/engine_api.hpp"
 #include "drivers/docker/spec.hpp"
@@ -115,8 +114,8 @@ public:
     m_api.check_version();
     std::string image = request.from_snapshot.value_or(m_spec.image);
     ensure_image(image, request.from_snapshot.has_value());
-    std::string id = m_api.create_container(request.sandbox_id,
-                                            container_body(m_spec, image, request));
+    std::string id =
+        m_api.create_container(request.sandbox_id, container_body(m_spec, image, request));
     try {
       m_api.start_container(id);
       wait_running(id);
@@ -133,8 +132,10 @@ public:
       }
       throw;
     }
-    return {id, {{"image", image}, {"container", request.sandbox_id},
-                 {"engine", m_api.endpoint().describe()}}};
+    return {id,
+            {{"image", image},
+             {"container", request.sandbox_id},
+             {"engine", m_api.endpoint().describe()}}};
   }
 
   void destroy(const SandboxHandle& sandbox) override {
@@ -248,9 +249,8 @@ private:
   bool check_alive(const std::string& id) {
     auto inspect = m_api.inspect_container(id);
     if (!inspect) {
-      throw DriverError(Kind::error,
-                        fmt::format("docker: container {} vanished right after start",
-                                    id.substr(0, 12)));
+      throw DriverError(Kind::error, fmt::format("docker: container {} vanished right after start",
+                                                 id.substr(0, 12)));
     }
     const json& state = (*inspect)["State"];
     if (state.value("Running", false)) {
@@ -359,7 +359,9 @@ public:
   Capabilities capabilities() const override {
     return {.snapshot = true, .exec = true, .native_ttl = false, .list_by_label = true};
   }
-  json parse_spec(const json& section) const override { return to_json(docker::parse_spec(section)); }
+  json parse_spec(const json& section) const override {
+    return to_json(docker::parse_spec(section));
+  }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return std::make_unique<DockerDriver>(docker::parse_spec(spec), context);
   }

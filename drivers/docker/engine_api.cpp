@@ -1,15 +1,13 @@
 #include "drivers/docker/engine_api.hpp"
 
-#include <sandboxer/error.hpp>
-
 #include <cstdlib>
-
+#include <fmt/format.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
+#include <sandboxer/error.hpp>
 
 namespace sandboxer::drivers::docker {
 namespace {
@@ -85,8 +83,7 @@ EngineApi::EngineApi(Endpoint endpoint, http::Transport& transport)
     : m_endpoint(std::move(endpoint)), m_transport(transport) {}
 
 http::Response EngineApi::call(const std::string& method, const std::string& path,
-                               const std::optional<json>& body,
-                               std::chrono::milliseconds timeout) {
+                               const std::optional<json>& body, std::chrono::milliseconds timeout) {
   http::Request request;
   request.method = method;
   request.url = fmt::format("{}/v{}{}", m_endpoint.base_url, k_api_version, path);
@@ -100,10 +97,9 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
     return m_transport.send(request);
   } catch (const DriverError& e) {
     std::string what = e.what();
-    if (m_endpoint.socket_path &&
-        (what.find("Couldn't connect") != std::string::npos ||
-         what.find("Could not connect") != std::string::npos ||
-         what.find("No such file") != std::string::npos)) {
+    if (m_endpoint.socket_path && (what.find("Couldn't connect") != std::string::npos ||
+                                   what.find("Could not connect") != std::string::npos ||
+                                   what.find("No such file") != std::string::npos)) {
       if (access(m_endpoint.socket_path->c_str(), F_OK) == 0 &&
           access(m_endpoint.socket_path->c_str(), R_OK | W_OK) != 0) {
         throw DriverError(Kind::auth,
@@ -138,7 +134,8 @@ void EngineApi::fail(const std::string& what, const http::Response& response) co
 
 void EngineApi::check_version() {
   auto response = call("GET", "/version", std::nullopt, std::chrono::seconds(10));
-  if (response.status == 400 && engine_message(response).find("client version") != std::string::npos) {
+  if (response.status == 400 &&
+      engine_message(response).find("client version") != std::string::npos) {
     throw DriverError(Kind::unsupported,
                       fmt::format("docker: the engine on {} is too old: {}; sandboxer needs API {} "
                                   "(Docker 20.10 or later): upgrade docker",
@@ -182,8 +179,9 @@ void EngineApi::pull_image(const std::string& image, Progress& progress) {
   }
   http::Request request;
   request.method = "POST";
-  request.url = fmt::format("{}/v{}/images/create?fromImage={}{}", m_endpoint.base_url,
-                            k_api_version, url_encode(from), tag.empty() ? "" : "&tag=" + url_encode(tag));
+  request.url =
+      fmt::format("{}/v{}/images/create?fromImage={}{}", m_endpoint.base_url, k_api_version,
+                  url_encode(from), tag.empty() ? "" : "&tag=" + url_encode(tag));
   request.unix_socket = m_endpoint.socket_path;
   request.timeout = std::chrono::minutes(30);
   std::string pending, last_error;
@@ -256,8 +254,9 @@ std::optional<json> EngineApi::inspect_container(const std::string& id) {
 }
 
 void EngineApi::stop_container(const std::string& id, int grace_seconds) {
-  auto response = call("POST", fmt::format("/containers/{}/stop?t={}", url_encode(id), grace_seconds),
-                       std::nullopt, std::chrono::seconds(grace_seconds + 30));
+  auto response =
+      call("POST", fmt::format("/containers/{}/stop?t={}", url_encode(id), grace_seconds),
+           std::nullopt, std::chrono::seconds(grace_seconds + 30));
   if (response.status == 404) {
     throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", id));
   }
@@ -267,14 +266,14 @@ void EngineApi::stop_container(const std::string& id, int grace_seconds) {
 }
 
 bool EngineApi::remove_container(const std::string& id, bool force) {
-  auto response = call("DELETE", fmt::format("/containers/{}?v=1&force={}", url_encode(id),
-                                             force ? 1 : 0));
+  auto response =
+      call("DELETE", fmt::format("/containers/{}?v=1&force={}", url_encode(id), force ? 1 : 0));
   if (response.status == 404) {
     return false;
   }
   // 409 "removal already in progress" means someone else is finishing the job.
-  if (response.status == 409 && engine_message(response).find("already in progress") !=
-                                    std::string::npos) {
+  if (response.status == 409 &&
+      engine_message(response).find("already in progress") != std::string::npos) {
     return true;
   }
   if (response.status != 204) {
@@ -365,8 +364,8 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   request.method = "POST";
   request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
   request.unix_socket = m_endpoint.socket_path;
-  request.headers = {{"Content-Type", "application/json"}, {"Connection", "Upgrade"},
-                     {"Upgrade", "tcp"}};
+  request.headers = {
+      {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
   request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
   auto stream = http::hijack(request);
   StreamDemuxer demuxer(io);

@@ -1,11 +1,11 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
 #include <sandboxer/driver.hpp>
 #include <sandboxer/http.hpp>
 
@@ -45,8 +45,8 @@ public:
   // Removes with its anonymous volumes; returns false when it was already gone.
   bool remove_container(const std::string& id, bool force);
   nlohmann::json list_containers(const nlohmann::json& label_filters);
-  std::string commit(const std::string& container, const std::string& repo,
-                     const std::string& tag, const nlohmann::json& labels);
+  std::string commit(const std::string& container, const std::string& repo, const std::string& tag,
+                     const nlohmann::json& labels);
   // Returns false when the image was already gone.
   bool remove_image(const std::string& image);
 

@@ -1,11 +1,10 @@
 #include "drivers/docker/spec.hpp"
 
-#include <sandboxer/driver.hpp>
-#include <sandboxer/duration.hpp>
-
+#include <fmt/format.h>
 #include <regex>
 
-#include <fmt/format.h>
+#include <sandboxer/driver.hpp>
+#include <sandboxer/duration.hpp>
 
 namespace sandboxer::drivers::docker {
 namespace {
@@ -13,9 +12,9 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> k_keys = {
-    "image",   "command",   "entrypoint", "env",      "workdir",      "user",       "cpus",
-    "memory",  "pids_limit", "network",   "ports",    "mounts",       "read_only",  "cap_add",
-    "cap_drop", "security_opt", "pull",   "readiness", "stop_timeout", "host"};
+    "image",    "command",      "entrypoint", "env",       "workdir",      "user",      "cpus",
+    "memory",   "pids_limit",   "network",    "ports",     "mounts",       "read_only", "cap_add",
+    "cap_drop", "security_opt", "pull",       "readiness", "stop_timeout", "host"};
 
 std::string string_at(const json& section, const std::string& key, const std::string& pointer) {
   const json& value = section.at(key);
@@ -248,9 +247,9 @@ Spec parse_spec(const json& section) {
   if (section.contains("read_only")) {
     spec.read_only = bool_at(section, "read_only");
   }
-  for (const auto& [key, target] : {std::pair{"cap_add", &spec.cap_add},
-                                    std::pair{"cap_drop", &spec.cap_drop},
-                                    std::pair{"security_opt", &spec.security_opt}}) {
+  for (const auto& [key, target] :
+       {std::pair{"cap_add", &spec.cap_add}, std::pair{"cap_drop", &spec.cap_drop},
+        std::pair{"security_opt", &spec.security_opt}}) {
     if (section.contains(key)) {
       *target = strings_at(section[key], std::string("/") + key);
     }
@@ -284,8 +283,8 @@ Spec parse_spec(const json& section) {
     spec.readiness = readiness;
   }
   if (section.contains("stop_timeout")) {
-    spec.stop_timeout =
-        std::chrono::duration_cast<std::chrono::seconds>(millis_at(section["stop_timeout"], "/stop_timeout"));
+    spec.stop_timeout = std::chrono::duration_cast<std::chrono::seconds>(
+        millis_at(section["stop_timeout"], "/stop_timeout"));
   }
   if (section.contains("host")) {
     spec.host = string_at(section, "host", "/host");
@@ -341,9 +340,9 @@ json to_json(const Spec& spec) {
     }
     j["mounts"].push_back(m);
   }
-  for (const auto& [key, list] : {std::pair{"cap_add", &spec.cap_add},
-                                  std::pair{"cap_drop", &spec.cap_drop},
-                                  std::pair{"security_opt", &spec.security_opt}}) {
+  for (const auto& [key, list] :
+       {std::pair{"cap_add", &spec.cap_add}, std::pair{"cap_drop", &spec.cap_drop},
+        std::pair{"security_opt", &spec.security_opt}}) {
     if (!list->empty()) {
       j[key] = *list;
     }

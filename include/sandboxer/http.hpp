@@ -58,9 +58,9 @@ struct RawStream {
   ~RawStream();
 };
 
-// Sends `request` (http:// over TCP or `unix_socket`; no TLS) and hands over the connection once the
-// response headers are read. Throws DriverError when it cannot connect or the status is not 101 or
-// 200.
+// Sends `request` (http:// over TCP or `unix_socket`; no TLS) and hands over the connection once
+// the response headers are read. Throws DriverError when it cannot connect or the status is not 101
+// or 200.
 std::unique_ptr<RawStream> hijack(const Request& request);
 
 // The DriverError kind an HTTP status stands for: 401/403 auth, 404 not_found, 409 conflict,

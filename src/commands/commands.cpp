@@ -2,9 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-
-#include <unistd.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <sandboxer/log.hpp>
 #include <sandboxer/owner.hpp>
