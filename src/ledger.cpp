@@ -18,6 +18,8 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/ledger.hpp>
 
+#include "src/file_descriptor.hpp"
+
 namespace sandboxer {
 
 using json = nlohmann::json;
@@ -1230,24 +1232,6 @@ void write_record(JsonWriter& out, const SandboxRecord& r) {
 std::string errno_text() {
   return std::strerror(errno);
 }
-
-// Closes the descriptor unless release() handed it on, so that no error path leaks it.
-class FileDescriptor {
-public:
-  explicit FileDescriptor(int fd = -1) : m_fd(fd) {}
-  ~FileDescriptor() {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return m_fd; }
-  int release() { return std::exchange(m_fd, -1); }
-
-private:
-  int m_fd;
-};
 
 // The bytes of the ledger file. A large one is mapped rather than copied: a fresh process then
 // pays neither the copy nor the zeroing of megabytes of new pages, which on some VMs costs more

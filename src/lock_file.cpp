@@ -14,6 +14,8 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/lock_file.hpp>
 
+#include "src/file_descriptor.hpp"
+
 namespace sandboxer {
 namespace {
 
@@ -21,24 +23,6 @@ using namespace std::chrono_literals;
 
 constexpr auto k_first_pause = 1ms;
 constexpr auto k_longest_pause = 50ms;
-
-// Closes the descriptor unless release() handed it on, so that no error path leaks it.
-class FileDescriptor {
-public:
-  explicit FileDescriptor(int fd) : m_fd(fd) {}
-  ~FileDescriptor() {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return m_fd; }
-  int release() { return std::exchange(m_fd, -1); }
-
-private:
-  int m_fd;
-};
 
 // This process's command name, as ps shows it; read once.
 const std::string& self_command() {

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <unistd.h>
+#include <utility>
+
+namespace sandboxer {
+
+// Closes the descriptor unless release() handed it on, so that no error path leaks it.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd = -1) : m_fd(fd) {}
+  ~FileDescriptor() {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return m_fd; }
+  int release() { return std::exchange(m_fd, -1); }
+
+private:
+  int m_fd;
+};
+
+} // namespace sandboxer
