@@ -146,7 +146,8 @@ void Output::note(const std::string& text) const {
 }
 
 std::string time_left(const SandboxRecord& record, TimePoint now) {
-  if (!record.expires_at) {
+  // A destroyed or failed sandbox has no time left to speak of, whatever its deadline was.
+  if (!record.expires_at || !is_live(record.state)) {
     return "-";
   }
   if (*record.expires_at <= now) {
