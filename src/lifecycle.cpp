@@ -256,12 +256,10 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
         }
       }
     }
-    if (data.ledger_id.empty()) {
-      data.ledger_id = "ldg-" + new_sandbox_id().substr(4);
-    }
-    ledger_id = data.ledger_id;
     data.sandboxes.push_back(record);
+    // The first commit of a ledger mints its id: read it afterwards.
     tx.commit();
+    ledger_id = data.ledger_id;
     emit_since(record, 0);
   }
 
