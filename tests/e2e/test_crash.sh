@@ -8,7 +8,10 @@ stub_profile slow <<EOF2
   latency: { create: 300ms }
 EOF2
 for round in $(seq 20); do
-  sbx create --profile slow --quiet >/dev/null 2>&1 &
+  # Not through the sbx function: a backgrounded function is a subshell, and killing it would
+  # leave the real create running on.
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow --quiet \
+    >/dev/null 2>&1 &
   pid=$!
   # Somewhere between start-up, the intent commit, the backend call and the outcome commit.
   sleep "0.$(printf '%03d' $((RANDOM % 450)))"
