@@ -8,6 +8,8 @@
 #include <sandboxer/http.hpp>
 #include <sandboxer/log.hpp>
 
+#include "src/curl_on_demand.hpp"
+
 namespace sandboxer::http {
 namespace {
 
@@ -67,7 +69,8 @@ public:
   Response send(const Request& request) override {
     CURL* curl = curl_easy_init();
     if (!curl) {
-      throw DriverError(DriverError::Kind::error, "cannot initialise libcurl");
+      const std::string why = curl_load_error();
+      throw DriverError(DriverError::Kind::error, why.empty() ? "cannot initialise libcurl" : why);
     }
     Response response;
     Transfer transfer{&request, &response};

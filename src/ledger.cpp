@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <functional>
 #include <string_view>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -19,12 +20,18 @@
 #include <sandboxer/ledger.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/json/reader.hpp"
+#include "src/json/writer.hpp"
 
 namespace sandboxer {
 
 using json = nlohmann::json;
 
 namespace {
+
+using json_text::JsonReader;
+using json_text::JsonWriter;
+using json_text::SyntaxError;
 
 constexpr std::array<std::string_view, 8> k_state_names = {
     "creating",  "running", "snapshotting", "destroying",
@@ -36,9 +43,6 @@ constexpr std::string_view k_backup_name = "ledger.json.bak";
 // Temporary names carry the pid so that a crashed writer's leftovers are recognisable.
 constexpr std::string_view k_temp_prefix = ".ledger.json.tmp.";
 constexpr std::string_view k_backup_temp_prefix = "ledger.json.bak.tmp.";
-
-// Deeper than any spec a driver writes; the bound keeps a hostile file from exhausting the stack.
-constexpr int k_max_depth = 256;
 
 constexpr size_t k_write_chunk = 1 << 20;
 
@@ -83,717 +87,7 @@ std::string new_ledger_id() {
 // the ledger has its own reader and writer: one pass over the text straight into the structs,
 // with nlohmann values built only for the free-form fields (spec, info, secret_refs, details).
 // Both follow RFC 8259 strictly (including UTF-8 validity), so the file stays readable by jq.
-
-// The length of the valid UTF-8 sequence at `p` (at most `available` bytes), or 0.
-size_t utf8_sequence_length(const unsigned char* p, size_t available) {
-  const unsigned char c = p[0];
-  size_t length = 0;
-  unsigned char low = 0x80;
-  unsigned char high = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    length = 2;
-  } else if (c == 0xE0) {
-    length = 3;
-    low = 0xA0; // no overlong forms
-  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-    length = 3;
-  } else if (c == 0xED) {
-    length = 3;
-    high = 0x9F; // no UTF-16 surrogates
-  } else if (c == 0xF0) {
-    length = 4;
-    low = 0x90;
-  } else if (c >= 0xF1 && c <= 0xF3) {
-    length = 4;
-  } else if (c == 0xF4) {
-    length = 4;
-    high = 0x8F; // nothing beyond U+10FFFF
-  } else {
-    return 0;
-  }
-  if (available < length || p[1] < low || p[1] > high) {
-    return 0;
-  }
-  for (size_t i = 2; i < length; ++i) {
-    if ((p[i] & 0xC0) != 0x80) {
-      return 0;
-    }
-  }
-  return length;
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Bytes a string may hold without escaping or UTF-8 checks: the fast path of both directions.
-inline bool is_plain(unsigned char c) {
-  return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-}
-
-// The first byte from `p` on that is not plain, or `end`. Eight bytes at a time, with the
-// "has a zero byte" trick applied to each condition: strings are most of a ledger's bytes.
-inline const char* skip_plain(const char* p, const char* end) {
-  constexpr std::uint64_t k_ones = 0x0101010101010101ULL;
-  constexpr std::uint64_t k_highs = 0x8080808080808080ULL;
-  while (end - p >= 8) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, p, sizeof(word));
-    const std::uint64_t quote = word ^ (k_ones * '"');
-    const std::uint64_t backslash = word ^ (k_ones * '\\');
-    const std::uint64_t special = ((quote - k_ones) & ~quote) |
-                                  ((backslash - k_ones) & ~backslash) |
-                                  ((word - k_ones * 0x20) & ~word) | word;
-    if (special & k_highs) {
-      break;
-    }
-    p += sizeof(word);
-  }
-  while (p < end && is_plain(static_cast<unsigned char>(*p))) {
-    ++p;
-  }
-  return p;
-}
-
-// Invalid JSON text, at a byte offset of the whole document.
-struct SyntaxError {
-  size_t offset;
-  std::string message;
-};
-
-class JsonReader {
-public:
-  enum class Kind { null, boolean, number, string, object, array };
-
-  // `base` is the offset of `text` in the whole document, so that errors name absolute offsets.
-  explicit JsonReader(std::string_view text, size_t base = 0)
-      : m_begin(text.data()), m_p(text.data()), m_end(text.data() + text.size()), m_base(base) {}
-
-  size_t offset() const { return m_base + static_cast<size_t>(m_p - m_begin); }
-  size_t remaining() const { return static_cast<size_t>(m_end - m_p); }
-
-  // A reader of the same text, positioned at an earlier `offset()` of this one.
-  JsonReader rewound_to(size_t offset) const {
-    JsonReader reader(*this);
-    reader.m_p = m_begin + (offset - m_base);
-    return reader;
-  }
-
-  // The kind of the next value, without consuming it.
-  Kind peek() {
-    skip_space();
-    if (m_p == m_end) {
-      fail("expected a value");
-    }
-    switch (*m_p) {
-    case '{':
-      return Kind::object;
-    case '[':
-      return Kind::array;
-    case '"':
-      return Kind::string;
-    case 't':
-      check_literal("true");
-      return Kind::boolean;
-    case 'f':
-      check_literal("false");
-      return Kind::boolean;
-    case 'n':
-      check_literal("null");
-      return Kind::null;
-    default:
-      if (*m_p == '-' || is_digit(*m_p)) {
-        return Kind::number;
-      }
-      fail(fmt::format("unexpected {}", describe_byte(*m_p)));
-    }
-  }
-
-  // Consumes a null if that is what comes next.
-  bool take_null() {
-    if (peek() != Kind::null) {
-      return false;
-    }
-    literal("null");
-    return true;
-  }
-
-  // A string (the next value must be one). The view points into the text when the string has
-  // no escapes, else into `scratch`; it is valid until either changes.
-  std::string_view string(std::string& scratch) {
-    ++m_p; // the opening quote, which peek() saw
-    const char* start = m_p;
-    while (true) {
-      m_p = skip_plain(m_p, m_end);
-      if (m_p == m_end) {
-        fail("unterminated string");
-      }
-      const auto c = static_cast<unsigned char>(*m_p);
-      if (c == '"') {
-        std::string_view text(start, static_cast<size_t>(m_p - start));
-        ++m_p;
-        return text;
-      }
-      if (c == '\\') {
-        scratch.assign(start, static_cast<size_t>(m_p - start));
-        return decode_rest(scratch);
-      }
-      skip_non_plain(c);
-    }
-  }
-
-  void string_into(std::string& out) {
-    const std::string_view text = string(out);
-    if (text.data() != out.data()) {
-      out.assign(text);
-    }
-  }
-
-  json number() {
-    const char* start = m_p;
-    bool integral = true;
-    take('-');
-    if (take('0')) {
-      // no leading zeros
-    } else if (!take_digits()) {
-      fail("invalid number");
-    }
-    if (take('.')) {
-      integral = false;
-      if (!take_digits()) {
-        fail("invalid number: expected a digit after '.'");
-      }
-    }
-    if (take('e') || take('E')) {
-      integral = false;
-      if (!take('+')) {
-        take('-');
-      }
-      if (!take_digits()) {
-        fail("invalid number: expected a digit in the exponent");
-      }
-    }
-    if (integral) {
-      if (*start != '-') {
-        std::uint64_t value = 0;
-        if (std::from_chars(start, m_p, value).ec == std::errc()) {
-          return json(value);
-        }
-      } else {
-        std::int64_t value = 0;
-        if (std::from_chars(start, m_p, value).ec == std::errc()) {
-          return json(value);
-        }
-      }
-      // Beyond 64 bits: a double, as nlohmann does.
-    }
-    double value = 0;
-    if (std::from_chars(start, m_p, value).ec != std::errc()) {
-      m_p = start;
-      fail("number out of range");
-    }
-    return json(value);
-  }
-
-  bool boolean() {
-    if (*m_p == 't') {
-      literal("true");
-      return true;
-    }
-    literal("false");
-    return false;
-  }
-
-  // Calls `member(key)` for each member of an object (the next value must be one); `member`
-  // must consume the value.
-  template <typename Member> void object(Member&& member) {
-    ++m_p;
-    std::string scratch;
-    skip_space();
-    if (take('}')) {
-      return;
-    }
-    while (true) {
-      skip_space();
-      if (m_p == m_end || *m_p != '"') {
-        fail("expected a string as object key");
-      }
-      const std::string_view key = string(scratch);
-      skip_space();
-      if (!take(':')) {
-        fail("expected ':' after an object key");
-      }
-      member(key);
-      skip_space();
-      if (take(',')) {
-        continue;
-      }
-      if (take('}')) {
-        return;
-      }
-      fail("expected ',' or '}' after an object member");
-    }
-  }
-
-  // Calls `item(index)` for each element of an array (the next value must be one); `item` must
-  // consume the element.
-  template <typename Item> void array(Item&& item) {
-    ++m_p;
-    skip_space();
-    if (take(']')) {
-      return;
-    }
-    for (size_t index = 0;; ++index) {
-      item(index);
-      skip_space();
-      if (take(',')) {
-        continue;
-      }
-      if (take(']')) {
-        return;
-      }
-      fail("expected ',' or ']' after an array element");
-    }
-  }
-
-  // Any value, as nlohmann::json. Duplicate keys: the last one wins, as in nlohmann.
-  json any(int depth = 0) {
-    switch (peek()) {
-    case Kind::null:
-      literal("null");
-      return json(nullptr);
-    case Kind::boolean:
-      return json(boolean());
-    case Kind::number:
-      return number();
-    case Kind::string: {
-      std::string text;
-      string_into(text);
-      return json(std::move(text));
-    }
-    case Kind::array: {
-      check_depth(depth);
-      json value(json::value_t::array);
-      auto& items = *value.get_ptr<json::array_t*>();
-      array([&](size_t) { items.push_back(any(depth + 1)); });
-      return value;
-    }
-    case Kind::object: {
-      check_depth(depth);
-      json value(json::value_t::object);
-      auto& members = *value.get_ptr<json::object_t*>();
-      object([&](std::string_view key) {
-        members.insert_or_assign(std::string(key), any(depth + 1));
-      });
-      return value;
-    }
-    }
-    return json(); // unreachable: peek() throws on anything else
-  }
-
-  // Checks and steps over any value.
-  void skip(int depth = 0) {
-    switch (peek()) {
-    case Kind::null:
-      literal("null");
-      return;
-    case Kind::boolean:
-      boolean();
-      return;
-    case Kind::number:
-      number();
-      return;
-    case Kind::string: {
-      std::string scratch;
-      string(scratch);
-      return;
-    }
-    case Kind::array:
-      check_depth(depth);
-      array([&](size_t) { skip(depth + 1); });
-      return;
-    case Kind::object:
-      check_depth(depth);
-      object([&](std::string_view) { skip(depth + 1); });
-      return;
-    }
-  }
-
-  // Only white space may follow the document.
-  void finish() {
-    skip_space();
-    if (m_p != m_end) {
-      fail("unexpected content after the end of the document");
-    }
-  }
-
-private:
-  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-  static std::string describe_byte(char c) {
-    const auto byte = static_cast<unsigned char>(c);
-    return byte >= 0x20 && byte < 0x7F ? fmt::format("character '{}'", c)
-                                       : fmt::format("byte 0x{:02x}", byte);
-  }
-
-  [[noreturn]] void fail(std::string_view message) const {
-    throw SyntaxError{offset(), m_p >= m_end ? fmt::format("unexpected end of input ({})", message)
-                                             : std::string(message)};
-  }
-
-  void skip_space() {
-    while (m_p < m_end && (*m_p == ' ' || *m_p == '\n' || *m_p == '\r' || *m_p == '\t')) {
-      ++m_p;
-    }
-  }
-
-  bool take(char c) {
-    if (m_p < m_end && *m_p == c) {
-      ++m_p;
-      return true;
-    }
-    return false;
-  }
-
-  bool take_digits() {
-    const char* start = m_p;
-    while (m_p < m_end && is_digit(*m_p)) {
-      ++m_p;
-    }
-    return m_p != start;
-  }
-
-  // peek() checks a literal before naming its kind, so that "nonsense" is reported as invalid
-  // JSON rather than as a null where an object was expected.
-  void check_literal(std::string_view word) const {
-    if (static_cast<size_t>(m_end - m_p) < word.size() ||
-        std::string_view(m_p, word.size()) != word) {
-      fail(fmt::format("unexpected {}", describe_byte(*m_p)));
-    }
-  }
-
-  // Steps over a literal that peek() checked.
-  void literal(std::string_view word) { m_p += word.size(); }
-
-  void check_depth(int depth) const {
-    if (depth >= k_max_depth) {
-      fail(fmt::format("nesting deeper than {} levels", k_max_depth));
-    }
-  }
-
-  // Steps over one byte that is_plain() rejected and that is neither a quote nor a backslash.
-  void skip_non_plain(unsigned char c) {
-    if (c < 0x20) {
-      fail(fmt::format("unescaped control character 0x{:02x} in a string", c));
-    }
-    const size_t length = utf8_sequence_length(reinterpret_cast<const unsigned char*>(m_p),
-                                               static_cast<size_t>(m_end - m_p));
-    if (length == 0) {
-      fail("invalid UTF-8 in a string");
-    }
-    m_p += length;
-  }
-
-  std::uint32_t hex4() {
-    if (m_end - m_p < 4) {
-      m_p = m_end;
-      fail("truncated \\u escape");
-    }
-    std::uint32_t value = 0;
-    for (int i = 0; i < 4; ++i, ++m_p) {
-      const char c = *m_p;
-      const int digit = is_digit(c)              ? c - '0'
-                        : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                                 : -1;
-      if (digit < 0) {
-        fail("invalid \\u escape");
-      }
-      value = value * 16 + static_cast<std::uint32_t>(digit);
-    }
-    return value;
-  }
-
-  void escape(std::string& out) {
-    ++m_p; // the backslash
-    if (m_p == m_end) {
-      fail("unterminated string");
-    }
-    switch (*m_p++) {
-    case '"':
-      out += '"';
-      return;
-    case '\\':
-      out += '\\';
-      return;
-    case '/':
-      out += '/';
-      return;
-    case 'b':
-      out += '\b';
-      return;
-    case 'f':
-      out += '\f';
-      return;
-    case 'n':
-      out += '\n';
-      return;
-    case 'r':
-      out += '\r';
-      return;
-    case 't':
-      out += '\t';
-      return;
-    case 'u':
-      break;
-    default:
-      --m_p;
-      fail(fmt::format("invalid escape \\{}", *m_p));
-    }
-    std::uint32_t cp = hex4();
-    if (cp >= 0xDC00 && cp <= 0xDFFF) {
-      fail("invalid \\u escape: unpaired low surrogate");
-    }
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (!take('\\') || !take('u')) {
-        fail("invalid \\u escape: high surrogate without its low half");
-      }
-      const std::uint32_t low = hex4();
-      if (low < 0xDC00 || low > 0xDFFF) {
-        fail("invalid \\u escape: high surrogate without its low half");
-      }
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-    }
-    append_utf8(out, cp);
-  }
-
-  // The slow path of string(): decodes escapes into `out`, which holds what came before.
-  std::string_view decode_rest(std::string& out) {
-    while (true) {
-      const char* run = m_p;
-      m_p = skip_plain(m_p, m_end);
-      out.append(run, static_cast<size_t>(m_p - run));
-      if (m_p == m_end) {
-        fail("unterminated string");
-      }
-      const auto c = static_cast<unsigned char>(*m_p);
-      if (c == '"') {
-        ++m_p;
-        return out;
-      }
-      if (c == '\\') {
-        escape(out);
-        continue;
-      }
-      const char* sequence = m_p;
-      skip_non_plain(c);
-      out.append(sequence, static_cast<size_t>(m_p - sequence));
-    }
-  }
-
-  const char* m_begin;
-  const char* m_p;
-  const char* m_end;
-  size_t m_base;
-};
-
-class JsonWriter {
-public:
-  explicit JsonWriter(std::string& out) : m_out(out) {}
-
-  void raw(std::string_view text) { m_out.append(text); }
-
-  // Invalid UTF-8 (a backend's error text, say) becomes U+FFFD rather than an error, so that
-  // recording a failure cannot fail.
-  void string(std::string_view text) {
-    m_out += '"';
-    const char* p = text.data();
-    const char* end = p + text.size();
-    while (true) {
-      const char* run = p;
-      p = skip_plain(p, end);
-      m_out.append(run, static_cast<size_t>(p - run));
-      if (p == end) {
-        break;
-      }
-      const auto c = static_cast<unsigned char>(*p);
-      if (c < 0x80) {
-        escape(c);
-        ++p;
-        continue;
-      }
-      const size_t length = utf8_sequence_length(reinterpret_cast<const unsigned char*>(p),
-                                                 static_cast<size_t>(end - p));
-      if (length == 0) {
-        m_out += "\xEF\xBF\xBD";
-        ++p;
-      } else {
-        m_out.append(p, length);
-        p += length;
-      }
-    }
-    m_out += '"';
-  }
-
-  void optional_string(const std::optional<std::string>& text) {
-    if (text) {
-      string(*text);
-    } else {
-      raw("null");
-    }
-  }
-
-  void time(TimePoint t) {
-    m_out += '"';
-    m_out += format_time(t);
-    m_out += '"';
-  }
-
-  void optional_time(const std::optional<TimePoint>& t) {
-    if (t) {
-      time(*t);
-    } else {
-      raw("null");
-    }
-  }
-
-  template <typename Integer> void integer(Integer value) {
-    char buffer[24];
-    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    m_out.append(buffer, result.ptr);
-  }
-
-  void string_map(const std::map<std::string, std::string>& map) {
-    m_out += '{';
-    bool first = true;
-    for (const auto& [key, value] : map) {
-      if (!first) {
-        m_out += ',';
-      }
-      first = false;
-      string(key);
-      m_out += ':';
-      string(value);
-    }
-    m_out += '}';
-  }
-
-  // Any nlohmann value, as its dump() would write it (keys in order, shortest round-trip
-  // doubles), except that non-finite numbers and binary values, which JSON cannot hold, are null.
-  void any(const json& value) {
-    switch (value.type()) {
-    case json::value_t::null:
-    case json::value_t::binary:
-    case json::value_t::discarded:
-      raw("null");
-      return;
-    case json::value_t::boolean:
-      raw(value.get<bool>() ? "true" : "false");
-      return;
-    case json::value_t::number_integer:
-      integer(value.get<std::int64_t>());
-      return;
-    case json::value_t::number_unsigned:
-      integer(value.get<std::uint64_t>());
-      return;
-    case json::value_t::number_float:
-      floating(value.get<double>());
-      return;
-    case json::value_t::string:
-      string(*value.get_ptr<const std::string*>());
-      return;
-    case json::value_t::array: {
-      m_out += '[';
-      bool first = true;
-      for (const auto& item : *value.get_ptr<const json::array_t*>()) {
-        if (!first) {
-          m_out += ',';
-        }
-        first = false;
-        any(item);
-      }
-      m_out += ']';
-      return;
-    }
-    case json::value_t::object: {
-      m_out += '{';
-      bool first = true;
-      for (const auto& [key, item] : *value.get_ptr<const json::object_t*>()) {
-        if (!first) {
-          m_out += ',';
-        }
-        first = false;
-        string(key);
-        m_out += ':';
-        any(item);
-      }
-      m_out += '}';
-      return;
-    }
-    }
-  }
-
-private:
-  void escape(unsigned char c) {
-    switch (c) {
-    case '"':
-      raw("\\\"");
-      return;
-    case '\\':
-      raw("\\\\");
-      return;
-    case '\b':
-      raw("\\b");
-      return;
-    case '\f':
-      raw("\\f");
-      return;
-    case '\n':
-      raw("\\n");
-      return;
-    case '\r':
-      raw("\\r");
-      return;
-    case '\t':
-      raw("\\t");
-      return;
-    default:
-      m_out += fmt::format("\\u{:04x}", c);
-    }
-  }
-
-  void floating(double value) {
-    if (!std::isfinite(value)) {
-      raw("null");
-      return;
-    }
-    char buffer[32];
-    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    const std::string_view text(buffer, static_cast<size_t>(result.ptr - buffer));
-    m_out.append(text);
-    // Keep it a float when read back, as nlohmann writes 2.0 rather than 2.
-    if (text.find_first_of(".e") == std::string_view::npos) {
-      raw(".0");
-    }
-  }
-
-  std::string& m_out;
-};
-
+// See src/json/.
 // ---------------------------------------------------------------------------------------------
 // Reading records
 //
@@ -1057,7 +351,8 @@ enum Required : unsigned {
 
 // One pass over the record's members, each read straight into its field. Unknown members are
 // skipped: see docs/ledger-format.md for why that is safe within one schema version.
-void read_record(JsonReader& in, SandboxRecord& r) {
+void read_record(JsonReader& in, SandboxRecord& r, ReadScope scope) {
+  const bool whole = scope == ReadScope::whole;
   expect(in, Kind::object, "", "an object");
   unsigned seen = 0;
   in.object([&](std::string_view k) {
@@ -1086,9 +381,9 @@ void read_record(JsonReader& in, SandboxRecord& r) {
       r.max_expires_at = read_optional_time(in, k);
     } else if (k == "labels") {
       r.labels = read_string_map(in, k);
-    } else if (k == "env") {
+    } else if (k == "env" && whole) {
       r.env = read_string_map(in, k);
-    } else if (k == "secret_refs") {
+    } else if (k == "secret_refs" && whole) {
       r.secret_refs = in.any();
     } else if (k == "owner") {
       r.owner = nested(k, [&] { return read_owner(in); });
@@ -1100,14 +395,16 @@ void read_record(JsonReader& in, SandboxRecord& r) {
       r.error = read_optional_string(in, k);
     } else if (k == "snapshots") {
       r.snapshots = read_array<SnapshotRecord>(in, k, read_snapshot);
-    } else if (k == "history") {
+    } else if (k == "history" && whole) {
       r.history = read_array<HistoryEntry>(in, k, read_history_entry);
-    } else if (k == "spec") {
+    } else if (k == "spec" && whole) {
       r.spec = in.any();
-    } else if (k == "info") {
+    } else if (k == "info" && whole) {
       r.info = in.any();
-    } else {
+    } else if (whole) {
       in.skip();
+    } else {
+      in.skip_roughly();
     }
   });
   require(seen & k_has_id, "id");
@@ -1369,18 +666,17 @@ std::string find_id(JsonReader in) {
   return id;
 }
 
-void read_sandboxes(JsonReader& in, std::vector<SandboxRecord>& records,
-                    const std::filesystem::path& file) {
+// Where the records of a document go as they are read.
+using RecordSink = std::function<void(SandboxRecord&)>;
+
+void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope scope,
+                    const RecordSink& sink) {
   expect(in, Kind::array, "sandboxes", "an array");
-  // No record our writer makes is shorter than this, so the vector never grows (and moves every
-  // record) while reading; the excess is address space that is never touched.
-  constexpr size_t k_shortest_record = 400;
-  records.reserve(records.size() + in.remaining() / k_shortest_record + 1);
   in.array([&](size_t index) {
     const size_t start = in.offset();
-    auto& record = records.emplace_back();
+    SandboxRecord record;
     try {
-      read_record(in, record);
+      read_record(in, record, scope);
     } catch (const ShapeError& e) {
       const std::string id = record.id.empty() ? find_id(in.rewound_to(start)) : record.id;
       const std::string where = id.empty() ? fmt::format("sandboxes[{}]", index)
@@ -1390,11 +686,14 @@ void read_sandboxes(JsonReader& in, std::vector<SandboxRecord>& records,
       e.message += fmt::format(", in sandboxes[{}]", index);
       throw;
     }
+    sink(record);
   });
 }
 
-LedgerData parse_document(std::string_view text, const std::filesystem::path& file) {
-  LedgerData data;
+// Reads the document, handing each record to `sink` in file order; returns the ledger id.
+std::string parse_document(std::string_view text, const std::filesystem::path& file,
+                           ReadScope scope, const RecordSink& sink) {
+  std::string ledger_id;
   try {
     JsonReader in(text);
     expect(in, Kind::object, "", "an object at the top level");
@@ -1406,12 +705,15 @@ LedgerData parse_document(std::string_view text, const std::filesystem::path& fi
         check_schema_version(in, file);
         has_version = true;
       } else if (key == "ledger_id") {
-        read_string(in, data.ledger_id, key);
+        read_string(in, ledger_id, key);
       } else if (key == "sandboxes") {
+        // Readers disagree on which of two copies counts (jq: the last); refuse to guess.
+        if (has_sandboxes) {
+          throw ShapeError{"sandboxes", "appears twice"};
+        }
         has_sandboxes = true;
-        data.sandboxes.clear();
         if (has_version) {
-          read_sandboxes(in, data.sandboxes, file);
+          read_sandboxes(in, file, scope, sink);
         } else {
           // Our writer puts schema_version first; another one (jq, an editor) may not. The
           // records are then read once the version is known to be one we understand.
@@ -1428,7 +730,7 @@ LedgerData parse_document(std::string_view text, const std::filesystem::path& fi
     require(has_sandboxes, "sandboxes");
     if (deferred) {
       JsonReader records(text.substr(deferred->first, deferred->second), deferred->first);
-      read_sandboxes(records, data.sandboxes, file);
+      read_sandboxes(records, file, scope, sink);
     }
   } catch (const SyntaxError& e) {
     throw LedgerError(corrupt_message(
@@ -1436,6 +738,19 @@ LedgerData parse_document(std::string_view text, const std::filesystem::path& fi
   } catch (const ShapeError& e) {
     throw LedgerError(corrupt_message(file, e.describe()));
   }
+  return ledger_id;
+}
+
+LedgerData parse_document(std::string_view text, const std::filesystem::path& file,
+                          ReadScope scope) {
+  LedgerData data;
+  // No record our writer makes is shorter than this, so the vector never grows (and moves every
+  // record) while reading; the excess is address space that is never touched.
+  constexpr size_t k_shortest_record = 400;
+  data.sandboxes.reserve(text.size() / k_shortest_record + 1);
+  data.ledger_id = parse_document(text, file, scope, [&](SandboxRecord& record) {
+    data.sandboxes.push_back(std::move(record));
+  });
   return data;
 }
 
@@ -1574,7 +889,7 @@ void from_json(const nlohmann::json& j, SandboxRecord& r) {
   const std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
   try {
     JsonReader in(text);
-    read_record(in, r);
+    read_record(in, r, ReadScope::whole);
     in.finish();
   } catch (const ShapeError& e) {
     std::string label = r.id;
@@ -1625,13 +940,21 @@ Ledger::Ledger(std::filesystem::path state_dir, Seconds lock_timeout)
       m_lock(m_state_dir / "ledger.lock", lock_timeout,
              fmt::format("ledger {}", (m_state_dir / k_file_name).string())) {}
 
-LedgerData Ledger::read() const {
+LedgerData Ledger::read(ReadScope scope) const {
   const auto path = file();
   FileText text;
   if (!text.load(path)) {
     return LedgerData();
   }
-  return parse_document(text.view(), path);
+  return parse_document(text.view(), path, scope);
+}
+
+void Ledger::scan(ReadScope scope, const std::function<void(SandboxRecord&)>& visit) const {
+  const auto path = file();
+  FileText text;
+  if (text.load(path)) {
+    parse_document(text.view(), path, scope, visit);
+  }
 }
 
 Ledger::Transaction::Transaction(const Ledger& ledger, LockFile::Guard guard, LedgerData data)

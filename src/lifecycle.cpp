@@ -551,7 +551,7 @@ BackendStatus Engine::status(const std::string& id_or_name) {
 ReapReport Engine::reap(const ReapOptions& options) {
   TimePoint now = m_clock.now();
   std::vector<SandboxRecord> due;
-  for (const auto& record : m_ledger.read().sandboxes) {
+  for (const auto& record : m_ledger.read(ReadScope::summary).sandboxes) {
     bool reapable = record.state == State::running || record.state == State::expired;
     if (reapable && record.expires_at && *record.expires_at + options.grace <= now) {
       due.push_back(record);

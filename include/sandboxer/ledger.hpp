@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -109,6 +110,12 @@ struct LedgerData {
   const SandboxRecord* find(const std::string& id_or_name) const;
 };
 
+// What Ledger::read() fills in. `summary` leaves each record's history, spec, info, env and
+// secret_refs empty (they are stepped over, checking only that brackets pair up and strings end):
+// all that `list` and a reap plan look at, several times faster on a large ledger. Transactions
+// always read whole, so a summary is never written back.
+enum class ReadScope { whole, summary };
+
 // The ledger file and its lock, under a state directory (0700; the file 0600).
 //
 // Reads take no lock: writes replace the file by rename, so a reader always sees a whole document.
@@ -125,7 +132,10 @@ public:
 
   // Throws LedgerError if the file is corrupt, unreadable or of a newer schema (never overwriting
   // it, and saying how to recover from ledger.json.bak). A missing file reads as empty.
-  LedgerData read() const;
+  LedgerData read(ReadScope scope = ReadScope::whole) const;
+  // Reads the records one at a time, in file order, handing each to `visit` (which may move from
+  // it) and keeping none: memory stays flat however large the ledger is. Same errors as read().
+  void scan(ReadScope scope, const std::function<void(SandboxRecord&)>& visit) const;
 
   class Transaction {
   public:

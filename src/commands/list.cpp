@@ -1,5 +1,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <iostream>
 
 #include "commands/commands.hpp"
 
@@ -26,32 +27,62 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     }
     wanted.push_back(*state);
   }
-  LedgerData data = context.ledger().read();
-  TimePoint now = context.clock().now();
-  std::vector<const SandboxRecord*> shown;
-  for (const auto& record : data.sandboxes) {
-    bool keep = wanted.empty()
-                    ? (args.all || record.state != State::destroyed)
-                    : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
-    if (keep) {
-      shown.push_back(&record);
-    }
-  }
-  if (context.out().format() == Format::table) {
-    Table table{{"ID", "NAME", "STATE", "DRIVER", "PROFILE", "AGE", "TIME LEFT"}, {}};
-    table.rows.reserve(shown.size());
-    for (const auto* r : shown) {
-      table.rows.push_back({r->id, r->name == r->id ? "-" : r->name, to_string(r->state), r->driver,
-                            r->profile.name, age(r->created_at, now), time_left(*r, now)});
-    }
-    context.out().print(nullptr, [&] { return table; });
+  auto keep = [&](const SandboxRecord& record) {
+    return wanted.empty() ? (args.all || record.state != State::destroyed)
+                          : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
+  };
+  const TimePoint now = context.clock().now();
+  const Ledger& ledger = context.ledger();
+  switch (context.out().format()) {
+  case Format::json: {
+    // Streamed: a large ledger is printed in pieces and never held whole, in memory or as text.
+    // Small enough to stay in the cache and below malloc's mmap threshold, so that it is never
+    // mapped and unmapped again.
+    constexpr size_t k_flush_at = 64 << 10;
+    std::string text;
+    text.reserve(k_flush_at + (16 << 10));
+    text = "[";
+    bool first = true;
+    ledger.scan(ReadScope::summary, [&](const SandboxRecord& record) {
+      if (!keep(record)) {
+        return;
+      }
+      if (!first) {
+        text += ',';
+      }
+      first = false;
+      write_public_json(text, record, now, false);
+      if (text.size() >= k_flush_at) {
+        std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+        text.clear();
+      }
+    });
+    text += "]\n";
+    std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+    std::cout.flush();
     return ExitCode::ok;
   }
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto* r : shown) {
-    items.push_back(public_json(*r, now, false));
+  case Format::yaml: {
+    nlohmann::json items = nlohmann::json::array();
+    ledger.scan(ReadScope::summary, [&](const SandboxRecord& record) {
+      if (keep(record)) {
+        items.push_back(public_json(record, now, false));
+      }
+    });
+    context.out().print(items, nullptr);
+    return ExitCode::ok;
   }
-  context.out().print(items, nullptr);
+  case Format::table:
+    break;
+  }
+  Table table{{"ID", "NAME", "STATE", "DRIVER", "PROFILE", "AGE", "TIME LEFT"}, {}};
+  ledger.scan(ReadScope::summary, [&](const SandboxRecord& r) {
+    if (keep(r)) {
+      table.rows.push_back({r.id, r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
+                            r.profile.name, age(r.created_at, now), time_left(r, now)});
+    }
+  });
+  context.out().print(nullptr, [&] { return table; });
   return ExitCode::ok;
 }
 

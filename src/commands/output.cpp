@@ -8,14 +8,6 @@
 namespace sandboxer::commands {
 namespace {
 
-nlohmann::json time_or_null(const std::optional<TimePoint>& t) {
-  return t ? nlohmann::json(format_time(*t)) : nlohmann::json(nullptr);
-}
-
-template <typename T> nlohmann::json value_or_null(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 void print_table(const Table& table) {
   size_t columns = table.headers.size();
   for (const auto& row : table.rows) {
@@ -154,61 +146,6 @@ std::string time_left(const SandboxRecord& record, TimePoint now) {
     return "expired " + format_duration(now - *record.expires_at) + " ago";
   }
   return format_duration(*record.expires_at - now);
-}
-
-nlohmann::json snapshot_json(const SandboxRecord& owner, const SnapshotRecord& snapshot) {
-  return {{"id", snapshot.id},
-          {"name", snapshot.name},
-          {"sandbox", owner.id},
-          {"driver", owner.driver},
-          {"backend_ref", snapshot.backend_ref},
-          {"size_bytes", value_or_null(snapshot.size_bytes)},
-          {"created_at", format_time(snapshot.created_at)}};
-}
-
-nlohmann::json public_json(const SandboxRecord& record, TimePoint now, bool with_history) {
-  nlohmann::json snapshots = nlohmann::json::array();
-  for (const auto& snapshot : record.snapshots) {
-    snapshots.push_back(snapshot_json(record, snapshot));
-  }
-  nlohmann::json j = {{"id", record.id},
-                      {"name", record.name},
-                      {"state", to_string(record.state)},
-                      {"driver", record.driver},
-                      {"backend_id", record.backend_id},
-                      {"profile",
-                       {{"name", record.profile.name},
-                        {"path", record.profile.path},
-                        {"hash", record.profile.hash}}},
-                      {"created_at", format_time(record.created_at)},
-                      {"expires_at", time_or_null(record.expires_at)},
-                      {"max_expires_at", time_or_null(record.max_expires_at)},
-                      {"seconds_left", record.expires_at
-                                           ? nlohmann::json((*record.expires_at - now).count())
-                                           : nlohmann::json(nullptr)},
-                      {"labels", record.labels},
-                      {"owner",
-                       {{"user", record.owner.user},
-                        {"host", record.owner.host},
-                        {"pid", record.owner.pid},
-                        {"ci", record.owner.ci}}},
-                      {"snapshots", std::move(snapshots)},
-                      {"idempotency_key", value_or_null(record.idempotency_key)},
-                      {"restored_from", value_or_null(record.restored_from)},
-                      {"error", value_or_null(record.error)}};
-  if (with_history) {
-    nlohmann::json history = nlohmann::json::array();
-    for (const auto& entry : record.history) {
-      history.push_back({{"time", format_time(entry.time)},
-                         {"from", entry.from ? nlohmann::json(to_string(*entry.from)) : nullptr},
-                         {"to", to_string(entry.to)},
-                         {"actor", entry.actor},
-                         {"reason", entry.reason},
-                         {"details", entry.details}});
-    }
-    j["history"] = std::move(history);
-  }
-  return j;
 }
 
 Table record_table(const SandboxRecord& record, TimePoint now) {

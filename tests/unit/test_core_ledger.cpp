@@ -695,6 +695,94 @@ TEST(LedgerFile, LargeLedgerRoundTrips) {
   EXPECT_EQ(json::parse(read_file(ledger.file())).at("sandboxes").size(), 3000u);
 }
 
+TEST(LedgerFile, SummaryReadLeavesOutTheBulkAndKeepsTheRest) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  {
+    auto transaction = ledger.begin();
+    transaction.data().sandboxes.push_back(full_record());
+    transaction.commit();
+  }
+  const SandboxRecord summary = ledger.read(ReadScope::summary).sandboxes.at(0);
+  SandboxRecord expected = full_record();
+  expected.history.clear();
+  expected.spec = json::object();
+  expected.info = json::object();
+  expected.env.clear();
+  expected.secret_refs = json::object();
+  EXPECT_EQ(as_json(summary), as_json(expected));
+  EXPECT_EQ(ledger.read().sandboxes.at(0).history.size(), 4u) << "a whole read keeps history";
+}
+
+// Brackets, quotes and backslashes inside the skipped strings must not end the skip early.
+TEST(LedgerFile, SummaryReadStepsOverTrickyStrings) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  {
+    auto transaction = ledger.begin();
+    SandboxRecord r = small_record("sbx-aaaaaaaaaaaa", "a", State::running);
+    r.transition(State::running, r.created_at, "t", "ends in a backslash \\",
+                 {{"text", "]} \" \\\" [{"}, {"deep", {{{"x", {1, {2, {3}}}}}}}});
+    r.spec = {{"tricky", "\\\\\""}};
+    r.error = "after the skipped parts";
+    transaction.data().sandboxes.push_back(r);
+    transaction.data().sandboxes.push_back(small_record("sbx-bbbbbbbbbbbb", "b", State::failed));
+    transaction.commit();
+  }
+  const LedgerData data = ledger.read(ReadScope::summary);
+  ASSERT_EQ(data.sandboxes.size(), 2u);
+  EXPECT_EQ(data.sandboxes[0].error, "after the skipped parts");
+  EXPECT_EQ(data.sandboxes[1].id, "sbx-bbbbbbbbbbbb");
+  EXPECT_EQ(data.sandboxes[1].state, State::failed);
+}
+
+TEST(LedgerFile, ScanVisitsEveryRecordInOrder) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  {
+    auto transaction = ledger.begin();
+    for (const char* id : {"sbx-aaaaaaaaaaaa", "sbx-bbbbbbbbbbbb", "sbx-cccccccccccc"}) {
+      transaction.data().sandboxes.push_back(small_record(id, id, State::running));
+    }
+    transaction.commit();
+  }
+  std::vector<std::string> seen;
+  ledger.scan(ReadScope::whole, [&](SandboxRecord& r) {
+    EXPECT_EQ(r.history.size(), 1u);
+    seen.push_back(std::move(r.id));
+  });
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"sbx-aaaaaaaaaaaa", "sbx-bbbbbbbbbbbb", "sbx-cccccccccccc"}));
+}
+
+TEST(LedgerFile, TwoSandboxListsAreRefused) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  std::filesystem::create_directories(dir / "state");
+  write_file(ledger.file(),
+             R"({"schema_version":1,"ledger_id":"l","sandboxes":[],"sandboxes":[]})");
+  EXPECT_NE(error_of([&] { ledger.read(); }).find("\"sandboxes\" appears twice"),
+            std::string::npos);
+}
+
+TEST(LedgerFile, SummaryReadStillRefusesABrokenRecord) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  {
+    auto transaction = ledger.begin();
+    transaction.data().sandboxes.push_back(full_record());
+    transaction.commit();
+  }
+  std::string text = read_file(ledger.file());
+  // Unbalance the history array, which a summary read skips over.
+  const size_t history = text.find("\"history\":[");
+  ASSERT_NE(history, std::string::npos);
+  text.erase(history + 10, 1);
+  write_file(ledger.file(), text);
+  EXPECT_NE(error_of([&] { ledger.read(ReadScope::summary); }).find("is corrupt"),
+            std::string::npos);
+}
+
 // Damaged files (flipped, inserted and dropped bytes, truncation) are refused with a LedgerError,
 // or read if still valid; never a crash, a hang or another exception.
 TEST(LedgerFile, DamagedFilesAreRefusedCleanly) {

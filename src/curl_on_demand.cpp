@@ -1,0 +1,152 @@
+// libcurl, loaded the first time a driver sends a request rather than when the program starts.
+//
+// Linked normally, libcurl and the 30 libraries it pulls in (TLS, Kerberos, LDAP, ...) make up
+// about three quarters of the dynamic loader's work at every start of sandboxer: some 15-25 ms on
+// a small VM, paid by `list`, `reap` and every other command that never talks HTTP. So the core
+// does not link libcurl; this file defines the few libcurl functions it calls, and each one
+// forwards to the real library, opened with dlopen() on first use. The code that uses libcurl
+// (http_curl.cpp) is written against <curl/curl.h> as usual.
+
+#include "src/curl_on_demand.hpp"
+
+#include <cstdarg>
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <string>
+
+namespace sandboxer {
+namespace {
+
+struct CurlLibrary {
+  CURLcode (*global_init)(long) = nullptr;
+  CURL* (*easy_init)() = nullptr;
+  void (*easy_cleanup)(CURL*) = nullptr;
+  CURLcode (*easy_perform)(CURL*) = nullptr;
+  CURLcode (*easy_setopt)(CURL*, CURLoption, ...) = nullptr;
+  CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...) = nullptr;
+  const char* (*easy_strerror)(CURLcode) = nullptr;
+  curl_slist* (*slist_append)(curl_slist*, const char*) = nullptr;
+  void (*slist_free_all)(curl_slist*) = nullptr;
+  std::string error; // why it could not be loaded; empty when it was
+};
+
+template <typename Function> bool bind(void* handle, const char* name, Function& function) {
+  function = reinterpret_cast<Function>(::dlsym(handle, name));
+  return function != nullptr;
+}
+
+CurlLibrary load() {
+  CurlLibrary lib;
+  // The soname of libcurl's ABI 4, built with OpenSSL (Debian's libcurl4) or GnuTLS.
+  void* handle = nullptr;
+  for (const char* name : {"libcurl.so.4", "libcurl-gnutls.so.4"}) {
+    if ((handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
+      break;
+    }
+  }
+  if (!handle) {
+    const char* why = ::dlerror();
+    lib.error = std::string("cannot load libcurl (") + (why ? why : "libcurl.so.4 not found") +
+                "); install it with: apt-get install libcurl4";
+    return lib;
+  }
+  const bool complete = bind(handle, "curl_global_init", lib.global_init) &&
+                        bind(handle, "curl_easy_init", lib.easy_init) &&
+                        bind(handle, "curl_easy_cleanup", lib.easy_cleanup) &&
+                        bind(handle, "curl_easy_perform", lib.easy_perform) &&
+                        bind(handle, "curl_easy_setopt", lib.easy_setopt) &&
+                        bind(handle, "curl_easy_getinfo", lib.easy_getinfo) &&
+                        bind(handle, "curl_easy_strerror", lib.easy_strerror) &&
+                        bind(handle, "curl_slist_append", lib.slist_append) &&
+                        bind(handle, "curl_slist_free_all", lib.slist_free_all);
+  if (!complete) {
+    lib = CurlLibrary();
+    lib.error =
+        "the libcurl found lacks functions sandboxer needs; install libcurl4 (7.68 or later)";
+  }
+  return lib;
+}
+
+// Thread-safe: reap destroys in parallel, and the first requests may start together.
+const CurlLibrary& library() {
+  static const CurlLibrary lib = load();
+  return lib;
+}
+
+// The type of an option's argument is encoded in its number (curl.h: CURLOPTTYPE_*).
+bool takes_long(CURLoption option) {
+  return option < CURLOPTTYPE_OBJECTPOINT;
+}
+bool takes_off_t(CURLoption option) {
+  return option >= CURLOPTTYPE_OFF_T && option < CURLOPTTYPE_BLOB;
+}
+
+} // namespace
+
+std::string curl_load_error() {
+  return library().error;
+}
+
+} // namespace sandboxer
+
+using sandboxer::library;
+
+extern "C" {
+
+CURLcode curl_global_init(long flags) {
+  return library().global_init ? library().global_init(flags) : CURLE_FAILED_INIT;
+}
+
+CURL* curl_easy_init() {
+  return library().easy_init ? library().easy_init() : nullptr;
+}
+
+// Only ever called on a handle that curl_easy_init() made, so the library is loaded.
+void curl_easy_cleanup(CURL* curl) {
+  library().easy_cleanup(curl);
+}
+
+CURLcode curl_easy_perform(CURL* curl) {
+  return library().easy_perform(curl);
+}
+
+CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
+  va_list args;
+  va_start(args, option);
+  CURLcode code;
+  if (sandboxer::takes_long(option)) {
+    code = library().easy_setopt(curl, option, va_arg(args, long));
+  } else if (sandboxer::takes_off_t(option)) {
+    code = library().easy_setopt(curl, option, va_arg(args, curl_off_t));
+  } else {
+    // Object and function pointers and blobs: all passed as a pointer.
+    code = library().easy_setopt(curl, option, va_arg(args, void*));
+  }
+  va_end(args);
+  return code;
+}
+
+// Every CURLINFO takes a pointer to where the answer goes.
+CURLcode curl_easy_getinfo(CURL* curl, CURLINFO info, ...) {
+  va_list args;
+  va_start(args, info);
+  void* out = va_arg(args, void*);
+  va_end(args);
+  return library().easy_getinfo(curl, info, out);
+}
+
+const char* curl_easy_strerror(CURLcode code) {
+  return library().easy_strerror ? library().easy_strerror(code) : "libcurl is not loaded";
+}
+
+curl_slist* curl_slist_append(curl_slist* list, const char* text) {
+  return library().slist_append ? library().slist_append(list, text) : nullptr;
+}
+
+void curl_slist_free_all(curl_slist* list) {
+  if (list) {
+    library().slist_free_all(list);
+  }
+}
+
+} // extern "C"
