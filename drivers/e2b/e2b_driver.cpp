@@ -23,6 +23,18 @@ constexpr std::chrono::seconds k_resume_for{300};
 // Snapshots copy the sandbox's memory and disk: much slower than other calls.
 constexpr std::chrono::minutes k_snapshot_timeout{10};
 
+// A text field of an API answer, or `fallback` when it is missing or not text: a server that
+// sends something unexpected gets a clear error later, not a JSON type exception.
+std::string text_of(const json& object, const char* key, const std::string& fallback = "") {
+  if (object.is_object()) {
+    auto it = object.find(key);
+    if (it != object.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
+  }
+  return fallback;
+}
+
 std::string sandbox_path(const std::string& backend_id) {
   return "/sandboxes/" + url_escape(backend_id);
 }
@@ -50,12 +62,14 @@ std::string snapshot_name(const std::string& sandbox_id, const std::string& name
 // What envd's EndEvent says about how the command ended, as a shell would: the exit code, or
 // 128+N for a signal ("signal: killed").
 int exit_status_of(const json& end) {
-  bool exited = end.value("exited", false);
-  int code = end.value("exitCode", 0);
+  bool exited = end.contains("exited") && end["exited"].is_boolean() && end["exited"].get<bool>();
+  int code = end.contains("exitCode") && end["exitCode"].is_number_integer()
+                 ? end["exitCode"].get<int>()
+                 : 0; // proto3 JSON leaves a zero out
   if (exited || code > 0) {
     return code;
   }
-  std::string status = end.value("status", "");
+  std::string status = text_of(end, "status");
   static const std::vector<std::pair<std::string, int>> k_signals = {
       {"hangup", 1}, {"interrupt", 2},           {"quit", 3},         {"aborted", 6},
       {"killed", 9}, {"segmentation fault", 11}, {"broken pipe", 13}, {"terminated", 15}};
@@ -110,15 +124,15 @@ public:
       m_api.fail(response, fmt::format("create sandbox from template {}", template_id));
     }
     json sandbox = parse(response, "create sandbox");
-    std::string id = sandbox.value("sandboxID", "");
+    std::string id = text_of(sandbox, "sandboxID");
     if (id.empty()) {
       throw DriverError(Kind::error, "E2B create sandbox: the response has no sandboxID");
     }
     remember_token(sandbox);
     CreateResult result;
     result.backend_id = id;
-    result.info = {{"template", sandbox.value("templateID", template_id)},
-                   {"envd_version", sandbox.value("envdVersion", "")},
+    result.info = {{"template", text_of(sandbox, "templateID", template_id)},
+                   {"envd_version", text_of(sandbox, "envdVersion")},
                    {"timeout_s", body["timeout"]}};
     if (sandbox.contains("domain") && sandbox["domain"].is_string()) {
       result.info["domain"] = sandbox["domain"];
@@ -148,8 +162,8 @@ public:
       m_api.fail(response, fmt::format("get sandbox {}", sandbox.backend_id));
     }
     json detail = parse(response, "get sandbox");
-    std::string state = detail.value("state", "");
-    std::string end = detail.value("endAt", "");
+    std::string state = text_of(detail, "state");
+    std::string end = text_of(detail, "endAt");
     if (state == "running") {
       return {BackendStatus::State::running, end.empty() ? "running" : "running until " + end};
     }
@@ -167,7 +181,7 @@ public:
       m_api.fail(response, fmt::format("snapshot sandbox {}", sandbox.backend_id));
     }
     json info = parse(response, "snapshot sandbox");
-    std::string id = info.value("snapshotID", "");
+    std::string id = text_of(info, "snapshotID");
     if (id.empty()) {
       throw DriverError(Kind::error, "E2B snapshot sandbox: the response has no snapshotID");
     }
@@ -224,8 +238,8 @@ public:
       }
       for (const auto& item : list) {
         RemoteResource resource;
-        resource.backend_id = item.value("sandboxID", "");
-        resource.state = item.value("state", "");
+        resource.backend_id = text_of(item, "sandboxID");
+        resource.state = text_of(item, "state");
         if (item.contains("metadata") && item["metadata"].is_object()) {
           for (const auto& [key, value] : item["metadata"].items()) {
             if (value.is_string()) {
@@ -267,7 +281,7 @@ public:
     if (sandbox_info.contains("domain") && sandbox_info["domain"].is_string()) {
       domain = sandbox_info["domain"].get<std::string>();
     }
-    std::string token = sandbox_info.value("envdAccessToken", "");
+    std::string token = text_of(sandbox_info, "envdAccessToken");
 
     json process = {
         {"cmd", request.argv.front()},
@@ -286,6 +300,9 @@ public:
                     {"Authorization", "Basic " + connect::base64_encode(m_spec.user + ":")},
                     {"E2b-Sandbox-Id", sandbox.backend_id},
                     {"E2b-Sandbox-Port", "49983"},
+                    // envd then sends keepalive events, so a quiet command's stream is not cut
+                    // by a proxy's idle timeout.
+                    {"Keepalive-Ping-Interval", "50"},
                     {"User-Agent", "sandboxer"}};
     if (!token.empty()) {
       call.headers.emplace_back("X-Access-Token", token);
@@ -299,8 +316,8 @@ public:
       if (flags & connect::k_end_stream) {
         if (message.contains("error") && message["error"].is_object()) {
           const json& error = message["error"];
-          std::string code = error.value("code", "unknown");
-          stream_error = fmt::format("{} (code {})", error.value("message", ""), code);
+          std::string code = text_of(error, "code", "unknown");
+          stream_error = fmt::format("{} (code {})", text_of(error, "message"), code);
           stream_error_kind = kind_of_connect_code(code);
         }
         return;
@@ -319,9 +336,17 @@ public:
         exit_status = exit_status_of(event["end"]);
       }
     });
+    // Nothing may be thrown through libcurl's C callback: keep the exception, stop the transfer,
+    // and rethrow it once curl has returned.
+    std::exception_ptr failure;
     call.on_body = [&](std::string_view bytes) {
-      decoder.feed(bytes);
-      return true;
+      try {
+        decoder.feed(bytes);
+        return true;
+      } catch (...) {
+        failure = std::current_exception();
+        return false;
+      }
     };
     http::Response response;
     try {
@@ -334,8 +359,9 @@ public:
     }
     if (response.status != 200) {
       auto parsed = json::parse(decoder.raw(), nullptr, false);
-      std::string code = parsed.is_object() ? parsed.value("code", "") : "";
-      std::string message = parsed.is_object() ? parsed.value("message", "") : decoder.raw();
+      std::string code = text_of(parsed, "code");
+      std::string message = parsed.is_object() ? text_of(parsed, "message") : decoder.raw();
+      std::replace(message.begin(), message.end(), '\n', ' ');
       Kind kind = code.empty() ? http::kind_of_status(response.status) : kind_of_connect_code(code);
       throw DriverError(kind,
                         fmt::format("E2B exec in sandbox {}: {} (HTTP {}{})", sandbox.backend_id,
@@ -396,7 +422,7 @@ private:
     }
     json detail = parse(response, "get sandbox");
     remember_token(detail);
-    if (detail.value("state", "") != "paused") {
+    if (text_of(detail, "state") != "paused") {
       return detail;
     }
     spdlog::info("{}: E2B sandbox {} is paused; resuming it", sandbox.sandbox_id,

@@ -156,6 +156,12 @@ expect_contains "$ERR" "(HTTP 503)"
 fake max_timeout '{"seconds": 3600}' >/dev/null
 run 7 sbx create --profile e2b --ttl 2h
 expect_contains "$ERR" "Timeout cannot be greater than 1 hours"
+# ... and so is an extend beyond it; the ledger keeps its deadline.
+FLAKY_END=$(ledger_jq '.sandboxes[] | select(.name == "flaky") | .expires_at')
+run 7 sbx extend flaky --by 1h
+expect_contains "$ERR" "Timeout cannot be greater than 1 hours"
+[ "$(ledger_jq '.sandboxes[] | select(.name == "flaky") | .expires_at')" = "$FLAKY_END" ] ||
+  fail "a refused extend moved the ledger's deadline"
 fake max_timeout '{"seconds": 86400}' >/dev/null
 
 # reap: one sandbox past the ledger's deadline, one E2B already killed on its own clock.

@@ -191,6 +191,13 @@ TEST_F(E2bFakeTest, ExtendMovesTheFakesDeadlineAndDestroyIsIdempotent) {
     EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
   }
   EXPECT_THROW(driver->extend(sandbox, clock.now() + std::chrono::hours(1)), DriverError);
+  CollectIo io;
+  try {
+    driver->exec(sandbox, {.argv = {"true"}}, io);
+    FAIL();
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+  }
 }
 
 TEST_F(E2bFakeTest, ATimeoutBeyondThePlanIsATtlCap) {
