@@ -23,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -448,6 +449,8 @@ def main():
     server.daemon_threads = True
     server.state = State(key, args.max_timeout)
     threading.Thread(target=watch_parent, args=(server, os.getppid()), daemon=True).start()
+    # SIGTERM (what the tests send) stops serving and still removes the sandboxes' directories.
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     print(f"PORT={server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
