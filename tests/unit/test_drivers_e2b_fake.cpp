@@ -261,6 +261,22 @@ TEST_F(E2bFakeTest, RateLimitsAreWaitedOutEvenForCreate) {
   auto sandbox = create(*driver, "sbx-429");
   EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(900));
   EXPECT_FALSE(sandbox.backend_id.empty());
+  // RateLimit-Reset (seconds until the window resets) is honoured the same way.
+  fake.control("inject",
+               {{"status", 429}, {"count", 1}, {"method", "GET"}, {"ratelimit_reset", 2}});
+  started = std::chrono::steady_clock::now();
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::running);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1900));
+  // With no retries left, the 429 itself is reported.
+  auto impatient = open({{"retries", 0}});
+  fake.control("inject", {{"status", 429}, {"count", 1}, {"method", "GET"}, {"retry_after", 1}});
+  try {
+    impatient->status(sandbox);
+    FAIL();
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("(HTTP 429); rate limited"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(E2bFakeTest, AWrongKeyIsAOneLineAuthError) {
