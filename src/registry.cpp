@@ -7,6 +7,9 @@
 #ifdef SANDBOXER_WITH_DOCKER
 #include "drivers/docker/docker_driver.hpp"
 #endif
+#ifdef SANDBOXER_WITH_E2B
+#include "drivers/e2b/e2b_driver.hpp"
+#endif
 #ifdef SANDBOXER_WITH_STUB
 #include "drivers/stub/stub_driver.hpp"
 #endif
@@ -18,6 +21,9 @@ const std::vector<const DriverFactory*>& all_drivers() {
   static const std::vector<const DriverFactory*> table = {
 #ifdef SANDBOXER_WITH_DOCKER
       &drivers::docker::docker_factory(),
+#endif
+#ifdef SANDBOXER_WITH_E2B
+      &drivers::e2b::e2b_factory(),
 #endif
 #ifdef SANDBOXER_WITH_STUB
       &drivers::stub::stub_factory(),

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The e2b driver against tests/fake_e2b/server.py, a local server that follows E2B's API spec:
+# the whole lifecycle, error handling, reap, and where the API key may and may not appear.
+. "$(dirname "$0")/lib.sh"
+command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
+command -v curl >/dev/null || { echo "curl is missing"; exit 125; }
+
+KEY="e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s\n' "$KEY" >"$WORK/key"
+python3 "$SANDBOXER_SOURCE_DIR/tests/fake_e2b/server.py" --key-file "$WORK/key" >"$WORK/fake.out" \
+  2>"$WORK/fake.err" &
+FAKE_PID=$!
+cleanup() {
+  kill "$FAKE_PID" 2>/dev/null || true
+  wait "$FAKE_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do grep -q '^PORT=' "$WORK/fake.out" && break; sleep 0.1; done
+PORT=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
+[ -n "$PORT" ] || fail "the fake did not start: $(cat "$WORK/fake.err")"
+export FAKE_URL="http://127.0.0.1:$PORT"
+fake() { curl -sf "$FAKE_URL/_control/$1" ${2:+-H 'Content-Type: application/json' -d "$2"}; }
+# posts METHOD on PATH seen by the fake, with STATUS: "GET /sandboxes/x 503".
+seen() { fake requests | jq -r '.[] | select(.path | startswith("/_control") | not) | "\(.method) \(.path) \(.status)"'; }
+
+export E2B_API_KEY="$KEY"
+# Everything the binary prints, kept to grep for the key at the end.
+LOG="$WORK/all-output"
+run() {
+  expect_code "$@"
+  printf '%s\n%s\n' "$OUT" "$ERR" >>"$LOG"
+}
+
+cat >"$PROFILES/e2b.yaml" <<'EOF2'
+driver: e2b
+ttl: { default: 30m, max: 2h }
+labels: { team: e2e }
+env: { FROM_PROFILE: yes-profile }
+secrets:
+  api_key: { env: E2B_API_KEY }
+e2b:
+  template: base
+  api_url: ${FAKE_URL}
+  envd_url: ${FAKE_URL}
+  env: { FROM_SPEC: yes-spec }
+  metadata: { purpose: e2e }
+EOF2
+sed 's/^  template: base/  template: base\n  on_expiry: pause/' "$PROFILES/e2b.yaml" >"$PROFILES/e2b-pause.yaml"
+
+# The example profile of the repository validates.
+run 0 "$SANDBOXER" profiles validate "$SANDBOXER_SOURCE_DIR/profiles/e2b-base.yaml"
+
+# create: metadata carries the ownership labels, E2B's timeout is the TTL plus the grace.
+run 0 sbx -v create --profile e2b --name one -o json
+ID=$(jq -r .id <<<"$OUT")
+BID=$(jq -r .backend_id <<<"$OUT")
+LEDGER_ID=$(ledger_jq .ledger_id)
+REMOTE=$(fake sandboxes | jq ".\"$BID\"")
+[ "$(jq -r '.metadata["sandboxer.id"]' <<<"$REMOTE")" = "$ID" ] || fail "metadata sandboxer.id: $REMOTE"
+[ "$(jq -r '.metadata["sandboxer.ledger"]' <<<"$REMOTE")" = "$LEDGER_ID" ] || fail "sandboxer.ledger"
+[ "$(jq -r '.metadata.team' <<<"$REMOTE")" = e2e ] || fail "profile labels"
+[ "$(jq -r '.metadata.purpose' <<<"$REMOTE")" = e2e ] || fail "spec metadata"
+[ "$(jq -r .timeout <<<"$REMOTE")" = $((30 * 60 + 60)) ] || fail "timeout: $(jq .timeout <<<"$REMOTE")"
+[ "$(jq -r .autoPause <<<"$REMOTE")" = false ] || fail "autoPause"
+
+# list shows it; status asks E2B.
+run 0 sbx list -o json
+[ "$(jq -r --arg id "$ID" '[.[] | select(.id == $id)] | length' <<<"$OUT")" = 1 ] || fail "list: $OUT"
+run 0 sbx status one -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "status: $OUT"
+
+# exec through envd: stdout and stderr apart, the exit code, env from the profile and the spec.
+run 5 sbx exec one -- sh -c 'echo "out $FROM_PROFILE $FROM_SPEC"; echo err >&2; exit 5'
+[ "$OUT" = "out yes-profile yes-spec" ] || fail "exec stdout: $OUT"
+[ "$ERR" = err ] || fail "exec stderr: $ERR"
+
+# snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
+run 0 sbx exec one -- sh -c 'echo before > mark'
+run 0 sbx snapshot one --name s1 -o json
+SNAP_REF=$(jq -r .backend_ref <<<"$OUT")
+[ "$SNAP_REF" = "$ID-s1:default" ] || fail "snapshot ref: $SNAP_REF"
+fake templates | jq -e --arg t "$ID-s1" 'index($t) != null' >/dev/null || fail "no snapshot template"
+run 0 sbx exec one -- sh -c 'echo after > mark'
+run 0 sbx restore "one:s1" --name two -o json
+ID2=$(jq -r .id <<<"$OUT")
+BID2=$(jq -r .backend_id <<<"$OUT")
+[ "$BID2" != "$BID" ] || fail "restore reused the sandbox"
+run 0 sbx exec two -- cat mark
+[ "$OUT" = before ] || fail "restored content: $OUT"
+
+# extend: E2B's deadline follows the ledger's (plus the grace).
+END_BEFORE=$(fake sandboxes | jq ".\"$BID\".endAt")
+run 0 sbx extend one --by 30m -o json
+LEDGER_END=$(date -d "$(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .expires_at')" +%s)
+END_AFTER=$(fake sandboxes | jq ".\"$BID\".endAt")
+python3 -c "import sys; d = $END_AFTER - $LEDGER_END; sys.exit(0 if 55 <= d <= 65 else 1)" ||
+  fail "E2B's end $END_AFTER is not the ledger's $LEDGER_END plus the grace"
+python3 -c "import sys; sys.exit(0 if $END_AFTER - $END_BEFORE > 1700 else 1)" || fail "extend did not move it"
+
+# destroy: gone from E2B; a sandbox E2B already dropped counts as destroyed.
+run 0 sbx destroy one
+[ "$(fake sandboxes | jq "has(\"$BID\")")" = false ] || fail "destroy left the sandbox"
+curl -sf -X DELETE -H "X-API-KEY: $KEY" "$FAKE_URL/sandboxes/$BID2" -o /dev/null || true
+run 0 sbx destroy two
+[ "$(ledger_jq --arg id "$ID2" '.sandboxes[] | select(.id == $id) | .state')" = destroyed ] ||
+  fail "a sandbox gone from E2B is not destroyed"
+run 0 sbx snapshots rm "one:s1"
+fake templates | jq -e --arg t "$ID-s1" 'index($t) == null' >/dev/null || fail "snapshot template left"
+
+# on_expiry: pause -> E2B pauses at its deadline; exec resumes it.
+run 0 sbx create --profile e2b-pause --name paused -o json
+PBID=$(jq -r .backend_id <<<"$OUT")
+[ "$(fake sandboxes | jq ".\"$PBID\".autoPause")" = true ] || fail "autoPause not sent"
+fake advance '{"seconds": 1900}' >/dev/null
+run 0 sbx status paused -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = paused ] || fail "not paused: $OUT"
+run 0 sbx exec paused -- echo resumed
+[ "$OUT" = resumed ] || fail "exec after pause: $OUT"
+[ "$(fake sandboxes | jq -r ".\"$PBID\".state")" = running ] || fail "not resumed"
+run 0 sbx destroy paused
+
+# Errors, each before or after exactly the requests it should make.
+count() { seen | wc -l; }
+BEFORE=$(count)
+E2B_API_KEY='' run 2 sbx create --profile e2b
+expect_contains "$ERR" "E2B_API_KEY is not set"
+E2B_API_KEY='not-a-key' run 2 sbx create --profile e2b
+expect_contains "$ERR" 'does not look like an E2B API key'
+[ "$(count)" = "$BEFORE" ] || fail "a missing or malformed key still sent a request"
+
+E2B_API_KEY="e2b_00000000000000000000000000000000deadbeef" run 4 sbx create --profile e2b
+expect_contains "$ERR" "Invalid API key (code 401) (HTTP 401)"
+[ "$(grep -c . <<<"$ERR")" = 1 ] || fail "not one line: $ERR"
+
+# 429: waited out (Retry-After), then the create goes through.
+fake inject '{"status": 429, "count": 1, "method": "POST", "path": "/sandboxes", "retry_after": 1}' >/dev/null
+run 0 sbx create --profile e2b --name limited -o json
+[ "$(seen | grep -c '^POST /sandboxes 429$')" = 1 ] || fail "no 429 seen"
+run 0 sbx destroy limited
+
+# 503 on GET is retried; on POST create it is not (the sandbox might exist already).
+run 0 sbx create --profile e2b --name flaky -o json
+FBID=$(jq -r .backend_id <<<"$OUT")
+fake inject '{"status": 503, "count": 2, "method": "GET", "path": "/sandboxes"}' >/dev/null
+run 0 sbx status flaky -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "status after 503s: $OUT"
+[ "$(seen | grep -c "^GET /sandboxes/$FBID 503$")" = 2 ] || fail "GET was not retried twice"
+fake inject '{"status": 503, "count": 1, "method": "POST", "path": "/sandboxes"}' >/dev/null
+POSTS=$(seen | grep -c '^POST /sandboxes ' || true)
+run 4 sbx create --profile e2b
+expect_contains "$ERR" "(HTTP 503)"
+[ "$(seen | grep -c '^POST /sandboxes ')" = $((POSTS + 1)) ] || fail "create was retried after a 503"
+
+# A timeout beyond the E2B plan is a TTL cap (exit 7).
+fake max_timeout '{"seconds": 3600}' >/dev/null
+run 7 sbx create --profile e2b --ttl 2h
+expect_contains "$ERR" "Timeout cannot be greater than 1 hours"
+# ... and so is an extend beyond it; the ledger keeps its deadline.
+FLAKY_END=$(ledger_jq '.sandboxes[] | select(.name == "flaky") | .expires_at')
+run 7 sbx extend flaky --by 1h
+expect_contains "$ERR" "Timeout cannot be greater than 1 hours"
+[ "$(ledger_jq '.sandboxes[] | select(.name == "flaky") | .expires_at')" = "$FLAKY_END" ] ||
+  fail "a refused extend moved the ledger's deadline"
+fake max_timeout '{"seconds": 86400}' >/dev/null
+
+# reap: one sandbox past the ledger's deadline, one E2B already killed on its own clock.
+run 0 sbx create --profile e2b --name short --ttl 1m -o json
+SBID=$(jq -r .backend_id <<<"$OUT")
+run 0 sbx create --profile e2b --name gone --ttl 2m -o json
+GBID=$(jq -r .backend_id <<<"$OUT")
+curl -sf -X POST -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d '{"timeout": 0}' \
+  "$FAKE_URL/sandboxes/$GBID/timeout" >/dev/null
+LATER=$(date -u -d '+10 minutes' +%Y-%m-%dT%H:%M:%SZ)
+SANDBOXER_FAKE_NOW="$LATER" run 0 sbx -v reap -o json
+[ "$(fake sandboxes | jq "has(\"$SBID\") or has(\"$GBID\")")" = false ] || fail "reap left sandboxes"
+for name in short gone; do
+  [ "$(ledger_jq --arg n "$name" '.sandboxes[] | select(.name == $n) | .state')" = destroyed ] ||
+    fail "$name not destroyed by reap"
+done
+
+# The key: never in the ledger, the state directory, or anything printed (even with debug logs).
+run 0 sbx --log-level debug status flaky
+run 0 sbx --log-level debug exec flaky -- echo debug
+run 0 sbx --log-level debug destroy flaky
+expect_contains "$ERR" "DELETE /sandboxes/$FBID"
+grep -rqF "$KEY" "$STATE" && fail "the key is in the state directory"
+grep -qF "$KEY" "$LOG" && fail "the key was printed"
+VIOLATIONS=$(fake violations)
+[ "$VIOLATIONS" = "[]" ] || fail "the fake saw the key where it must not be: $VIOLATIONS"
+[ -n "${E2B_TEST_SHOW:-}" ] && cat "$LOG" >&2
+echo "ok"
