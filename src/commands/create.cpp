@@ -54,7 +54,13 @@ void print_created(Context& context, const CreateOutcome& outcome) {
   nlohmann::json data = public_json(outcome.record, now, false);
   data["reused"] = outcome.reused;
   data["notices"] = outcome.notices;
-  context.out().print(data, [&] { return record_table(outcome.record, now); });
+  context.out().print(data, [&] {
+    Table table = record_table(outcome.record, now);
+    for (const auto& notice : outcome.notices) {
+      table.rows.push_back({"notice:", notice});
+    }
+    return table;
+  });
 }
 
 void setup_create(CLI::App& app, Runner& runner) {

@@ -35,7 +35,13 @@ ExitCode run_extend(Context& context, const ExtendArgs& args) {
     fmt::print("{}\n", format_time(*outcome.record.expires_at));
     return ExitCode::ok;
   }
-  context.out().print(data, [&] { return record_table(outcome.record, now); });
+  context.out().print(data, [&] {
+    Table table = record_table(outcome.record, now);
+    for (const auto& notice : outcome.notices) {
+      table.rows.push_back({"notice:", notice});
+    }
+    return table;
+  });
   return ExitCode::ok;
 }
 

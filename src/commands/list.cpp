@@ -9,7 +9,24 @@ namespace {
 struct ListArgs {
   bool all = false;
   std::vector<std::string> states;
+  bool expired = false;
+  std::optional<std::string> expiring_within;
 };
+
+// --expired: live sandboxes whose deadline has passed by this host's clock (reap also waits for
+// its --skew and --grace). --expiring-within D: live sandboxes whose deadline is still ahead but
+// within D. Given both, either matches.
+bool matches_deadline(const SandboxRecord& record, TimePoint now, bool expired,
+                      const std::optional<Seconds>& within) {
+  if (!expired && !within) {
+    return true;
+  }
+  if (!record.expires_at || !is_live(record.state)) {
+    return false;
+  }
+  bool is_expired = *record.expires_at <= now;
+  return (expired && is_expired) || (within && !is_expired && *record.expires_at <= now + *within);
+}
 
 std::string age(TimePoint created, TimePoint now) {
   return created <= now ? format_duration(now - created) : "0s";
@@ -26,6 +43,10 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     }
     wanted.push_back(*state);
   }
+  std::optional<Seconds> within;
+  if (args.expiring_within) {
+    within = duration_option("--expiring-within", *args.expiring_within);
+  }
   LedgerData data = context.ledger().read();
   TimePoint now = context.clock().now();
   std::vector<const SandboxRecord*> shown;
@@ -33,7 +54,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     bool keep = wanted.empty()
                     ? (args.all || record.state != State::destroyed)
                     : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
-    if (keep) {
+    if (keep && matches_deadline(record, now, args.expired, within)) {
       shown.push_back(&record);
     }
   }
@@ -62,6 +83,10 @@ void setup_list(CLI::App& app, Runner& runner) {
   app.add_flag("-a,--all", args->all, "Include destroyed sandboxes (kept as history)");
   app.add_option("--state", args->states, "Only sandboxes in this state (repeatable)")
       ->allow_extra_args(false);
+  app.add_flag("--expired", args->expired,
+               "Only live sandboxes whose deadline has passed (reap destroys them)");
+  app.add_option("--expiring-within", args->expiring_within,
+                 "Only live sandboxes whose deadline is within this duration, e.g. 15m");
   runner = [args](Context& context) { return run_list(context, *args); };
 }
 
