@@ -49,6 +49,10 @@ void print_created(Context& context, const CreateOutcome& outcome) {
   TimePoint now = context.clock().now();
   if (context.out().quiet() && context.out().format() == Format::table) {
     fmt::print("{}\n", outcome.record.id);
+    // --quiet silences the log, but a cap is never silent.
+    for (const auto& notice : outcome.notices) {
+      fmt::print(stderr, "sandboxer: notice: {}: {}\n", outcome.record.id, notice);
+    }
     return;
   }
   nlohmann::json data = public_json(outcome.record, now, false);

@@ -15,6 +15,23 @@ stub_profile flaky <<EOF2
   fail: { destroy: 1 }
 EOF2
 
+# Caps are reported in every output and in the history, never silently applied.
+expect_code 0 at $T0 create --profile dev --ttl 5h
+expect_contains "$OUT" "notice:"
+expect_contains "$OUT" "ttl 5h capped to 2h (ttl.max of profile dev)"
+expect_code 0 at $T0 create --profile dev --ttl 5h --quiet
+expect_contains "$ERR" "ttl 5h capped to 2h"
+CAPPED=$OUT
+[ "$(ledger_jq --arg id "$CAPPED" '.sandboxes[] | select(.id == $id) | .history[0].details | "\(.ttl) \(.ttl_requested) \(.capped)"')" = \
+  "2h 5h ttl 5h capped to 2h (ttl.max of profile dev)" ] || fail "cap not in history"
+expect_code 7 at $T0 extend "$CAPPED" --by 1h --quiet
+expect_contains "$ERR" "maximum"
+EXT=$(at $T0 create --profile dev --ttl 1h --quiet)
+expect_code 0 at $T0 extend "$EXT" --by 5h --quiet
+[ "$OUT" = 2026-12-02T14:00:00Z ] || fail "extend --quiet: $OUT"
+expect_contains "$ERR" "capped to 2026-12-02T14:00:00Z"
+expect_code 0 at $T0 destroy "$CAPPED" "$EXT" "$(ledger_jq -r '.sandboxes[0].id')"
+
 SHORT=$(at $T0 create --profile dev --ttl 10m --quiet)
 LONG=$(at $T0 create --profile dev --ttl 1h --quiet)
 
