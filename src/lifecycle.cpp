@@ -1,16 +1,14 @@
-#include <atomic>
 #include <fmt/format.h>
 #include <fstream>
-#include <mutex>
 #include <spdlog/spdlog.h>
 #include <sstream>
 #include <sys/stat.h>
-#include <thread>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/owner.hpp>
+#include <sandboxer/reap.hpp>
 #include <sandboxer/registry.hpp>
 
 namespace sandboxer {
@@ -82,14 +80,6 @@ std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs) {
   return values;
 }
 
-nlohmann::json secret_refs_of(const Profile& profile) {
-  nlohmann::json refs = nlohmann::json::object();
-  for (const auto& [name, ref] : profile.secrets) {
-    refs[name] = {{ref.kind == SecretRef::Kind::env ? "env" : "file", ref.source}};
-  }
-  return refs;
-}
-
 // Creates each missing directory of `path` with mode 0700: a driver's scratch space lives in the
 // state directory, which must be private even when a driver call creates it first.
 void make_private_dirs(const fs::path& path) {
@@ -113,6 +103,22 @@ struct TtlDecision {
   std::optional<Seconds> max;
   std::vector<std::string> notices;
 };
+
+// The TTL of a create as its history keeps it: what was granted, the cap, and what was asked when
+// the cap cut it short (a cap is reported, never silent).
+nlohmann::json ttl_details_of(const TtlDecision& decision,
+                              const std::optional<Seconds>& requested) {
+  nlohmann::json details = {
+      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
+      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
+  if (requested) {
+    details["ttl_requested"] = format_duration(*requested);
+  }
+  if (!decision.notices.empty()) {
+    details["capped"] = decision.notices.front();
+  }
+  return details;
+}
 
 TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
                        const std::string& profile_name) {
@@ -144,6 +150,14 @@ Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_i
 }
 
 } // namespace
+
+nlohmann::json secret_refs_of(const Profile& profile) {
+  nlohmann::json refs = nlohmann::json::object();
+  for (const auto& [name, ref] : profile.secrets) {
+    refs[name] = {{ref.kind == SecretRef::Kind::env ? "env" : "file", ref.source}};
+  }
+  return refs;
+}
 
 Engine::Engine(const Ledger& ledger, const Clock& clock, EventHook& events, std::string actor)
     : m_ledger(ledger), m_clock(clock), m_events(events), m_actor(std::move(actor)),
@@ -198,9 +212,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.env = profile.env;
   record.secret_refs = secret_refs_of(profile);
   auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
-  nlohmann::json ttl_details = {
-      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
-      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
+  nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
   record.history.push_back(
       {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
@@ -322,7 +334,8 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
 // Calls the backend for a record whose intent (`intent`) is already committed, and records the
 // outcome: destroyed, or back to the state before the intent with the error.
 void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
-                         const std::string& reason, State intent) {
+                         const std::string& reason, State intent,
+                         const nlohmann::json& failure_details) {
   // The intent entry's `from` is where the sandbox was before this destroy began.
   State before = record.history.back().from.value_or(State::running);
   try {
@@ -348,7 +361,7 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     State back = intent == State::expired ? State::expired : before;
     update(record.id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(back, m_clock.now(), actor, "destroy failed: " + message);
+      r.transition(back, m_clock.now(), actor, "destroy failed: " + message, failure_details);
     });
     throw;
   }
@@ -452,10 +465,8 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
     policy.max_ttl = parse_duration(details["ttl_max"].get<std::string>());
   }
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
-  nlohmann::json ttl_details = {
-      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
-      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr},
-      {"snapshot", snap->id}};
+  nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
+  ttl_details["snapshot"] = snap->id;
   record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
                             "restore " + snap->id + " of " + source->id, ttl_details});
   return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));
@@ -519,9 +530,12 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
     nlohmann::json details = {{"from", format_time(*r.expires_at)}, {"to", format_time(granted)}};
     if (!notices.empty()) {
       details["capped"] = notices.front();
+      details["requested"] = format_time(wanted);
     }
     r.expires_at = granted;
-    r.transition(r.state, now, m_actor, "extended to " + format_time(granted), details);
+    // An expired sandbox whose destroy failed lives again once its deadline moves ahead.
+    State to = r.state == State::expired ? State::running : r.state;
+    r.transition(to, now, m_actor, "extended to " + format_time(granted), details);
   });
   for (const auto& notice : notices) {
     spdlog::warn("{}: {}", record.id, notice);
@@ -548,78 +562,136 @@ BackendStatus Engine::status(const std::string& id_or_name) {
   return open_driver(record).driver->status(handle_of(record));
 }
 
-ReapReport Engine::reap(const ReapOptions& options) {
-  TimePoint now = m_clock.now();
-  std::vector<SandboxRecord> due;
-  for (const auto& record : m_ledger.read(ReadScope::summary).sandboxes) {
-    bool reapable = record.state == State::running || record.state == State::expired;
-    if (reapable && record.expires_at && *record.expires_at + options.grace <= now) {
-      due.push_back(record);
+ExpiredDestroy Engine::destroy_expired(
+    const std::string& id,
+    const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
+    const RetryPolicy& retry, const std::string& actor) {
+  ExpiredDestroy result;
+  SandboxRecord claimed;
+  {
+    // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have
+    // changed it since it was planned.
+    auto tx = m_ledger.begin();
+    auto* r = tx.data().find(id);
+    if (!r) {
+      result.message = "no longer in the ledger";
+      return result;
     }
+    if (auto reason = blocker(*r)) {
+      result.message = *reason;
+      return result;
+    }
+    result.attempt = failed_attempts(*r) + 1;
+    size_t before = r->history.size();
+    std::string reason = "ttl expired at " + format_time(*r->expires_at);
+    if (result.attempt > 1) {
+      reason += fmt::format(" (attempt {})", result.attempt);
+    }
+    r->transition(State::expired, m_clock.now(), actor, reason, {{"attempt", result.attempt}});
+    tx.commit();
+    emit_since(*r, before);
+    claimed = *r;
   }
-  ReapReport report;
-  for (const auto& record : due) {
-    report.items.push_back({record.id, record.name, record.driver, record.expires_at, "destroy",
-                            options.dry_run ? "planned" : ""});
+  TimePoint next = m_clock.now() + backoff_after(result.attempt, retry.base, retry.max);
+  try {
+    destroy_one(claimed, actor, "ttl expired", State::expired,
+                {{"attempt", result.attempt}, {"next_attempt_at", format_time(next)}});
+    result.outcome = ExpiredDestroy::Outcome::destroyed;
+  } catch (const Error& e) {
+    result.outcome = ExpiredDestroy::Outcome::failed;
+    result.message = log::redact(e.what());
+    result.next_attempt_at = next;
   }
-  if (options.max_destroy && static_cast<int>(due.size()) > *options.max_destroy) {
-    throw PolicyError(fmt::format("{} sandboxes are due for reaping, more than --max-destroy {}; "
-                                  "nothing was destroyed (check with 'sandboxer reap --dry-run')",
-                                  due.size(), *options.max_destroy));
+  return result;
+}
+
+std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expected_history_size,
+                                            const std::function<void(SandboxRecord&)>& change) {
+  auto tx = m_ledger.begin();
+  auto* record = tx.data().find(id);
+  if (!record || record->history.size() != expected_history_size) {
+    return std::nullopt;
   }
-  if (options.dry_run || due.empty()) {
-    return report;
-  }
-  std::string actor = "reaper (" + m_actor + ")";
-  std::atomic<size_t> next{0};
-  std::mutex report_mutex;
-  auto worker = [&] {
-    for (size_t i = next++; i < due.size(); i = next++) {
-      std::string outcome = "destroyed";
-      try {
-        // Claim it under the lock: another reaper may have taken it since the read above.
-        bool claimed = false;
-        SandboxRecord claimed_record;
-        {
-          auto tx = m_ledger.begin();
-          auto* r = tx.data().find(due[i].id);
-          if (r && (r->state == State::running || r->state == State::expired)) {
-            size_t before = r->history.size();
-            r->transition(State::expired, m_clock.now(), actor,
-                          "ttl expired at " + format_time(*r->expires_at));
-            tx.commit();
-            emit_since(*r, before);
-            claimed = true;
-            claimed_record = *r;
-          }
-        }
-        if (claimed) {
-          destroy_one(claimed_record, actor, "ttl expired", State::expired);
-        } else {
-          outcome = "skipped: no longer due";
-        }
-      } catch (const Error& e) {
-        outcome = std::string("failed: ") + log::redact(e.what());
-      }
-      std::lock_guard lock(report_mutex);
-      report.items[i].outcome = outcome;
-      if (outcome.starts_with("failed")) {
-        ++report.failures;
-        spdlog::error("reap {}: {}", due[i].id, outcome);
-      } else {
-        spdlog::info("reap {}: {}", due[i].id, outcome);
+  size_t before = record->history.size();
+  change(*record);
+  tx.commit();
+  emit_since(*record, before);
+  return *record;
+}
+
+BackendStatus Engine::backend_status(const SandboxRecord& record) {
+  return open_driver(record).driver->status(handle_of(record));
+}
+
+std::vector<RemoteResource> Engine::list_remote(const std::string& driver,
+                                                const nlohmann::json& spec,
+                                                const nlohmann::json& secret_refs,
+                                                const Labels& selector) {
+  SandboxRecord probe;
+  probe.driver = driver;
+  probe.spec = spec;
+  probe.secret_refs = secret_refs;
+  return open_driver(probe).driver->list_remote(selector);
+}
+
+std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
+                                                    const std::string& actor) {
+  SandboxRecord record;
+  {
+    auto tx = m_ledger.begin();
+    auto& data = tx.data();
+    SandboxRecord* found = nullptr;
+    for (auto& r : data.sandboxes) {
+      if (r.id == target.sandbox_id) {
+        found = &r;
       }
     }
-  };
-  std::vector<std::thread> threads;
-  int count = std::max(1, std::min<int>(options.parallel, static_cast<int>(due.size())));
-  for (int t = 0; t < count; ++t) {
-    threads.emplace_back(worker);
+    TimePoint now = m_clock.now();
+    size_t before = 0;
+    if (found && is_live(found->state) && found->state != State::orphaned) {
+      return std::nullopt;
+    }
+    if (found) {
+      before = found->history.size();
+      if (found->state != State::orphaned) {
+        found->transition(State::orphaned, now, actor,
+                          fmt::format("backend resource {} found after the record was {}",
+                                      target.backend_id, to_string(found->state)));
+      }
+      found->backend_id = target.backend_id;
+    } else {
+      SandboxRecord fresh;
+      fresh.id = target.sandbox_id;
+      fresh.name = target.sandbox_id;
+      fresh.profile.name = target.profile;
+      fresh.driver = target.driver;
+      fresh.spec = target.spec;
+      fresh.secret_refs = target.secret_refs;
+      fresh.backend_id = target.backend_id;
+      fresh.state = State::orphaned;
+      fresh.created_at = now;
+      fresh.owner = current_owner();
+      for (const auto& [key, value] : target.labels) {
+        if (!key.starts_with("sandboxer.")) {
+          fresh.labels[key] = value;
+        }
+      }
+      fresh.history.push_back({now,
+                               std::nullopt,
+                               State::orphaned,
+                               actor,
+                               "found on the backend with this ledger's label and no record",
+                               {{"backend_id", target.backend_id}}});
+      data.sandboxes.push_back(std::move(fresh));
+      found = &data.sandboxes.back();
+    }
+    found->transition(State::destroying, now, actor, "orphan");
+    tx.commit();
+    emit_since(*found, before);
+    record = *found;
   }
-  for (auto& thread : threads) {
-    thread.join();
-  }
-  return report;
+  destroy_one(record, actor, "orphan", State::destroying);
+  return get(record.id);
 }
 
 } // namespace sandboxer

@@ -42,26 +42,33 @@ struct ExtendOutcome {
   std::vector<std::string> notices;
 };
 
-struct ReapOptions {
-  bool dry_run = false;
-  int parallel = 4;
-  std::optional<int> max_destroy;
-  Seconds grace{0};
+// Where a failed reap destroy is retried: base * 2^(attempt-1), at most max.
+struct RetryPolicy {
+  Seconds base{60};
+  Seconds max{3600};
 };
 
-struct ReapItem {
-  std::string id;
-  std::string name;
+struct ExpiredDestroy {
+  enum class Outcome { destroyed, skipped, failed };
+  Outcome outcome = Outcome::skipped;
+  std::string message; // the skip reason or the backend's error
+  int attempt = 0;
+  std::optional<TimePoint> next_attempt_at;
+};
+
+// A backend resource with this ledger's label and no live record.
+struct OrphanTarget {
+  std::string sandbox_id; // its sandboxer.id label
+  std::string backend_id;
   std::string driver;
-  std::optional<TimePoint> expires_at;
-  std::string action;  // "destroy"
-  std::string outcome; // "planned", "destroyed", "failed: ..."
+  nlohmann::json spec;        // of the profile or record whose driver listed it
+  nlohmann::json secret_refs; // idem
+  std::string profile;        // its sandboxer.profile label
+  Labels labels;
 };
 
-struct ReapReport {
-  std::vector<ReapItem> items;
-  int failures = 0;
-};
+// The profile's secrets as references ({name: {env|file: ...}}), never values.
+nlohmann::json secret_refs_of(const Profile& profile);
 
 // The one path through which every operation runs: lock -> record intent -> unlock -> driver call
 // -> lock -> record outcome -> event. No backend call ever happens while the ledger lock is held.
@@ -83,7 +90,31 @@ public:
   int exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io);
   // The backend's view of a sandbox (no ledger change).
   BackendStatus status(const std::string& id_or_name);
-  ReapReport reap(const ReapOptions& options);
+
+  // reap's primitives (src/reap/ decides when to call them). Each runs like every other
+  // operation: lock -> intent -> unlock -> driver -> lock -> outcome -> event.
+  //
+  // Claims `id` as expired unless `blocker` (called under the lock with the current record) gives
+  // a reason not to, then destroys it. A failure leaves it expired, with the error, the attempt
+  // number and the next attempt's time in the history entry's details.
+  ExpiredDestroy
+  destroy_expired(const std::string& id,
+                  const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
+                  const RetryPolicy& retry, const std::string& actor);
+  // Applies `change` to record `id` only if its history still has `expected_history_size`
+  // entries (nothing happened to it since it was read); returns the record, or none.
+  std::optional<SandboxRecord> settle(const std::string& id, size_t expected_history_size,
+                                      const std::function<void(SandboxRecord&)>& change);
+  // The backend's view of `record`, which may not be in the ledger any more.
+  BackendStatus backend_status(const SandboxRecord& record);
+  // Resources of `driver` (opened with `spec`) whose labels include `selector`.
+  std::vector<RemoteResource> list_remote(const std::string& driver, const nlohmann::json& spec,
+                                          const nlohmann::json& secret_refs,
+                                          const Labels& selector);
+  // Records the orphan (a new `orphaned` record, or its old destroyed/failed one moved to
+  // `orphaned`) and destroys it. Returns none without touching anything when a live record
+  // appeared meanwhile. Throws the driver's error after recording it.
+  std::optional<SandboxRecord> destroy_orphan(const OrphanTarget& target, const std::string& actor);
 
   // The live record of `id_or_name`, or NotFoundError.
   SandboxRecord get(const std::string& id_or_name) const;
@@ -102,8 +133,9 @@ private:
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);
+  // `failure_details` go into the history entry of a failed destroy.
   void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
-                   State intent);
+                   State intent, const nlohmann::json& failure_details = nlohmann::json::object());
   void emit_since(const SandboxRecord& record, size_t first_new_entry);
 
   const Ledger& m_ledger;

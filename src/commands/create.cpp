@@ -49,12 +49,22 @@ void print_created(Context& context, const CreateOutcome& outcome) {
   TimePoint now = context.clock().now();
   if (context.out().quiet() && context.out().format() == Format::table) {
     fmt::print("{}\n", outcome.record.id);
+    // --quiet silences the log, but a cap is never silent.
+    for (const auto& notice : outcome.notices) {
+      fmt::print(stderr, "sandboxer: notice: {}: {}\n", outcome.record.id, notice);
+    }
     return;
   }
   nlohmann::json data = public_json(outcome.record, now, false);
   data["reused"] = outcome.reused;
   data["notices"] = outcome.notices;
-  context.out().print(data, [&] { return record_table(outcome.record, now); });
+  context.out().print(data, [&] {
+    Table table = record_table(outcome.record, now);
+    for (const auto& notice : outcome.notices) {
+      table.rows.push_back({"notice:", notice});
+    }
+    return table;
+  });
 }
 
 void setup_create(CLI::App& app, Runner& runner) {

@@ -33,9 +33,19 @@ ExitCode run_extend(Context& context, const ExtendArgs& args) {
   data["notices"] = outcome.notices;
   if (context.out().quiet() && context.out().format() == Format::table) {
     fmt::print("{}\n", format_time(*outcome.record.expires_at));
+    // --quiet silences the log, but a cap is never silent.
+    for (const auto& notice : outcome.notices) {
+      fmt::print(stderr, "sandboxer: notice: {}: {}\n", outcome.record.id, notice);
+    }
     return ExitCode::ok;
   }
-  context.out().print(data, [&] { return record_table(outcome.record, now); });
+  context.out().print(data, [&] {
+    Table table = record_table(outcome.record, now);
+    for (const auto& notice : outcome.notices) {
+      table.rows.push_back({"notice:", notice});
+    }
+    return table;
+  });
   return ExitCode::ok;
 }
 

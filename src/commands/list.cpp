@@ -10,7 +10,24 @@ namespace {
 struct ListArgs {
   bool all = false;
   std::vector<std::string> states;
+  bool expired = false;
+  std::optional<std::string> expiring_within;
 };
+
+// --expired: live sandboxes whose deadline has passed by this host's clock (reap also waits for
+// its --skew and --grace). --expiring-within D: live sandboxes whose deadline is still ahead but
+// within D. Given both, either matches.
+bool matches_deadline(const SandboxRecord& record, TimePoint now, bool expired,
+                      const std::optional<Seconds>& within) {
+  if (!expired && !within) {
+    return true;
+  }
+  if (!record.expires_at || !is_live(record.state)) {
+    return false;
+  }
+  bool is_expired = *record.expires_at <= now;
+  return (expired && is_expired) || (within && !is_expired && *record.expires_at <= now + *within);
+}
 
 std::string age(TimePoint created, TimePoint now) {
   return created <= now ? format_duration(now - created) : "0s";
@@ -27,11 +44,17 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     }
     wanted.push_back(*state);
   }
-  auto keep = [&](const SandboxRecord& record) {
-    return wanted.empty() ? (args.all || record.state != State::destroyed)
-                          : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
-  };
+  std::optional<Seconds> within;
+  if (args.expiring_within) {
+    within = duration_option("--expiring-within", *args.expiring_within);
+  }
   const TimePoint now = context.clock().now();
+  auto keep = [&](const SandboxRecord& record) {
+    const bool state_ok =
+        wanted.empty() ? (args.all || record.state != State::destroyed)
+                       : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
+    return state_ok && matches_deadline(record, now, args.expired, within);
+  };
   const Ledger& ledger = context.ledger();
   switch (context.out().format()) {
   case Format::json: {
@@ -93,6 +116,10 @@ void setup_list(CLI::App& app, Runner& runner) {
   app.add_flag("-a,--all", args->all, "Include destroyed sandboxes (kept as history)");
   app.add_option("--state", args->states, "Only sandboxes in this state (repeatable)")
       ->allow_extra_args(false);
+  app.add_flag("--expired", args->expired,
+               "Only live sandboxes whose deadline has passed (reap destroys them)");
+  app.add_option("--expiring-within", args->expiring_within,
+                 "Only live sandboxes whose deadline is within this duration, e.g. 15m");
   runner = [args](Context& context) { return run_list(context, *args); };
 }
 

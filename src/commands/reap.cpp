@@ -1,4 +1,14 @@
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fstream>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <sys/stat.h>
+
+#include <sandboxer/lock_file.hpp>
+#include <sandboxer/owner.hpp>
+#include <sandboxer/profile.hpp>
+#include <sandboxer/reap.hpp>
 
 #include "commands/commands.hpp"
 
@@ -10,7 +20,90 @@ struct ReapArgs {
   int parallel = 4;
   std::optional<int> max_destroy;
   std::string grace = "0s";
+  std::string skew = "30s";
+  std::string stuck_after = "10m";
+  std::string keep_history = "7d";
+  std::optional<std::string> orphans;
+  std::optional<std::string> plan;
+  std::string wait = "1m";
+  bool no_wait = false;
+  std::optional<std::string> metrics_file;
 };
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json read_plan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UsageError(
+        fmt::format("--plan {}: cannot read the file: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto plan = nlohmann::json::parse(text.str(), nullptr, false);
+  if (plan.is_discarded()) {
+    throw UsageError(fmt::format("--plan {}: not JSON; save the plan with 'sandboxer reap "
+                                 "--dry-run -o json > {}'",
+                                 path, path));
+  }
+  return plan;
+}
+
+// Every profile in the profiles directories, for `--orphans`: a backend that only a profile
+// names (no record left) is asked too. Broken profiles are skipped with a warning.
+std::vector<Profile> all_profiles(Context& context) {
+  std::vector<Profile> profiles;
+  auto search = context.profile_search_path();
+  for (const auto& dir : search) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      auto ext = entry.path().extension();
+      if (!entry.is_regular_file() || (ext != ".yaml" && ext != ".yml")) {
+        continue;
+      }
+      try {
+        profiles.push_back(load_profile(entry.path(), search));
+      } catch (const Error& e) {
+        spdlog::warn("reap --orphans: skipping {}: {}", entry.path().string(), e.what());
+      }
+    }
+  }
+  return profiles;
+}
+
+// Takes the reaper lock: a file beside the ledger, not the ledger lock, so that creates and
+// destroys go on while a reap runs.
+LockFile::Guard lock_reaper(Context& context, const ReapArgs& args) {
+  auto dir = context.ledger().state_dir();
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    ::chmod(dir.c_str(), 0700);
+  }
+  Seconds wait = args.no_wait ? Seconds(0) : duration_option("--wait", args.wait);
+  LockFile lock(dir / "reap.lock", wait, "the reaper lock " + (dir / "reap.lock").string());
+  if (args.no_wait) {
+    auto guard = lock.try_acquire();
+    if (!guard.held()) {
+      throw LockTimeoutError(
+          fmt::format("another reaper holds {} (--no-wait); it does this run's work, nothing to do",
+                      (dir / "reap.lock").string()));
+    }
+    return guard;
+  }
+  return lock.acquire();
+}
+
+// --quiet: only what was done, not what was skipped, planned or waited for.
+bool was_done(const ReapItem& item) {
+  return item.outcome != "planned" && item.outcome != "skipped" && item.outcome != "waiting" &&
+         item.outcome != "refused";
+}
 
 ExitCode run_reap(Context& context, const ReapArgs& args) {
   ReapOptions options;
@@ -18,46 +111,105 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   options.parallel = args.parallel;
   options.max_destroy = args.max_destroy;
   options.grace = duration_option("--grace", args.grace);
-  ReapReport report = context.engine().reap(options);
+  options.skew = duration_option("--skew", args.skew);
+  options.stuck_after = duration_option("--stuck-after", args.stuck_after);
+  options.keep_history = duration_option("--keep-history", args.keep_history);
+  if (args.orphans) {
+    if (args.orphans->empty() || *args.orphans == "report") {
+      options.orphans = OrphanMode::report;
+    } else if (*args.orphans == "destroy") {
+      options.orphans = OrphanMode::destroy;
+    } else {
+      throw UsageError(fmt::format("--orphans={}: expected report or destroy", *args.orphans));
+    }
+    options.profiles = all_profiles(context);
+  }
+  if (args.plan) {
+    if (args.dry_run || args.orphans) {
+      throw UsageError("--plan executes a saved plan and nothing else: it cannot be combined "
+                       "with --dry-run or --orphans");
+    }
+    options.plan = read_plan(*args.plan);
+  }
 
-  nlohmann::json items = nlohmann::json::array();
-  Table table{{"ID", "NAME", "DRIVER", "EXPIRED AT", "ACTION", "OUTCOME"}, {}};
+  LockFile::Guard guard;
+  if (!args.dry_run) {
+    guard = lock_reaper(context, args);
+  }
+  Reaper reaper(context.engine(), context.ledger(), context.clock(),
+                "reaper (" + describe(current_owner()) + ")");
+  ReapReport report = reaper.run(options);
+
+  if (args.metrics_file && !args.dry_run) {
+    std::filesystem::path path(*args.metrics_file);
+    write_file_atomically(path, format_metrics(report, read_text(path)));
+  }
+
+  bool quiet = context.out().quiet();
+  std::vector<const ReapItem*> shown;
   for (const auto& item : report.items) {
-    std::string expired = item.expires_at ? format_time(*item.expires_at) : "-";
-    items.push_back({{"id", item.id},
-                     {"name", item.name},
-                     {"driver", item.driver},
-                     {"expires_at", expired},
-                     {"action", item.action},
-                     {"outcome", item.outcome}});
-    table.rows.push_back({item.id, item.name == item.id ? "-" : item.name, item.driver, expired,
-                          item.action, item.outcome});
+    if (!quiet || was_done(item)) {
+      shown.push_back(&item);
+    }
   }
-  nlohmann::json data = {
-      {"dry_run", args.dry_run}, {"items", std::move(items)}, {"failures", report.failures}};
-  // --quiet prints only what was done: nothing when nothing was due.
-  if (!(context.out().quiet() && report.items.empty())) {
-    context.out().print(data, [&] { return table; });
+  if (context.out().format() == Format::table) {
+    if (!shown.empty()) {
+      Table table{{"ID", "NAME", "DRIVER", "EXPIRED AT", "ACTION", "OUTCOME", "REASON"}, {}};
+      for (const auto* item : shown) {
+        table.rows.push_back({item->id, item->name == item->id ? "-" : item->name, item->driver,
+                              item->expires_at ? format_time(*item->expires_at) : "-", item->action,
+                              item->outcome, item->reason});
+      }
+      context.out().print(nullptr, [&] { return table; });
+    }
+  } else {
+    nlohmann::json data = to_json(report);
+    if (quiet) {
+      data["items"] = nlohmann::json::array();
+      for (const auto* item : shown) {
+        data["items"].push_back(to_json(*item));
+      }
+    }
+    context.out().print(data, nullptr);
   }
-  if (report.failures == 0) {
-    return ExitCode::ok;
+  if (report.refused) {
+    throw PolicyError(*report.refused);
   }
-  return report.failures == static_cast<int>(report.items.size()) && report.items.size() == 1
-             ? ExitCode::backend
-             : ExitCode::partial;
+  return report.failures == 0 ? ExitCode::ok : ExitCode::partial;
 }
 
 } // namespace
 
 void setup_reap(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<ReapArgs>();
-  app.add_flag("--dry-run", args->dry_run, "Print the plan and change nothing");
+  app.add_flag("--dry-run", args->dry_run,
+               "Print the plan (-o json: a file for --plan) and change nothing");
   app.add_option("--parallel", args->parallel, "Destroys at once (default 4)")
       ->check(CLI::Range(1, 64));
   app.add_option("--max-destroy", args->max_destroy,
-                 "Refuse (exit 7) when more than this many would be destroyed")
+                 "Refuse (exit 7, nothing destroyed) when more than this many would go")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--grace", args->grace, "Only reap sandboxes expired for longer than this");
+  app.add_option("--skew", args->skew,
+                 "Clock skew allowance: reap only once now >= deadline + grace + skew "
+                 "(default 30s)");
+  app.add_option("--stuck-after", args->stuck_after,
+                 "Repair records left in creating/destroying/snapshotting for longer than this "
+                 "by a process that is gone (default 10m)");
+  app.add_option("--keep-history", args->keep_history,
+                 "Prune destroyed records older than this (default 7d)");
+  app.add_option("--orphans", args->orphans,
+                 "Reconcile with the backends: report (default) or destroy resources of this "
+                 "ledger without a live record")
+      ->expected(0, 1);
+  app.add_option("--plan", args->plan,
+                 "Execute exactly the destroys of a saved 'reap --dry-run -o json'");
+  auto* wait = app.add_option("--wait", args->wait,
+                              "Wait this long for another reaper to finish (default 1m)");
+  app.add_flag("--no-wait", args->no_wait, "Exit at once (code 5) if another reaper runs")
+      ->excludes(wait);
+  app.add_option("--metrics-file", args->metrics_file,
+                 "Write Prometheus text metrics here (atomically), e.g. for node_exporter");
   runner = [args](Context& context) { return run_reap(context, *args); };
 }
 

@@ -84,6 +84,17 @@ TEST_F(Lifecycle, TtlIsCappedAndTheCapReported) {
   EXPECT_EQ(outcome.record.expires_at, clock.now() + 2h);
   ASSERT_EQ(outcome.notices.size(), 1u);
   EXPECT_EQ(outcome.notices[0], "ttl 8h capped to 2h (ttl.max of profile p)");
+  const auto& created = outcome.record.history.front().details;
+  EXPECT_EQ(created["ttl"], "2h");
+  EXPECT_EQ(created["ttl_requested"], "8h");
+  EXPECT_EQ(created["capped"], outcome.notices[0]);
+}
+
+TEST_F(Lifecycle, AProfileWithoutTtlStillGetsADeadline) {
+  testing::write_file(dir / "q.yaml", "driver: stub\nstub: {}\n");
+  auto outcome = engine.create(load_profile(dir / "q.yaml", {}), {});
+  EXPECT_EQ(outcome.record.expires_at, clock.now() + 1h);
+  EXPECT_FALSE(outcome.record.max_expires_at.has_value());
 }
 
 TEST_F(Lifecycle, TtlNoneOnlyWhenTheProfileSaysSo) {
@@ -194,60 +205,9 @@ TEST_F(Lifecycle, ExtendIsCappedByTheMaximum) {
   EXPECT_EQ(capped.record.expires_at, clock.now() + 2h);
   ASSERT_EQ(capped.notices.size(), 1u);
   EXPECT_EQ(capped.record.history.back().details["capped"], capped.notices[0]);
+  EXPECT_EQ(capped.record.history.back().details["requested"], "2026-12-02T18:00:00Z");
   EXPECT_THROW(engine.extend(id, {.by = 1min}), PolicyError);
   EXPECT_THROW(engine.extend(id, {.to = clock.now() - 1min}), UsageError);
-}
-
-TEST_F(Lifecycle, ReapDestroysOnlyTheExpired) {
-  auto short_lived = engine.create(profile(), {.ttl = 10min}).record.id;
-  auto long_lived = engine.create(profile(), {.ttl = 1h}).record.id;
-  clock.advance(20min);
-
-  auto plan = engine.reap({.dry_run = true});
-  ASSERT_EQ(plan.items.size(), 1u);
-  EXPECT_EQ(plan.items[0].id, short_lived);
-  EXPECT_EQ(engine.get(short_lived).state, State::running);
-
-  EXPECT_THROW(engine.reap({.max_destroy = 0}), PolicyError);
-  EXPECT_EQ(engine.reap({.grace = 15min}).items.size(), 0u);
-
-  auto report = engine.reap({});
-  EXPECT_EQ(report.failures, 0);
-  EXPECT_EQ(report.items[0].outcome, "destroyed");
-  auto r = engine.get(short_lived);
-  EXPECT_EQ(r.state, State::destroyed);
-  EXPECT_EQ(r.history[r.history.size() - 2].to, State::expired);
-  EXPECT_FALSE(std::filesystem::exists(backend(short_lived)));
-  EXPECT_EQ(engine.get(long_lived).state, State::running);
-}
-
-TEST_F(Lifecycle, AFailedReapStaysExpiredForTheNextRun) {
-  auto id = engine.create(profile("{ fail: { destroy: 1 } }"), {.ttl = 1min}).record.id;
-  clock.advance(2min);
-  auto first = engine.reap({});
-  EXPECT_EQ(first.failures, 1);
-  EXPECT_EQ(engine.get(id).state, State::expired);
-  auto second = engine.reap({});
-  EXPECT_EQ(second.failures, 0);
-  EXPECT_EQ(engine.get(id).state, State::destroyed);
-}
-
-TEST_F(Lifecycle, ReapInParallelDestroysEachOnce) {
-  std::vector<std::string> ids;
-  for (int i = 0; i < 12; ++i) {
-    ids.push_back(engine.create(profile(), {.ttl = 1min}).record.id);
-  }
-  clock.advance(5min);
-  auto report = engine.reap({.parallel = 4});
-  EXPECT_EQ(report.items.size(), 12u);
-  EXPECT_EQ(report.failures, 0);
-  for (const auto& id : ids) {
-    auto r = engine.get(id);
-    EXPECT_EQ(r.state, State::destroyed);
-    EXPECT_EQ(std::count_if(r.history.begin(), r.history.end(),
-                            [](const auto& e) { return e.to == State::destroyed; }),
-              1);
-  }
 }
 
 } // namespace

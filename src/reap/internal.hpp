@@ -1,0 +1,35 @@
+#pragma once
+
+// The parts of a reap run, shared by src/reap/*.cpp only.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/reap.hpp>
+
+namespace sandboxer::reap {
+
+// What one run works with.
+struct Run {
+  Engine& engine;
+  const Ledger& ledger;
+  const Clock& clock;
+  const ReapOptions& options;
+  std::string actor;
+  std::string ledger_id;
+  ReapReport& report;
+};
+
+// One destroy to run in the worker pool: an expired sandbox, or an orphan.
+struct Work {
+  ReapItem item;
+  std::optional<OrphanTarget> orphan;
+};
+
+// Settles records stuck in creating, destroying or snapshotting (src/reap/repair.cpp).
+void repair_stuck(Run& run);
+// Reports orphans (or queues their destroy in `destroys`) and marks vanished records destroyed
+// (src/reap/orphans.cpp).
+void reconcile_orphans(Run& run, std::vector<Work>& destroys);
+
+} // namespace sandboxer::reap

@@ -1,0 +1,117 @@
+// `reap --metrics-file`: Prometheus text format for node_exporter's textfile collector. The
+// collector reads whatever file is there at scrape time, so the file is replaced atomically.
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sstream>
+#include <unistd.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/reap.hpp>
+
+namespace sandboxer {
+namespace {
+
+constexpr State k_all_states[] = {State::creating,   State::running,   State::snapshotting,
+                                  State::destroying, State::destroyed, State::failed,
+                                  State::expired,    State::orphaned};
+
+// The value of an unlabelled sample `name` in a previous metrics file, or 0.
+double previous_value(const std::string& previous, const std::string& name) {
+  std::istringstream lines(previous);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(name + " ")) {
+      try {
+        return std::stod(line.substr(name.size() + 1));
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+
+void metric(std::string& out, const std::string& name, const char* type, const char* help,
+            double value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+} // namespace
+
+std::string format_metrics(const ReapReport& report, const std::string& previous) {
+  std::string out;
+  out += "# HELP sandboxer_sandboxes Sandboxes in the ledger by state, after the last reap.\n"
+         "# TYPE sandboxer_sandboxes gauge\n";
+  for (State state : k_all_states) {
+    auto it = report.states.find(to_string(state));
+    out += fmt::format("sandboxer_sandboxes{{state=\"{}\"}} {}\n", to_string(state),
+                       it == report.states.end() ? 0 : it->second);
+  }
+  metric(out, "sandboxer_reap_destroyed", "gauge",
+         "Sandboxes destroyed by the last reap (expired and orphans).", report.destroyed);
+  metric(out, "sandboxer_reap_failures", "gauge", "Failed operations of the last reap.",
+         report.failures);
+  // Counters live across runs: the previous file is their only memory.
+  metric(out, "sandboxer_reap_destroyed_total", "counter",
+         "Sandboxes destroyed by reap since this metrics file was started.",
+         previous_value(previous, "sandboxer_reap_destroyed_total") + report.destroyed);
+  metric(out, "sandboxer_reap_failures_total", "counter",
+         "Failed reap operations since this metrics file was started.",
+         previous_value(previous, "sandboxer_reap_failures_total") + report.failures);
+  metric(out, "sandboxer_reap_repaired", "gauge", "Stuck records settled by the last reap.",
+         report.repaired);
+  metric(out, "sandboxer_reap_orphans", "gauge",
+         "Backend resources of this ledger without a live record, seen by the last reap.",
+         report.orphans);
+  metric(out, "sandboxer_reap_vanished", "gauge",
+         "Records whose backend resource was gone, seen by the last reap.", report.vanished);
+  metric(out, "sandboxer_reap_pruned", "gauge",
+         "Destroyed records pruned by the last reap (--keep-history).", report.pruned);
+  metric(out, "sandboxer_reap_refused", "gauge",
+         "1 when the last reap destroyed nothing because of --max-destroy.",
+         report.refused ? 1 : 0);
+  metric(out, "sandboxer_reap_duration_seconds", "gauge", "How long the last reap took.",
+         report.duration_seconds);
+  metric(out, "sandboxer_reap_last_run_timestamp_seconds", "gauge",
+         "When the last reap ran (Unix time, UTC).",
+         static_cast<double>(report.now.time_since_epoch().count()));
+  return out;
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  // A dot-file beside the target: same filesystem for rename(), and the textfile collector only
+  // reads *.prom.
+  std::filesystem::path temp =
+      path.parent_path() / fmt::format(".{}.{}.tmp", path.filename().string(), ::getpid());
+  auto fail = [&](const char* what) {
+    int saved = errno;
+    ::unlink(temp.c_str());
+    throw Error(ExitCode::runtime, fmt::format("cannot write metrics file {}: {} {}", path.string(),
+                                               what, std::strerror(saved)));
+  };
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fail("open:");
+  }
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno != EINTR) {
+      ::close(fd);
+      fail("write:");
+    }
+    written += n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("fsync:");
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    fail("rename:");
+  }
+}
+
+} // namespace sandboxer

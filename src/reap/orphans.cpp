@@ -1,0 +1,232 @@
+// `reap --orphans`: reconciles the ledger with each backend, both ways. Only resources labelled
+// sandboxer.ledger=<this ledger's id> are ever considered; everything else is invisible here.
+#include <fmt/format.h>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
+#include <sandboxer/registry.hpp>
+
+#include "src/reap/internal.hpp"
+
+namespace sandboxer::reap {
+namespace {
+
+// One backend to ask: a driver opened with one spec (two stub roots are two backends).
+struct Backend {
+  std::string driver;
+  nlohmann::json spec;
+  nlohmann::json secret_refs;
+  std::string profile;
+};
+
+std::string key_of(const std::string& driver, const nlohmann::json& spec) {
+  return driver + "\n" + spec.dump();
+}
+
+// Every backend used by a record of the ledger or a profile of the profiles dir whose driver can
+// list by label.
+std::map<std::string, Backend> backends_of(const LedgerData& data,
+                                           const std::vector<Profile>& profiles) {
+  std::map<std::string, Backend> backends;
+  auto add = [&](const std::string& driver, const nlohmann::json& spec,
+                 const nlohmann::json& secret_refs, const std::string& profile) {
+    try {
+      if (!find_driver(driver).capabilities().list_by_label) {
+        return;
+      }
+    } catch (const Error& e) {
+      spdlog::warn("reap --orphans: {}", e.what());
+      return;
+    }
+    backends.try_emplace(key_of(driver, spec), Backend{driver, spec, secret_refs, profile});
+  };
+  for (const auto& record : data.sandboxes) {
+    add(record.driver, record.spec, record.secret_refs, record.profile.name);
+  }
+  for (const auto& profile : profiles) {
+    try {
+      add(profile.driver, check_profile_driver(profile), secret_refs_of(profile), profile.name);
+    } catch (const Error& e) {
+      spdlog::warn("reap --orphans: skipping profile {}: {}", profile.path.string(), e.what());
+    }
+  }
+  return backends;
+}
+
+const SandboxRecord* find_by_id(const LedgerData& data, const std::string& id) {
+  for (const auto& record : data.sandboxes) {
+    if (record.id == id) {
+      return &record;
+    }
+  }
+  return nullptr;
+}
+
+// Only records that have (or had) a settled resource: transitional ones belong to repair.
+bool can_vanish(const SandboxRecord& record) {
+  return (record.state == State::running || record.state == State::expired ||
+          record.state == State::orphaned) &&
+         !record.backend_id.empty();
+}
+
+ReapItem item_for(const Backend& backend, const RemoteResource& resource, const std::string& id,
+                  const SandboxRecord* record) {
+  ReapItem item;
+  item.id = id.empty() ? resource.backend_id : id;
+  item.name = record ? record->name : item.id;
+  item.driver = backend.driver;
+  item.state = record ? to_string(record->state) : "none";
+  item.action = "orphan";
+  item.backend_id = resource.backend_id;
+  item.history_size = record ? record->history.size() : 0;
+  item.reason = record ? fmt::format("the backend still has {} ({}) but the record is {}",
+                                     resource.backend_id, resource.state, to_string(record->state))
+                       : fmt::format("the backend has {} ({}) and the ledger has no record of it",
+                                     resource.backend_id, resource.state);
+  return item;
+}
+
+// `handled` holds "driver\nbackend id" of orphans already seen: two profiles may differ only in
+// what does not matter to the backend (a stub's injected faults), and list the same resources.
+void reconcile_backend(Run& run, const Backend& backend, const LedgerData& before,
+                       std::vector<Work>& destroys, std::set<std::string>& handled) {
+  std::vector<RemoteResource> resources;
+  try {
+    resources = run.engine.list_remote(backend.driver, backend.spec, backend.secret_refs,
+                                       {{"sandboxer.ledger", run.ledger_id}});
+  } catch (const Error& e) {
+    ReapItem item;
+    item.id = "-";
+    item.driver = backend.driver;
+    item.action = "orphans";
+    item.outcome = "failed";
+    item.reason = fmt::format("cannot list driver {} (profile {}): {}", backend.driver,
+                              backend.profile, log::redact(e.what()));
+    spdlog::error("reap --orphans: {}", item.reason);
+    ++run.report.failures;
+    run.report.items.push_back(std::move(item));
+    return;
+  }
+  // Read after listing: a resource listed before its record was destroyed is then seen with its
+  // destroyed record, and its status below tells whether it is really still there.
+  LedgerData after = run.ledger.read();
+  std::set<std::string> seen_ids, seen_backend_ids;
+  for (const auto& resource : resources) {
+    auto ledger_label = resource.labels.find("sandboxer.ledger");
+    if (ledger_label == resource.labels.end() || ledger_label->second != run.ledger_id) {
+      continue; // a driver that filtered loosely: never touch another ledger's resource
+    }
+    std::string id;
+    if (auto it = resource.labels.find("sandboxer.id"); it != resource.labels.end()) {
+      id = it->second;
+    }
+    seen_ids.insert(id);
+    seen_backend_ids.insert(resource.backend_id);
+    const SandboxRecord* record = id.empty() ? nullptr : find_by_id(after, id);
+    if (record && is_live(record->state) && record->state != State::orphaned) {
+      continue;
+    }
+    if (!handled.insert(backend.driver + "\n" + resource.backend_id).second) {
+      continue;
+    }
+    ReapItem item = item_for(backend, resource, id, record);
+    SandboxRecord probe;
+    probe.driver = backend.driver;
+    probe.spec = backend.spec;
+    probe.secret_refs = backend.secret_refs;
+    probe.id = item.id;
+    probe.backend_id = resource.backend_id;
+    try {
+      if (run.engine.backend_status(probe).state == BackendStatus::State::missing) {
+        continue; // destroyed between the listing and now
+      }
+    } catch (const Error& e) {
+      spdlog::warn("reap --orphans: status of {}: {}", resource.backend_id, e.what());
+    }
+    ++run.report.orphans;
+    if (run.options.orphans == OrphanMode::destroy) {
+      item.outcome = "planned";
+      OrphanTarget target{id.empty() ? new_sandbox_id() : id,
+                          resource.backend_id,
+                          backend.driver,
+                          backend.spec,
+                          backend.secret_refs,
+                          resource.labels.count("sandboxer.profile")
+                              ? resource.labels.at("sandboxer.profile")
+                              : backend.profile,
+                          resource.labels};
+      if (run.options.dry_run) {
+        run.report.items.push_back(std::move(item));
+      } else {
+        destroys.push_back({std::move(item), std::move(target)});
+      }
+    } else {
+      item.outcome = "reported";
+      spdlog::warn("reap {}: orphan: {} (destroy it with 'sandboxer reap --orphans=destroy')",
+                   item.id, item.reason);
+      run.report.items.push_back(std::move(item));
+    }
+  }
+
+  for (const auto& record : before.sandboxes) {
+    if (!can_vanish(record) ||
+        key_of(record.driver, record.spec) != key_of(backend.driver, backend.spec)) {
+      continue;
+    }
+    if (seen_ids.count(record.id) || seen_backend_ids.count(record.backend_id)) {
+      continue;
+    }
+    ReapItem item;
+    item.id = record.id;
+    item.name = record.name;
+    item.driver = record.driver;
+    item.state = to_string(record.state);
+    item.expires_at = record.expires_at;
+    item.action = "vanished";
+    item.backend_id = record.backend_id;
+    item.history_size = record.history.size();
+    item.reason = "vanished";
+    try {
+      // The listing missed it; its own status must agree before the record is closed.
+      BackendStatus status = run.engine.backend_status(record);
+      if (status.state != BackendStatus::State::missing) {
+        continue;
+      }
+      if (run.options.dry_run) {
+        item.outcome = "planned";
+      } else if (run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+                   r.transition(State::destroyed, run.clock.now(), run.actor, "vanished",
+                                {{"backend_id", r.backend_id}, {"detail", status.detail}});
+                 })) {
+        item.outcome = "destroyed";
+        ++run.report.vanished;
+        spdlog::info("reap {}: vanished from the backend ({}); marked destroyed", record.id,
+                     status.detail);
+      } else {
+        continue; // changed meanwhile: the next run looks again
+      }
+    } catch (const Error& e) {
+      item.outcome = "failed";
+      item.reason = log::redact(e.what());
+      ++run.report.failures;
+    }
+    run.report.items.push_back(std::move(item));
+  }
+}
+
+} // namespace
+
+void reconcile_orphans(Run& run, std::vector<Work>& destroys) {
+  if (run.ledger_id.empty()) {
+    return; // no ledger yet: no resource can carry its id
+  }
+  LedgerData before = run.ledger.read();
+  std::set<std::string> handled;
+  for (const auto& [key, backend] : backends_of(before, run.options.profiles)) {
+    reconcile_backend(run, backend, before, destroys, handled);
+  }
+}
+
+} // namespace sandboxer::reap

@@ -1,0 +1,228 @@
+// One reap run: repair, orphans, the destroys in a pool of --parallel workers, retention. The
+// Engine runs each destroy (lock, intent, driver, outcome, event); this file decides which.
+#include <atomic>
+#include <fmt/format.h>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
+
+#include "src/reap/internal.hpp"
+
+namespace sandboxer {
+namespace {
+
+using reap::Run;
+using reap::Work;
+
+// Whether the live record may be claimed now, checked under the ledger lock.
+std::optional<std::string> due_blocker(const SandboxRecord& record, TimePoint now,
+                                       const ReapOptions& options) {
+  if (!is_due(record, now, options.grace, options.skew)) {
+    return fmt::format("no longer due (now {})", to_string(record.state));
+  }
+  if (auto next = next_attempt_at(record); next && now < *next) {
+    return "next attempt not before " + format_time(*next);
+  }
+  return std::nullopt;
+}
+
+void run_one(Run& run, Work& work) {
+  ReapItem& item = work.item;
+  if (work.orphan) {
+    try {
+      if (run.engine.destroy_orphan(*work.orphan, run.actor)) {
+        item.outcome = "destroyed";
+      } else {
+        item.outcome = "skipped";
+        item.reason = "a live record appeared meanwhile";
+      }
+    } catch (const Error& e) {
+      item.outcome = "failed";
+      item.reason = log::redact(e.what());
+    }
+    return;
+  }
+  const ReapOptions& options = run.options;
+  auto blocker = [&](const SandboxRecord& record) {
+    TimePoint now = run.clock.now();
+    return options.plan ? plan_item_blocker(item, &record, now, options)
+                        : due_blocker(record, now, options);
+  };
+  ExpiredDestroy result = run.engine.destroy_expired(
+      item.id, blocker, {options.backoff_base, options.backoff_max}, run.actor);
+  item.attempt = result.attempt;
+  item.next_attempt_at = result.next_attempt_at;
+  switch (result.outcome) {
+  case ExpiredDestroy::Outcome::destroyed:
+    item.outcome = "destroyed";
+    break;
+  case ExpiredDestroy::Outcome::skipped:
+    item.outcome = "skipped";
+    item.reason = result.message;
+    break;
+  case ExpiredDestroy::Outcome::failed:
+    item.outcome = "failed";
+    item.reason = fmt::format("{} (attempt {}; next attempt at {})", result.message, result.attempt,
+                              format_time(*result.next_attempt_at));
+    break;
+  }
+}
+
+void execute(Run& run, std::vector<Work>& work) {
+  std::atomic<size_t> next{0};
+  std::mutex report_mutex;
+  auto worker = [&] {
+    for (size_t i = next++; i < work.size(); i = next++) {
+      run_one(run, work[i]);
+      const ReapItem& item = work[i].item;
+      std::lock_guard lock(report_mutex);
+      if (item.outcome == "destroyed") {
+        ++run.report.destroyed;
+        spdlog::info("reap {}: destroyed ({}: {})", item.id, item.action, item.reason);
+      } else if (item.outcome == "failed") {
+        ++run.report.failures;
+        spdlog::error("reap {}: destroy failed: {}", item.id, item.reason);
+      } else {
+        spdlog::info("reap {}: skipped: {}", item.id, item.reason);
+      }
+    }
+  };
+  int count = std::max(1, std::min<int>(run.options.parallel, static_cast<int>(work.size())));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < count; ++t) {
+    threads.emplace_back(worker);
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  for (auto& w : work) {
+    run.report.items.push_back(std::move(w.item));
+  }
+}
+
+// --keep-history: destroyed records older than that leave the ledger in one transaction.
+void prune(Run& run) {
+  TimePoint now = run.clock.now();
+  auto add_items = [&](const LedgerData& data, const char* outcome) {
+    for (const auto& record : data.sandboxes) {
+      if (is_prunable(record, now, run.options.keep_history)) {
+        ReapItem item;
+        item.id = record.id;
+        item.name = record.name;
+        item.driver = record.driver;
+        item.state = to_string(record.state);
+        item.expires_at = record.expires_at;
+        item.action = "prune";
+        item.outcome = outcome;
+        item.history_size = record.history.size();
+        item.reason =
+            fmt::format("destroyed at {}, kept {}", format_time(record.history.back().time),
+                        format_duration(run.options.keep_history));
+        run.report.items.push_back(std::move(item));
+        ++run.report.pruned;
+      }
+    }
+  };
+  if (run.options.dry_run) {
+    add_items(run.ledger.read(), "planned");
+    run.report.pruned = 0;
+    return;
+  }
+  // Most runs prune nothing: only then take the ledger lock.
+  LedgerData current = run.ledger.read();
+  if (std::none_of(current.sandboxes.begin(), current.sandboxes.end(),
+                   [&](const auto& r) { return is_prunable(r, now, run.options.keep_history); })) {
+    return;
+  }
+  auto tx = run.ledger.begin();
+  add_items(tx.data(), "pruned");
+  std::erase_if(tx.data().sandboxes,
+                [&](const auto& r) { return is_prunable(r, now, run.options.keep_history); });
+  tx.commit();
+  spdlog::info("reap: pruned {} destroyed record(s) older than {}", run.report.pruned,
+               format_duration(run.options.keep_history));
+}
+
+} // namespace
+
+Reaper::Reaper(Engine& engine, const Ledger& ledger, const Clock& clock, std::string actor)
+    : m_engine(engine), m_ledger(ledger), m_clock(clock), m_actor(std::move(actor)) {}
+
+ReapReport Reaper::run(const ReapOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  ReapReport report;
+  report.now = m_clock.now();
+  report.dry_run = options.dry_run;
+  report.ledger_id = m_ledger.read().ledger_id;
+  Run run{m_engine, m_ledger, m_clock, options, m_actor, report.ledger_id, report};
+
+  std::vector<Work> work;
+  if (options.plan) {
+    ReapReport plan = plan_from_json(*options.plan);
+    if (plan.ledger_id != report.ledger_id) {
+      throw UsageError(fmt::format("--plan was made for ledger {}, but this ledger is {}; make "
+                                   "the plan against this --state-dir",
+                                   plan.ledger_id.empty() ? "(none)" : plan.ledger_id,
+                                   report.ledger_id.empty() ? "(none)" : report.ledger_id));
+    }
+    for (auto& item : plan.items) {
+      if (item.action == "destroy") {
+        work.push_back({std::move(item), std::nullopt});
+      } else {
+        item.outcome = "skipped";
+        item.reason = *plan_item_blocker(item, nullptr, report.now, options);
+        report.items.push_back(std::move(item));
+      }
+    }
+  } else {
+    reap::repair_stuck(run);
+    std::vector<Work> orphans;
+    if (options.orphans != OrphanMode::off) {
+      reap::reconcile_orphans(run, orphans);
+    }
+    for (auto& item : plan_destroys(m_ledger.read(), m_clock.now(), options)) {
+      if (item.action == "destroy") {
+        work.push_back({std::move(item), std::nullopt});
+      } else {
+        report.items.push_back(std::move(item));
+      }
+    }
+    for (auto& orphan : orphans) {
+      work.push_back(std::move(orphan));
+    }
+  }
+
+  if (options.max_destroy && static_cast<int>(work.size()) > *options.max_destroy) {
+    report.refused = fmt::format("{} sandboxes would be destroyed, more than --max-destroy {}; "
+                                 "nothing was destroyed (see the plan with 'sandboxer reap "
+                                 "--dry-run')",
+                                 work.size(), *options.max_destroy);
+    for (auto& w : work) {
+      w.item.outcome = "refused";
+    }
+  }
+  if (options.dry_run || report.refused) {
+    for (auto& w : work) {
+      report.items.push_back(std::move(w.item));
+    }
+    if (!options.plan && !report.refused) {
+      prune(run);
+    }
+  } else {
+    execute(run, work);
+    if (!options.plan) {
+      prune(run);
+    }
+  }
+  for (const auto& record : m_ledger.read().sandboxes) {
+    ++report.states[to_string(record.state)];
+  }
+  report.duration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+} // namespace sandboxer

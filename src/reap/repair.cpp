@@ -1,0 +1,131 @@
+// Repair: a process killed between "intent" and "outcome" leaves its record in creating,
+// destroying or snapshotting. Once such a record is older than --stuck-after and its process is
+// gone, the backend tells what really happened and the record is settled with that reason.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
+#include <sandboxer/owner.hpp>
+#include <sandboxer/registry.hpp>
+
+#include "src/reap/internal.hpp"
+
+namespace sandboxer::reap {
+namespace {
+
+struct Settlement {
+  std::optional<State> to; // none: leave it as it is
+  std::string reason;
+  std::string backend_id; // set when found by label
+};
+
+// An interrupted create recorded no backend id: look for its resource by label.
+Settlement settle_create(Run& run, const SandboxRecord& record) {
+  const auto& factory = find_driver(record.driver);
+  if (!factory.capabilities().list_by_label) {
+    return {State::failed,
+            fmt::format("interrupted create: no backend id was recorded and driver {} cannot "
+                        "list by label; check the backend for label sandboxer.id={}",
+                        record.driver, record.id),
+            ""};
+  }
+  auto found =
+      run.engine.list_remote(record.driver, record.spec, record.secret_refs,
+                             {{"sandboxer.id", record.id}, {"sandboxer.ledger", run.ledger_id}});
+  if (found.empty()) {
+    return {State::failed, "interrupted create: the backend has no resource with its label", ""};
+  }
+  return {State::running,
+          fmt::format("interrupted create: the backend has {} ({})", found.front().backend_id,
+                      found.front().state),
+          found.front().backend_id};
+}
+
+Settlement settle_by_status(Run& run, const SandboxRecord& record) {
+  std::string what = record.state == State::destroying ? "destroy" : "snapshot";
+  BackendStatus status = record.backend_id.empty()
+                             ? BackendStatus{BackendStatus::State::missing, "no backend id"}
+                             : run.engine.backend_status(record);
+  switch (status.state) {
+  case BackendStatus::State::missing:
+    return {State::destroyed,
+            fmt::format("interrupted {}: the backend no longer has it ({})", what, status.detail),
+            ""};
+  case BackendStatus::State::unknown:
+    return {std::nullopt,
+            fmt::format("interrupted {}: backend state unknown ({})", what, status.detail), ""};
+  default:
+    return {State::running,
+            fmt::format("interrupted {}: the backend still has it ({}){}", what,
+                        to_string(status.state),
+                        record.state == State::destroying ? "; destroy it again" : ""),
+            ""};
+  }
+}
+
+} // namespace
+
+void repair_stuck(Run& run) {
+  TimePoint now = run.clock.now();
+  std::string host = current_owner().host;
+  for (const auto& record : run.ledger.read().sandboxes) {
+    if (!is_stuck(record, now, run.options.stuck_after, host)) {
+      continue;
+    }
+    ReapItem item;
+    item.id = record.id;
+    item.name = record.name;
+    item.driver = record.driver;
+    item.state = to_string(record.state);
+    item.expires_at = record.expires_at;
+    item.action = "repair";
+    item.history_size = record.history.size();
+    item.backend_id = record.backend_id;
+    item.reason = fmt::format("{} since {}", to_string(record.state),
+                              format_time(record.history.back().time));
+    if (run.options.dry_run) {
+      item.outcome = "planned";
+      run.report.items.push_back(std::move(item));
+      continue;
+    }
+    try {
+      Settlement settlement = record.state == State::creating && record.backend_id.empty()
+                                  ? settle_create(run, record)
+                                  : settle_by_status(run, record);
+      item.reason = settlement.reason;
+      if (!settlement.to) {
+        item.outcome = "skipped";
+        spdlog::warn("reap {}: repair skipped: {}", record.id, settlement.reason);
+      } else {
+        auto settled = run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+          if (!settlement.backend_id.empty()) {
+            r.backend_id = settlement.backend_id;
+          }
+          if (*settlement.to == State::failed) {
+            r.error = settlement.reason;
+          }
+          r.transition(*settlement.to, run.clock.now(), run.actor, settlement.reason,
+                       {{"repair", true}});
+        });
+        if (settled) {
+          item.outcome = to_string(*settlement.to);
+          ++run.report.repaired;
+          spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(record.state),
+                       item.outcome, settlement.reason);
+        } else {
+          item.outcome = "skipped";
+          item.reason = "changed while being repaired";
+        }
+      }
+    } catch (const Error& e) {
+      item.outcome = "failed";
+      item.reason = log::redact(e.what());
+      ++run.report.failures;
+      spdlog::error("reap {}: repair failed: {}", record.id, item.reason);
+    }
+    run.report.items.push_back(std::move(item));
+  }
+}
+
+} // namespace sandboxer::reap

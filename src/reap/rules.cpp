@@ -1,0 +1,89 @@
+// The rules of reap as pure functions of a record and the time, so that each one is unit-tested
+// with an injected clock (tests/unit/test_core_reap_rules.cpp).
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <regex>
+
+#include <sandboxer/reap.hpp>
+
+namespace sandboxer {
+
+bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew) {
+  bool reapable = record.state == State::running || record.state == State::expired;
+  return reapable && record.expires_at && now >= *record.expires_at + grace + skew;
+}
+
+// The failures of the current run of attempts: the trailing `expired` entries written by a failed
+// destroy (they carry next_attempt_at). An extend in between starts the count again.
+int failed_attempts(const SandboxRecord& record) {
+  int count = 0;
+  for (auto it = record.history.rbegin(); it != record.history.rend(); ++it) {
+    if (it->to != State::expired) {
+      break;
+    }
+    if (it->details.contains("next_attempt_at")) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::optional<TimePoint> next_attempt_at(const SandboxRecord& record) {
+  if (record.state != State::expired || record.history.empty()) {
+    return std::nullopt;
+  }
+  const auto& last = record.history.back();
+  auto it = last.details.find("next_attempt_at");
+  if (it == last.details.end() || !it->is_string()) {
+    return std::nullopt;
+  }
+  return parse_time(it->get<std::string>());
+}
+
+Seconds backoff_after(int attempt, Seconds base, Seconds max) {
+  Seconds wait = base;
+  for (int i = 1; i < attempt && wait < max; ++i) {
+    wait *= 2;
+  }
+  return std::min(wait, max);
+}
+
+bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host) {
+  if (record.history.empty()) {
+    return false;
+  }
+  // Actors read "alice@build-7 pid 4242" or "reaper (alice@build-7 pid 4242)".
+  static const std::regex actor_pattern(R"(@([^ ()]+) pid ([0-9]+))");
+  std::smatch match;
+  const std::string& actor = record.history.back().actor;
+  if (!std::regex_search(actor, match, actor_pattern) || match[1] != this_host) {
+    return false; // another host, or no pid: only the age tells
+  }
+  long pid = std::stol(match[2]);
+  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) {
+    return false;
+  }
+  // A pid that lives on but is no longer sandboxer was reused by another program.
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name.empty() || name.starts_with("sandboxer");
+}
+
+bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
+              const std::string& this_host) {
+  bool stuck_state = record.state == State::creating || record.state == State::destroying ||
+                     record.state == State::snapshotting;
+  if (!stuck_state || record.history.empty()) {
+    return false;
+  }
+  return record.history.back().time + stuck_after <= now && !owner_may_be_alive(record, this_host);
+}
+
+bool is_prunable(const SandboxRecord& record, TimePoint now, Seconds keep) {
+  return record.state == State::destroyed && !record.history.empty() &&
+         record.history.back().time + keep <= now;
+}
+
+} // namespace sandboxer
