@@ -461,6 +461,84 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));
 }
 
+SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
+                                       const std::string& id_or_name) {
+  SandboxRecord record = get(id_or_name);
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().restore_in_place, "restore --in-place");
+  std::string snapshot_id, backend_ref, ledger_id;
+  {
+    auto tx = m_ledger.begin();
+    ledger_id = tx.data().ledger_id;
+    auto [source, snap] = find_snapshot(tx.data(), snapshot_ref);
+    if (!source) {
+      throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
+                                      "lists them)",
+                                      snapshot_ref, m_ledger.file().string()));
+    }
+    if (source->driver != record.driver) {
+      throw UsageError(fmt::format("snapshot {} was taken by driver {}; sandbox {} runs on {}",
+                                   snap->id, source->driver, record.id, record.driver));
+    }
+    snapshot_id = snap->id;
+    backend_ref = snap->backend_ref;
+    auto& found = find_or_throw(m_ledger, tx.data(), record.id);
+    if (found.state != State::running) {
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} is {}; only a running sandbox can be restored in place",
+                              found.id, to_string(found.state)));
+    }
+    size_t before = found.history.size();
+    found.transition(State::creating, m_clock.now(), m_actor, "restore in place " + snapshot_id,
+                     {{"snapshot", snapshot_id}, {"replaces", found.backend_id}});
+    tx.commit();
+    emit_since(found, before);
+    record = found;
+  }
+  CreateRequest request;
+  request.sandbox_id = record.id;
+  request.name = record.name;
+  request.labels = ownership_labels(record, ledger_id);
+  request.env = record.env;
+  request.expires_at = record.expires_at;
+  request.from_snapshot = backend_ref;
+  request.replaces = record.backend_id;
+  CreateResult result;
+  try {
+    result = opened.driver->create(request);
+  } catch (const Error& e) {
+    // The driver left the old resource as it was: the sandbox runs on, with the error on record.
+    std::string message = log::redact(e.what());
+    update(record.id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(State::running, m_clock.now(), m_actor, "restore in place failed: " + message);
+    });
+    throw;
+  }
+  bool destroyed_meanwhile = false;
+  record = update(record.id, [&](SandboxRecord& r) {
+    nlohmann::json details = {{"snapshot", snapshot_id},
+                              {"previous_backend_id", r.backend_id},
+                              {"backend_id", result.backend_id}};
+    r.backend_id = result.backend_id;
+    r.info = result.info;
+    r.restored_from = snapshot_id;
+    r.error.reset();
+    destroyed_meanwhile = r.state != State::creating;
+    if (!destroyed_meanwhile) {
+      r.transition(State::running, m_clock.now(), m_actor, "restored in place from " + snapshot_id,
+                   details);
+    }
+  });
+  // A destroy that ran meanwhile removed the old resource (or found it gone): the new one too.
+  if (destroyed_meanwhile) {
+    destroy_one(record, m_actor, "destroyed while being restored", State::destroying);
+    throw Error(ExitCode::runtime,
+                fmt::format("sandbox {} was destroyed while it was being restored", record.id));
+  }
+  return record;
+}
+
 void Engine::delete_snapshot(const std::string& snapshot_ref) {
   auto data = m_ledger.read();
   auto [source, snap] = find_snapshot(data, snapshot_ref);

@@ -77,6 +77,9 @@ public:
   // `snapshot_ref` is a snapshot id (snp-...) or "<sandbox>:<snapshot name>". A new sandbox is
   // created from it with the original sandbox's spec.
   CreateOutcome restore(const std::string& snapshot_ref, const CreateOptions& options);
+  // restore --in-place: swaps the backend resource of the live sandbox `id_or_name` for one made
+  // from the snapshot, keeping its id, name, TTL and profile (Capabilities::restore_in_place).
+  SandboxRecord restore_in_place(const std::string& snapshot_ref, const std::string& id_or_name);
   void delete_snapshot(const std::string& snapshot_ref);
   ExtendOutcome extend(const std::string& id_or_name, const ExtendOptions& options);
   // Returns the command's exit status.
