@@ -222,8 +222,13 @@ void EngineApi::pull_image(const std::string& image, Progress& progress) {
   }
 }
 
-std::string EngineApi::create_container(const std::string& name, const json& body) {
+std::optional<std::string> EngineApi::create_container(const std::string& name, const json& body) {
   auto response = call("POST", "/containers/create?name=" + url_encode(name), body);
+  // 404 is also a missing network: only "No such image" means the image.
+  if (response.status == 404 &&
+      engine_message(response).find("No such image") != std::string::npos) {
+    return std::nullopt;
+  }
   if (response.status == 409) {
     throw DriverError(Kind::conflict,
                       fmt::format("docker: a container named {} already exists: {} (remove it "

@@ -33,7 +33,8 @@ public:
   std::optional<nlohmann::json> inspect_image(const std::string& image);
   // POST /images/create, reporting each progress line to `progress`.
   void pull_image(const std::string& image, Progress& progress);
-  std::string create_container(const std::string& name, const nlohmann::json& body);
+  // nullopt when the engine does not have the body's image.
+  std::optional<std::string> create_container(const std::string& name, const nlohmann::json& body);
   void start_container(const std::string& id);
   // nullopt when the container does not exist.
   std::optional<nlohmann::json> inspect_container(const std::string& id);

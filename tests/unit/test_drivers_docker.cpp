@@ -124,7 +124,6 @@ TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
                       {"network", "none"},
                       {"cap_drop", {"NET_RAW"}},
                       {"env", {{"FROM_SPEC", "1"}}}});
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 200, json::object());
   engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
   engine.expect("POST", "/containers/c1/start", 204);
   expect_running_container();
@@ -140,7 +139,7 @@ TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
   EXPECT_EQ(result.backend_id, "c1");
   EXPECT_EQ(result.info["image"], "sandboxer-test:busybox");
 
-  json body = json::parse(engine.sent[1].body);
+  json body = json::parse(engine.sent[0].body);
   EXPECT_EQ(body["Image"], "sandboxer-test:busybox");
   EXPECT_EQ(body["Labels"], json(labels));
   EXPECT_EQ(body["Cmd"], json({"sleep", "infinity"}));
@@ -155,7 +154,6 @@ TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
 
 TEST_F(DockerDriverTest, CreateRemovesTheContainerWhenStartFails) {
   auto driver = open({{"pull", "never"}});
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 200, json::object());
   engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
   engine.expect("POST", "/containers/c1/start", 500, {{"message", "cgroup trouble"}});
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
@@ -170,18 +168,47 @@ TEST_F(DockerDriverTest, CreateRemovesTheContainerWhenStartFails) {
 
 TEST_F(DockerDriverTest, CreateFromASnapshotUsesItsImage) {
   auto driver = open({{"pull", "always"}});
-  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-old-s1/json", 200, json::object());
   engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
   engine.expect("POST", "/containers/c1/start", 204);
   expect_running_container();
   driver->create({.sandbox_id = "sbx-abc", .from_snapshot = "sandboxer/snap:sbx-old-s1"});
-  EXPECT_EQ(json::parse(engine.sent[1].body)["Image"], "sandboxer/snap:sbx-old-s1");
+  EXPECT_EQ(json::parse(engine.sent[0].body)["Image"], "sandboxer/snap:sbx-old-s1");
   EXPECT_TRUE(engine.done()); // no pull of a snapshot, whatever the pull policy
+}
+
+TEST_F(DockerDriverTest, AMissingImageIsPulledOnlyWhenTheEngineSaysSo) {
+  auto driver = open({{"pull", "if-missing"}});
+  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
+  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
+  engine.expect_raw("POST", "/images/create?fromImage=sandboxer-test&tag=busybox", 200,
+                    R"({"status":"Downloading"})"
+                    "\n");
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
+  engine.expect("POST", "/containers/c1/start", 204);
+  expect_running_container();
+  driver->create({.sandbox_id = "sbx-abc"});
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, AMissingImageWithPullNeverSaysWhatToDo) {
+  auto driver = open({{"pull", "never"}});
+  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
+  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_NE(std::string(e.what()).find("is not on the engine and the profile says pull: never"),
+              std::string::npos);
+  }
+  EXPECT_TRUE(engine.done());
 }
 
 TEST_F(DockerDriverTest, ANameConflictSaysWhatToDo) {
   auto driver = open({{"pull", "never"}});
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 200, json::object());
   engine.expect("POST", "/containers/create?name=sbx-abc", 409,
                 {{"message", "Conflict. The container name \"/sbx-abc\" is already in use"}});
   try {
@@ -200,6 +227,46 @@ TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
   engine.expect("POST", "/containers/c1/stop?t=3", 204);
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
   driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, DestroyWithoutGraceIsOneForcedRemove) {
+  auto driver = open({{"stop_timeout", "0s"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, RestoreInPlaceSwapsTheContainer) {
+  auto driver = open({{"stop_timeout", "2s"}});
+  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, json::object());
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc-replaced", 204);
+  engine.expect("POST", "/containers/c1/stop?t=2", 204);
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c2"}});
+  engine.expect("POST", "/containers/c2/start", 204);
+  engine.expect("GET", "/containers/c2/json", 200,
+                {{"State", {{"Running", true}, {"Status", "running"}}}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  auto result = driver->create(
+      {.sandbox_id = "sbx-abc", .from_snapshot = "sandboxer/snap:sbx-abc-s1", .replaces = "c1"});
+  EXPECT_EQ(result.backend_id, "c2");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, AFailedRestoreInPlaceBringsTheOldContainerBack) {
+  auto driver = open({{"stop_timeout", "2s"}});
+  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, json::object());
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc-replaced", 204);
+  engine.expect("POST", "/containers/c1/stop?t=2", 204);
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c2"}});
+  engine.expect("POST", "/containers/c2/start", 500, {{"message", "no"}});
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc", 204);
+  engine.expect("POST", "/containers/c1/start", 204);
+  EXPECT_THROW(driver->create({.sandbox_id = "sbx-abc",
+                               .from_snapshot = "sandboxer/snap:sbx-abc-s1",
+                               .replaces = "c1"}),
+               DriverError);
   EXPECT_TRUE(engine.done());
 }
 
@@ -306,7 +373,7 @@ TEST_F(DockerDriverTest, SnapshotCommitsToTheSnapshotRepository) {
 
 TEST_F(DockerDriverTest, AnEngineOlderThanTheApiSaysUpgrade) {
   auto driver = open({{"pull", "never"}});
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 400,
+  engine.expect("POST", "/containers/create?name=sbx-abc", 400,
                 {{"message", "client version 1.41 is too new. Maximum supported API version is "
                              "1.40"}});
   try {
