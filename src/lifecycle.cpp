@@ -201,6 +201,10 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   nlohmann::json ttl_details = {
       {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
       {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
+  // Policies that outlive the profile file live with the first history entry, as the TTL's do.
+  if (profile.snapshots_keep) {
+    ttl_details["snapshots_keep"] = *profile.snapshots_keep;
+  }
   record.history.push_back(
       {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
@@ -383,7 +387,7 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   }
   try {
     SnapshotResult result = opened.driver->snapshot(handle_of(record), snapshot_name);
-    return update(record.id, [&](SandboxRecord& r) {
+    record = update(record.id, [&](SandboxRecord& r) {
       SnapshotRecord snap{new_snapshot_id(), snapshot_name, result.backend_ref, result.size_bytes,
                           m_clock.now()};
       r.snapshots.push_back(snap);
@@ -398,6 +402,39 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
     });
     throw;
   }
+  return apply_snapshot_retention(record, *opened.driver);
+}
+
+// The profile's snapshots.keep: beyond it, the oldest snapshots of `record` go, through the
+// driver, each removal in the sandbox's history. A removal that fails is logged and retried by the
+// next snapshot; the new snapshot stands either way.
+SandboxRecord Engine::apply_snapshot_retention(SandboxRecord record, Driver& driver) {
+  const auto& details = record.history.front().details;
+  if (!details.contains("snapshots_keep") || !details["snapshots_keep"].is_number_integer()) {
+    return record;
+  }
+  size_t keep = details["snapshots_keep"].get<size_t>();
+  std::vector<SnapshotRecord> excess;
+  if (record.snapshots.size() > keep) {
+    excess.assign(record.snapshots.begin(), record.snapshots.end() - keep);
+  }
+  for (const auto& old : excess) {
+    try {
+      driver.delete_snapshot(old.backend_ref);
+    } catch (const Error& e) {
+      spdlog::warn("{}: snapshot {} is beyond snapshots.keep {} but could not be removed: {}",
+                   record.id, old.id, keep, log::redact(e.what()));
+      continue;
+    }
+    record = update(record.id, [&](SandboxRecord& r) {
+      std::erase_if(r.snapshots, [&](const auto& s) { return s.id == old.id; });
+      r.transition(
+          r.state, m_clock.now(), m_actor,
+          fmt::format("snapshot {} ({}) removed: snapshots.keep {}", old.id, old.name, keep),
+          {{"snapshot", old.id}, {"retention", {{"keep", keep}}}});
+    });
+  }
+  return record;
 }
 
 namespace {
@@ -456,6 +493,9 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
       {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
       {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr},
       {"snapshot", snap->id}};
+  if (details.contains("snapshots_keep")) {
+    ttl_details["snapshots_keep"] = details["snapshots_keep"];
+  }
   record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
                             "restore " + snap->id + " of " + source->id, ttl_details});
   return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));

@@ -108,6 +108,7 @@ private:
   void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
                    State intent);
   void emit_since(const SandboxRecord& record, size_t first_new_entry);
+  SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;
   const Clock& m_clock;
