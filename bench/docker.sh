@@ -49,7 +49,9 @@ for i in range(pairs):
     docker.append(t3 + t4)
 
 s, d, o = statistics.median(sandboxer), statistics.median(docker), statistics.median(overhead)
-print(f"pairs: {pairs}")
+import os
+print(f"pairs: {pairs}   (load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus; "
+      f"above the cpu count, the ms below are inflated)")
 print(f"sandboxer create+destroy  median {s:8.1f} ms")
 print(f"docker run -d + rm -f     median {d:8.1f} ms")
 print(f"ratio sandboxer/docker           {s / d:8.2f}   (target <= 1.0)")

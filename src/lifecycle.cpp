@@ -213,6 +213,10 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.secret_refs = secret_refs_of(profile);
   auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
   nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
+  // Policies that outlive the profile file live with the first history entry, as the TTL's do.
+  if (profile.snapshots_keep) {
+    ttl_details["snapshots_keep"] = *profile.snapshots_keep;
+  }
   record.history.push_back(
       {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
@@ -396,7 +400,7 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   }
   try {
     SnapshotResult result = opened.driver->snapshot(handle_of(record), snapshot_name);
-    return update(record.id, [&](SandboxRecord& r) {
+    record = update(record.id, [&](SandboxRecord& r) {
       SnapshotRecord snap{new_snapshot_id(), snapshot_name, result.backend_ref, result.size_bytes,
                           m_clock.now()};
       r.snapshots.push_back(snap);
@@ -411,6 +415,39 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
     });
     throw;
   }
+  return apply_snapshot_retention(record, *opened.driver);
+}
+
+// The profile's snapshots.keep: beyond it, the oldest snapshots of `record` go, through the
+// driver, each removal in the sandbox's history. A removal that fails is logged and retried by the
+// next snapshot; the new snapshot stands either way.
+SandboxRecord Engine::apply_snapshot_retention(SandboxRecord record, Driver& driver) {
+  const auto& details = record.history.front().details;
+  if (!details.contains("snapshots_keep") || !details["snapshots_keep"].is_number_integer()) {
+    return record;
+  }
+  size_t keep = details["snapshots_keep"].get<size_t>();
+  std::vector<SnapshotRecord> excess;
+  if (record.snapshots.size() > keep) {
+    excess.assign(record.snapshots.begin(), record.snapshots.end() - keep);
+  }
+  for (const auto& old : excess) {
+    try {
+      driver.delete_snapshot(old.backend_ref);
+    } catch (const Error& e) {
+      spdlog::warn("{}: snapshot {} is beyond snapshots.keep {} but could not be removed: {}",
+                   record.id, old.id, keep, log::redact(e.what()));
+      continue;
+    }
+    record = update(record.id, [&](SandboxRecord& r) {
+      std::erase_if(r.snapshots, [&](const auto& s) { return s.id == old.id; });
+      r.transition(
+          r.state, m_clock.now(), m_actor,
+          fmt::format("snapshot {} ({}) removed: snapshots.keep {}", old.id, old.name, keep),
+          {{"snapshot", old.id}, {"retention", {{"keep", keep}}}});
+    });
+  }
+  return record;
 }
 
 namespace {
@@ -467,9 +504,90 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
   nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
   ttl_details["snapshot"] = snap->id;
+  if (details.contains("snapshots_keep")) {
+    ttl_details["snapshots_keep"] = details["snapshots_keep"];
+  }
   record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
                             "restore " + snap->id + " of " + source->id, ttl_details});
   return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));
+}
+
+SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
+                                       const std::string& id_or_name) {
+  SandboxRecord record = get(id_or_name);
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().restore_in_place, "restore --in-place");
+  std::string snapshot_id, backend_ref, ledger_id;
+  {
+    auto tx = m_ledger.begin();
+    ledger_id = tx.data().ledger_id;
+    auto [source, snap] = find_snapshot(tx.data(), snapshot_ref);
+    if (!source) {
+      throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
+                                      "lists them)",
+                                      snapshot_ref, m_ledger.file().string()));
+    }
+    if (source->driver != record.driver) {
+      throw UsageError(fmt::format("snapshot {} was taken by driver {}; sandbox {} runs on {}",
+                                   snap->id, source->driver, record.id, record.driver));
+    }
+    snapshot_id = snap->id;
+    backend_ref = snap->backend_ref;
+    auto& found = find_or_throw(m_ledger, tx.data(), record.id);
+    if (found.state != State::running) {
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} is {}; only a running sandbox can be restored in place",
+                              found.id, to_string(found.state)));
+    }
+    size_t before = found.history.size();
+    found.transition(State::creating, m_clock.now(), m_actor, "restore in place " + snapshot_id,
+                     {{"snapshot", snapshot_id}, {"replaces", found.backend_id}});
+    tx.commit();
+    emit_since(found, before);
+    record = found;
+  }
+  CreateRequest request;
+  request.sandbox_id = record.id;
+  request.name = record.name;
+  request.labels = ownership_labels(record, ledger_id);
+  request.env = record.env;
+  request.expires_at = record.expires_at;
+  request.from_snapshot = backend_ref;
+  request.replaces = record.backend_id;
+  CreateResult result;
+  try {
+    result = opened.driver->create(request);
+  } catch (const Error& e) {
+    // The driver left the old resource as it was: the sandbox runs on, with the error on record.
+    std::string message = log::redact(e.what());
+    update(record.id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(State::running, m_clock.now(), m_actor, "restore in place failed: " + message);
+    });
+    throw;
+  }
+  bool destroyed_meanwhile = false;
+  record = update(record.id, [&](SandboxRecord& r) {
+    nlohmann::json details = {{"snapshot", snapshot_id},
+                              {"previous_backend_id", r.backend_id},
+                              {"backend_id", result.backend_id}};
+    r.backend_id = result.backend_id;
+    r.info = result.info;
+    r.restored_from = snapshot_id;
+    r.error.reset();
+    destroyed_meanwhile = r.state != State::creating;
+    if (!destroyed_meanwhile) {
+      r.transition(State::running, m_clock.now(), m_actor, "restored in place from " + snapshot_id,
+                   details);
+    }
+  });
+  // A destroy that ran meanwhile removed the old resource (or found it gone): the new one too.
+  if (destroyed_meanwhile) {
+    destroy_one(record, m_actor, "destroyed while being restored", State::destroying);
+    throw Error(ExitCode::runtime,
+                fmt::format("sandbox {} was destroyed while it was being restored", record.id));
+  }
+  return record;
 }
 
 void Engine::delete_snapshot(const std::string& snapshot_ref) {

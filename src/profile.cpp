@@ -24,8 +24,9 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> k_common_keys = {"name",   "description", "extends", "driver", "ttl",
-                                                "labels", "env",         "secrets", "events"};
+const std::vector<std::string> k_common_keys = {"name",   "description", "extends", "driver",
+                                                "ttl",    "labels",      "env",     "secrets",
+                                                "events", "snapshots"};
 
 // The drivers of the design, whether or not this build has them: a section named after one of
 // them that is not the profile's driver is a mistake, not an unknown key.
@@ -542,6 +543,7 @@ public:
     profile.name = name();
     check_description();
     profile.ttl = ttl();
+    profile.snapshots_keep = snapshots_keep();
     profile.labels = string_map("labels", &Checker::check_label_key);
     profile.env = string_map("env", &Checker::check_env_key);
     profile.secrets = secrets();
@@ -689,6 +691,26 @@ private:
       policy.default_ttl = duration_at("/ttl", "ttl");
     }
     return policy;
+  }
+
+  std::optional<int> snapshots_keep() const {
+    const json* snapshots = find("snapshots");
+    if (snapshots == nullptr) {
+      return std::nullopt;
+    }
+    if (!snapshots->is_object()) {
+      fail_at("/snapshots", "snapshots: expected a map such as {keep: 5}");
+    }
+    check_keys(*snapshots, {"keep"}, "/snapshots", "snapshots");
+    if (!snapshots->contains("keep") || (*snapshots)["keep"].is_null()) {
+      return std::nullopt;
+    }
+    const json& keep = (*snapshots)["keep"];
+    if (!keep.is_number_integer() || keep.get<long>() < 1 || keep.get<long>() > 10000) {
+      fail_at("/snapshots/keep", "snapshots.keep: expected a whole number from 1 to 10000 (how "
+                                 "many of a sandbox's newest snapshots to keep)");
+    }
+    return keep.get<int>();
   }
 
   TtlPolicy ttl_map(const json& ttl) const {

@@ -106,16 +106,68 @@ public:
 
 class DockerDriver : public Driver {
 public:
-  DockerDriver(Spec spec, const DriverContext& context)
-      : m_spec(std::move(spec)), m_api(resolve_endpoint(m_spec.host), http::curl_transport()),
+  DockerDriver(Spec spec, const DriverContext& context, http::Transport& transport)
+      : m_spec(std::move(spec)), m_api(resolve_endpoint(m_spec.host), transport),
         m_progress(*context.progress) {}
 
   CreateResult create(const CreateRequest& request) override {
-    m_api.check_version();
     std::string image = request.from_snapshot.value_or(m_spec.image);
-    ensure_image(image, request.from_snapshot.has_value());
-    std::string id =
-        m_api.create_container(request.sandbox_id, container_body(m_spec, image, request));
+    bool is_snapshot = request.from_snapshot.has_value();
+    if (!request.replaces) {
+      // As the docker CLI does: create first, and look at the image only when the engine says it
+      // is missing (one round trip less when it is there, which is the usual case).
+      bool pulled = !is_snapshot && m_spec.pull == Spec::Pull::always;
+      if (pulled) {
+        m_api.pull_image(image, m_progress);
+      }
+      return create_container(request, image, pulled);
+    }
+    // Checked before the old container is disturbed.
+    ensure_image(image, is_snapshot);
+    // restore --in-place. The new container needs the old one's name, and perhaps its host
+    // ports: the old one steps aside (renamed, stopped) first, and comes back if the new one fails.
+    const std::string& old_id = *request.replaces;
+    std::string aside = request.sandbox_id + "-replaced";
+    bool had_old = m_api.rename_container(old_id, aside);
+    if (had_old) {
+      stop_quietly(old_id);
+    }
+    CreateResult result;
+    try {
+      result = create_container(request, image, true);
+    } catch (const DriverError&) {
+      if (had_old) {
+        try {
+          m_api.rename_container(old_id, request.sandbox_id);
+          m_api.start_container(old_id);
+        } catch (const DriverError& e) {
+          spdlog::warn("docker: could not bring back container {} of {}: {}", old_id.substr(0, 12),
+                       request.sandbox_id, e.what());
+        }
+      }
+      throw;
+    }
+    if (had_old && !m_api.remove_container(old_id, true)) {
+      spdlog::info("docker: replaced container {} was already gone", old_id.substr(0, 12));
+    }
+    return result;
+  }
+
+  // `image_checked`: the image is known to be on the engine, so a missing one is not pulled.
+  CreateResult create_container(const CreateRequest& request, const std::string& image,
+                                bool image_checked) {
+    json body = container_body(m_spec, image, request);
+    auto created = m_api.create_container(request.sandbox_id, body);
+    if (!created && !image_checked) {
+      ensure_image(image, request.from_snapshot.has_value());
+      created = m_api.create_container(request.sandbox_id, body);
+    }
+    if (!created) {
+      throw DriverError(Kind::error, fmt::format("docker: image {} disappeared from the engine "
+                                                 "while creating {}; try again",
+                                                 image, request.sandbox_id));
+    }
+    const std::string& id = *created;
     try {
       m_api.start_container(id);
       wait_running(id);
@@ -139,14 +191,10 @@ public:
   }
 
   void destroy(const SandboxHandle& sandbox) override {
-    try {
-      m_api.stop_container(sandbox.backend_id, static_cast<int>(m_spec.stop_timeout.count()));
-    } catch (const DriverError& e) {
-      if (e.kind() == Kind::not_found) {
-        throw;
-      }
-      // A container that will not stop is still removed by force below.
-      spdlog::warn("{}", e.what());
+    // With no grace period a stop is a SIGKILL, which the forced remove sends anyway: one call
+    // instead of two, as docker rm -f does.
+    if (m_spec.stop_timeout.count() > 0) {
+      stop_quietly(sandbox.backend_id);
     }
     if (!m_api.remove_container(sandbox.backend_id, true)) {
       throw DriverError(Kind::not_found,
@@ -164,7 +212,10 @@ public:
     std::string detail = status;
     if (status == "exited" || status == "dead") {
       detail += fmt::format(" (exit code {}{})", state.value("ExitCode", -1),
-                            state.value("OOMKilled", false) ? ", killed: out of memory" : "");
+                            state.value("OOMKilled", false)
+                                ? ", killed for using more memory than its limit; raise "
+                                  "docker.memory"
+                                : "");
     }
     if (status == "running") {
       return {BackendStatus::State::running, detail};
@@ -199,7 +250,20 @@ public:
   }
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
-    return run_exec(sandbox.backend_id, request, io);
+    auto started = std::chrono::system_clock::now();
+    int status = run_exec(sandbox.backend_id, request, io);
+    // 137 is SIGKILL, which is also what the kernel's OOM killer sends: only the engine's oom
+    // event tells a memory kill from a kill -9, and only this exec's window counts.
+    if (status == 137 &&
+        m_api.had_oom_event(sandbox.backend_id, started - std::chrono::milliseconds(100),
+                            std::chrono::system_clock::now() + std::chrono::seconds(1))) {
+      throw DriverError(Kind::error,
+                        fmt::format("docker: the command in {} was killed for using more memory "
+                                    "than the sandbox's limit ({}); raise docker.memory in "
+                                    "the profile, or make the command use less",
+                                    sandbox.sandbox_id, memory_limit_text()));
+    }
+    return status;
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
@@ -221,6 +285,26 @@ public:
   }
 
 private:
+  // Stops with the grace period; not_found propagates, other failures only warn: a container that
+  // will not stop is still removed by force afterwards.
+  void stop_quietly(const std::string& id) {
+    try {
+      m_api.stop_container(id, static_cast<int>(m_spec.stop_timeout.count()));
+    } catch (const DriverError& e) {
+      if (e.kind() == Kind::not_found) {
+        throw;
+      }
+      spdlog::warn("{}", e.what());
+    }
+  }
+
+  std::string memory_limit_text() const {
+    if (!m_spec.memory_bytes) {
+      return "the engine's own, docker.memory is not set";
+    }
+    return fmt::format("docker.memory: {} MiB", *m_spec.memory_bytes / (1024 * 1024));
+  }
+
   void ensure_image(const std::string& image, bool is_snapshot) {
     bool present = m_api.inspect_image(image).has_value();
     if (is_snapshot) {
@@ -357,17 +441,26 @@ public:
     return "containers on a Docker Engine, over its HTTP API (unix socket or DOCKER_HOST)";
   }
   Capabilities capabilities() const override {
-    return {.snapshot = true, .exec = true, .native_ttl = false, .list_by_label = true};
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = false,
+            .list_by_label = true,
+            .restore_in_place = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(docker::parse_spec(section));
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
-    return std::make_unique<DockerDriver>(docker::parse_spec(spec), context);
+    return open_docker_driver(spec, context, http::curl_transport());
   }
 };
 
 } // namespace
+
+std::unique_ptr<Driver> open_docker_driver(const json& spec, const DriverContext& context,
+                                           http::Transport& transport) {
+  return std::make_unique<DockerDriver>(docker::parse_spec(spec), context, transport);
+}
 
 const DriverFactory& docker_factory() {
   static const DockerFactory factory;

@@ -27,14 +27,6 @@ std::string url_encode(std::string_view text) {
   return out;
 }
 
-// "1.41" < "1.43": compares dotted numbers.
-bool version_less(const std::string& a, const std::string& b) {
-  int a_major = 0, a_minor = 0, b_major = 0, b_minor = 0;
-  std::sscanf(a.c_str(), "%d.%d", &a_major, &a_minor);
-  std::sscanf(b.c_str(), "%d.%d", &b_major, &b_minor);
-  return a_major != b_major ? a_major < b_major : a_minor < b_minor;
-}
-
 std::string engine_message(const http::Response& response) {
   auto body = json::parse(response.body, nullptr, false);
   if (body.is_object() && body.contains("message") && body["message"].is_string()) {
@@ -93,8 +85,9 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
     request.body = body->dump();
     request.headers.emplace_back("Content-Type", "application/json");
   }
+  http::Response response;
   try {
-    return m_transport.send(request);
+    response = m_transport.send(request);
   } catch (const DriverError& e) {
     std::string what = e.what();
     if (m_endpoint.socket_path && (what.find("Couldn't connect") != std::string::npos ||
@@ -120,6 +113,35 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
     }
     throw DriverError(e.kind(), fmt::format("docker: {}", what));
   }
+  reject_old_engine(response);
+  return response;
+}
+
+void EngineApi::reject_old_engine(const http::Response& response) const {
+  // Every path carries /v1.41: an engine older than that answers any of them with 400 "client
+  // version 1.41 is too new. Maximum supported API version is 1.40". So no GET /version up front:
+  // the first call of each operation finds out, for free when the engine is recent enough.
+  if (response.status != 400) {
+    return;
+  }
+  std::string message = engine_message(response);
+  if (message.find("client version") == std::string::npos ||
+      message.find("too new") == std::string::npos) {
+    return;
+  }
+  std::string speaks;
+  if (auto at = message.find("Maximum supported API version is "); at != std::string::npos) {
+    speaks = message.substr(at + 33);
+    while (!speaks.empty() && (speaks.back() == '.' || speaks.back() == ' ')) {
+      speaks.pop_back();
+    }
+  }
+  throw DriverError(Kind::unsupported,
+                    fmt::format("docker: the engine on {} speaks API {}, older than {} which "
+                                "sandboxer needs (Docker 20.10 or later): upgrade docker",
+                                m_endpoint.describe(),
+                                speaks.empty() ? "below " + std::string(k_api_version) : speaks,
+                                k_api_version));
 }
 
 void EngineApi::fail(const std::string& what, const http::Response& response) const {
@@ -130,28 +152,6 @@ void EngineApi::fail(const std::string& what, const http::Response& response) co
     hint = " (the engine refused: check its authorization plugin)";
   }
   throw DriverError(kind, fmt::format("docker: {}: {}{}", what, message, hint));
-}
-
-void EngineApi::check_version() {
-  auto response = call("GET", "/version", std::nullopt, std::chrono::seconds(10));
-  if (response.status == 400 &&
-      engine_message(response).find("client version") != std::string::npos) {
-    throw DriverError(Kind::unsupported,
-                      fmt::format("docker: the engine on {} is too old: {}; sandboxer needs API {} "
-                                  "(Docker 20.10 or later): upgrade docker",
-                                  m_endpoint.describe(), engine_message(response), k_api_version));
-  }
-  if (response.status != 200) {
-    fail("cannot read the engine's version", response);
-  }
-  auto body = json::parse(response.body, nullptr, false);
-  std::string api = body.is_object() ? body.value("ApiVersion", "") : "";
-  if (!api.empty() && version_less(api, k_api_version)) {
-    throw DriverError(Kind::unsupported,
-                      fmt::format("docker: the engine on {} speaks API {}, older than {} which "
-                                  "sandboxer needs (Docker 20.10 or later): upgrade docker",
-                                  m_endpoint.describe(), api, k_api_version));
-  }
 }
 
 std::optional<json> EngineApi::inspect_image(const std::string& image) {
@@ -212,6 +212,7 @@ void EngineApi::pull_image(const std::string& image, Progress& progress) {
   } catch (const DriverError& e) {
     throw DriverError(e.kind(), fmt::format("docker: pulling {}: {}", image, e.what()));
   }
+  reject_old_engine(response);
   if (response.status != 200) {
     response.body = response.body.empty() ? pending : response.body;
     fail("cannot pull " + image, response);
@@ -221,8 +222,13 @@ void EngineApi::pull_image(const std::string& image, Progress& progress) {
   }
 }
 
-std::string EngineApi::create_container(const std::string& name, const json& body) {
+std::optional<std::string> EngineApi::create_container(const std::string& name, const json& body) {
   auto response = call("POST", "/containers/create?name=" + url_encode(name), body);
+  // 404 is also a missing network: only "No such image" means the image.
+  if (response.status == 404 &&
+      engine_message(response).find("No such image") != std::string::npos) {
+    return std::nullopt;
+  }
   if (response.status == 409) {
     throw DriverError(Kind::conflict,
                       fmt::format("docker: a container named {} already exists: {} (remove it "
@@ -263,6 +269,24 @@ void EngineApi::stop_container(const std::string& id, int grace_seconds) {
   if (response.status != 204 && response.status != 304) {
     fail("cannot stop container " + id.substr(0, 12), response);
   }
+}
+
+bool EngineApi::rename_container(const std::string& id, const std::string& new_name) {
+  auto response = call(
+      "POST", fmt::format("/containers/{}/rename?name={}", url_encode(id), url_encode(new_name)));
+  if (response.status == 404) {
+    return false;
+  }
+  if (response.status == 409) {
+    throw DriverError(Kind::conflict,
+                      fmt::format("docker: a container named {} already exists: {} (remove it "
+                                  "with docker rm -f {})",
+                                  new_name, engine_message(response), new_name));
+  }
+  if (response.status != 204) {
+    fail("cannot rename container " + id.substr(0, 12), response);
+  }
+  return true;
 }
 
 bool EngineApi::remove_container(const std::string& id, bool force) {
@@ -354,6 +378,7 @@ void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
     return true;
   };
   auto response = m_transport.send(request);
+  reject_old_engine(response);
   if (response.status != 200 && response.status != 101) {
     fail("cannot start exec", response);
   }
@@ -416,6 +441,23 @@ json EngineApi::inspect_exec(const std::string& exec_id) {
     fail("cannot inspect exec", response);
   }
   return json::parse(response.body);
+}
+
+bool EngineApi::had_oom_event(const std::string& container,
+                              std::chrono::system_clock::time_point since,
+                              std::chrono::system_clock::time_point until) {
+  auto stamp = [](std::chrono::system_clock::time_point t) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    return fmt::format("{}.{:09}", ns / 1000000000, ns % 1000000000);
+  };
+  json filters = {{"container", {container}}, {"event", {"oom"}}};
+  auto response = call("GET", fmt::format("/events?since={}&until={}&filters={}", stamp(since),
+                                          stamp(until), url_encode(filters.dump())));
+  if (response.status != 200) {
+    fail("cannot read the engine's events", response);
+  }
+  // One JSON object per line; any of them is an oom of this container.
+  return response.body.find("\"oom\"") != std::string::npos;
 }
 
 void StreamDemuxer::feed(std::string_view bytes) {

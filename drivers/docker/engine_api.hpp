@@ -30,18 +30,17 @@ public:
 
   EngineApi(Endpoint endpoint, http::Transport& transport);
 
-  // GET /version; throws when the daemon is down, the socket is not ours to use, or the API is
-  // older than k_api_version.
-  void check_version();
-
   std::optional<nlohmann::json> inspect_image(const std::string& image);
   // POST /images/create, reporting each progress line to `progress`.
   void pull_image(const std::string& image, Progress& progress);
-  std::string create_container(const std::string& name, const nlohmann::json& body);
+  // nullopt when the engine does not have the body's image.
+  std::optional<std::string> create_container(const std::string& name, const nlohmann::json& body);
   void start_container(const std::string& id);
   // nullopt when the container does not exist.
   std::optional<nlohmann::json> inspect_container(const std::string& id);
   void stop_container(const std::string& id, int grace_seconds);
+  // Returns false when the container does not exist.
+  bool rename_container(const std::string& id, const std::string& new_name);
   // Removes with its anonymous volumes; returns false when it was already gone.
   bool remove_container(const std::string& id, bool force);
   nlohmann::json list_containers(const nlohmann::json& label_filters);
@@ -56,6 +55,10 @@ public:
   // Starts an exec on a hijacked connection, copying `stdin_fd` into it.
   void start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io);
   nlohmann::json inspect_exec(const std::string& exec_id);
+  // Whether the engine reported an "oom" event of `container` between the two times (GET /events
+  // with since and until, which returns at once).
+  bool had_oom_event(const std::string& container, std::chrono::system_clock::time_point since,
+                     std::chrono::system_clock::time_point until);
 
   const Endpoint& endpoint() const { return m_endpoint; }
 
@@ -63,6 +66,8 @@ private:
   http::Response call(const std::string& method, const std::string& path,
                       const std::optional<nlohmann::json>& body = std::nullopt,
                       std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Throws the "engine too old" error for the engine's 400 to a client version it does not speak.
+  void reject_old_engine(const http::Response& response) const;
   [[noreturn]] void fail(const std::string& what, const http::Response& response) const;
 
   Endpoint m_endpoint;

@@ -121,10 +121,14 @@ public:
     nlohmann::json meta = {
         {"name", request.name}, {"labels", request.labels}, {"env", request.env}};
     std::ofstream(staging / "meta.json") << meta.dump() << "\n";
-    // A rename makes the sandbox appear whole or not at all, even if this process is killed.
-    fs::rename(staging, final_dir, ec);
-    if (ec) {
-      io_failure("create", final_dir, ec);
+    if (request.replaces) {
+      replace(sandbox_dir(*request.replaces), staging, final_dir);
+    } else {
+      // A rename makes the sandbox appear whole or not at all, even if this process is killed.
+      fs::rename(staging, final_dir, ec);
+      if (ec) {
+        io_failure("create", final_dir, ec);
+      }
     }
     return {request.sandbox_id, {{"path", (final_dir / "fs").string()}}};
   }
@@ -240,6 +244,31 @@ public:
   }
 
 private:
+  // restore --in-place: `staging` takes the place of `old`; on failure `old` stays as it was.
+  void replace(const fs::path& old, const fs::path& staging, const fs::path& final_dir) {
+    fs::path aside = old.parent_path() / (".replaced-" + old.filename().string());
+    std::error_code ec;
+    fs::remove_all(aside, ec);
+    bool had_old = fs::exists(old);
+    if (had_old) {
+      fs::rename(old, aside, ec);
+      if (ec) {
+        fs::remove_all(staging);
+        io_failure("move aside", old, ec);
+      }
+    }
+    fs::rename(staging, final_dir, ec);
+    if (ec) {
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);
+      if (had_old) {
+        fs::rename(aside, old, ignored);
+      }
+      io_failure("create", final_dir, ec);
+    }
+    fs::remove_all(aside, ec);
+  }
+
   fs::path sandbox_dir(const std::string& backend_id) const {
     if (backend_id.empty() || backend_id.find('/') != std::string::npos || backend_id[0] == '.') {
       throw DriverError(DriverError::Kind::not_found,
@@ -295,7 +324,11 @@ public:
     return "local directories with injectable latency and faults (for testing the core)";
   }
   Capabilities capabilities() const override {
-    return {.snapshot = true, .exec = true, .native_ttl = false, .list_by_label = true};
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = false,
+            .list_by_label = true,
+            .restore_in_place = true};
   }
   nlohmann::json parse_spec(const nlohmann::json& section) const override {
     return to_json(bind(section));

@@ -19,10 +19,11 @@ using Labels = std::map<std::string, std::string>;
 // What a driver can do. The core refuses an unsupported verb from here, before any backend call,
 // with "not supported by driver X".
 struct Capabilities {
-  bool snapshot = false;      // snapshot + restore (a new sandbox from a snapshot)
-  bool exec = false;          // run a command inside the sandbox
-  bool native_ttl = false;    // the backend keeps its own deadline; extend() moves it
-  bool list_by_label = false; // list_remote() finds resources by ownership label
+  bool snapshot = false;         // snapshot + restore (a new sandbox from a snapshot)
+  bool exec = false;             // run a command inside the sandbox
+  bool native_ttl = false;       // the backend keeps its own deadline; extend() moves it
+  bool list_by_label = false;    // list_remote() finds resources by ownership label
+  bool restore_in_place = false; // create() honours CreateRequest::replaces
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -57,6 +58,9 @@ struct CreateRequest {
   std::map<std::string, std::string> env;
   std::optional<TimePoint> expires_at;      // for drivers with native TTL
   std::optional<std::string> from_snapshot; // SnapshotResult::backend_ref, for restore
+  // restore --in-place: the backend id of the sandbox's current resource. The driver swaps it for
+  // the new one: after success it is gone; after a failure it is left as it was.
+  std::optional<std::string> replaces;
 };
 
 struct CreateResult {

@@ -84,6 +84,9 @@ public:
   // `snapshot_ref` is a snapshot id (snp-...) or "<sandbox>:<snapshot name>". A new sandbox is
   // created from it with the original sandbox's spec.
   CreateOutcome restore(const std::string& snapshot_ref, const CreateOptions& options);
+  // restore --in-place: swaps the backend resource of the live sandbox `id_or_name` for one made
+  // from the snapshot, keeping its id, name, TTL and profile (Capabilities::restore_in_place).
+  SandboxRecord restore_in_place(const std::string& snapshot_ref, const std::string& id_or_name);
   void delete_snapshot(const std::string& snapshot_ref);
   ExtendOutcome extend(const std::string& id_or_name, const ExtendOptions& options);
   // Returns the command's exit status.
@@ -137,6 +140,7 @@ private:
   void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
                    State intent, const nlohmann::json& failure_details = nlohmann::json::object());
   void emit_since(const SandboxRecord& record, size_t first_new_entry);
+  SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;
   const Clock& m_clock;

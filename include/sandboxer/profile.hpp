@@ -33,6 +33,8 @@ struct Profile {
   std::vector<std::filesystem::path> chain;
   std::string driver;
   TtlPolicy ttl;
+  // `snapshots: { keep: N }`: a sandbox keeps its N newest snapshots; none keeps them all.
+  std::optional<int> snapshots_keep;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   std::map<std::string, SecretRef> secrets;

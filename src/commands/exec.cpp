@@ -1,5 +1,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "commands/commands.hpp"
@@ -37,6 +38,33 @@ private:
   bool m_attach_stdin;
 };
 
+// The local terminal in raw mode for the length of a -t session, so that keys (Ctrl-C included) go
+// to the command's terminal instead of being handled here; the settings come back on every way out
+// of the scope (return or exception).
+class RawTerminal {
+public:
+  explicit RawTerminal(int fd) : m_fd(fd) {
+    if (tcgetattr(m_fd, &m_saved) != 0) {
+      return;
+    }
+    termios raw = m_saved;
+    cfmakeraw(&raw);
+    m_active = tcsetattr(m_fd, TCSADRAIN, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (m_active) {
+      tcsetattr(m_fd, TCSADRAIN, &m_saved);
+    }
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+private:
+  int m_fd;
+  termios m_saved{};
+  bool m_active = false;
+};
+
 ExitCode run_exec(Context& context, const ExecArgs& args) {
   ExecRequest request;
   request.argv = args.command;
@@ -52,6 +80,10 @@ ExitCode run_exec(Context& context, const ExecArgs& args) {
   // A tty only makes sense when we are on one; in CI the flag is harmlessly ignored.
   request.tty = args.tty && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   StdIo io(args.interactive);
+  std::optional<RawTerminal> raw;
+  if (request.tty) {
+    raw.emplace(STDIN_FILENO);
+  }
   int status = context.engine().exec(args.id, request, io);
   return static_cast<ExitCode>(status);
 }

@@ -10,9 +10,19 @@ struct RestoreArgs {
   std::optional<std::string> name;
   std::optional<std::string> ttl;
   std::optional<std::string> idempotency_key;
+  std::optional<std::string> in_place;
 };
 
 ExitCode run_restore(Context& context, const RestoreArgs& args) {
+  if (args.in_place) {
+    if (args.name || args.ttl || args.idempotency_key) {
+      throw UsageError("--in-place keeps the sandbox's name and TTL: it takes no --name, --ttl or "
+                       "--idempotency-key");
+    }
+    SandboxRecord record = context.engine().restore_in_place(args.snapshot, *args.in_place);
+    print_created(context, {record, false, {}});
+    return ExitCode::ok;
+  }
   CreateOptions options;
   options.name = args.name;
   if (args.ttl) {
@@ -32,6 +42,9 @@ void setup_restore(CLI::App& app, Runner& runner) {
   app.add_option("--ttl", args->ttl, "Lifetime of the new sandbox (default: the original's)");
   app.add_option("--idempotency-key", args->idempotency_key,
                  "Return the live sandbox created with this key instead of a second one");
+  app.add_option("--in-place", args->in_place,
+                 "Replace the backend of this live sandbox (id or name) with the snapshot's, "
+                 "keeping its id, name, TTL and profile");
   runner = [args](Context& context) { return run_restore(context, *args); };
 }
 

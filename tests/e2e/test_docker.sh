@@ -95,6 +95,27 @@ expect_code 0 sbx exec box2 -- cat /root/mark
 [ "$(docker inspect -f '{{.HostConfig.Memory}}' "$(jq -r .backend_id <<<"$(sbx status box2 -o json)")")" = \
   $((64 * 1024 * 1024)) ] || fail "restore lost the profile's limits"
 
+# restore --in-place: box1 is rolled back to s1 in a new container, with its id, name and limits.
+expect_code 0 sbx exec box1 -- sh -c 'echo later > /root/later'
+EXPIRES=$(sbx status box1 -o json | jq -r .expires_at)
+expect_code 0 sbx restore "box1:s1" --in-place box1 -o json
+[ "$(jq -r .id <<<"$OUT")" = "$ID" ] || fail "in-place restore changed the id: $OUT"
+[ "$(jq -r .expires_at <<<"$OUT")" = "$EXPIRES" ] || fail "in-place restore changed the TTL"
+NEW_CID=$(jq -r .backend_id <<<"$OUT")
+[ "$NEW_CID" != "$CID" ] || fail "in-place restore kept the old container"
+docker inspect "$CID" >/dev/null 2>&1 && fail "the replaced container is still there"
+[ "$(docker inspect -f '{{.Name}}' "$NEW_CID")" = "/$ID" ] || fail "new container not named after the id"
+[ "$(docker inspect -f '{{.Config.Image}}' "$NEW_CID")" = "$SNAP_REF" ] || fail "not from the snapshot"
+[ "$(docker inspect -f '{{.HostConfig.Memory}}' "$NEW_CID")" = $((64 * 1024 * 1024)) ] ||
+  fail "in-place restore lost the profile's limits"
+expect_code 0 sbx exec box1 -- cat /root/mark
+[ "$OUT" = before ] || fail "in-place restored content: $OUT"
+expect_code 1 sbx exec box1 -- test -e /root/later
+[ "$(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .history[-1].reason')" = \
+  "restored in place from $(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .snapshots[0].id')" ] ||
+  fail "no history entry for the in-place restore"
+CID=$NEW_CID
+
 # status maps the engine's state.
 expect_code 0 sbx status box1 -o json
 [ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "status: $OUT"

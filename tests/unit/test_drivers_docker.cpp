@@ -1,0 +1,456 @@
+// The docker driver against a fake http::Transport: the exact Engine API requests it sends and how
+// it reads the engine's answers. The real engine is exercised by tests/e2e/test_docker*.sh.
+#include <deque>
+#include <gtest/gtest.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/http.hpp>
+
+#include "drivers/docker/docker_driver.hpp"
+
+namespace sandboxer {
+namespace {
+
+using nlohmann::json;
+
+std::string url_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// Answers the requests it is given in order from a script of expected (method, path) pairs, and
+// records every request. A request the script did not expect fails the test.
+class FakeEngine : public http::Transport {
+public:
+  struct Exchange {
+    std::string method;
+    std::string path; // after /v1.41, query included
+    long status = 200;
+    std::string body;
+  };
+
+  void expect(std::string method, std::string path, long status, json body = nullptr) {
+    m_script.push_back(
+        {std::move(method), std::move(path), status, body.is_null() ? "" : body.dump()});
+  }
+  void expect_raw(std::string method, std::string path, long status, std::string body) {
+    m_script.push_back({std::move(method), std::move(path), status, std::move(body)});
+  }
+
+  http::Response send(const http::Request& request) override {
+    const std::string prefix = "http://docker/v1.41";
+    EXPECT_TRUE(request.url.starts_with(prefix)) << request.url;
+    EXPECT_EQ(request.unix_socket, "/fake/docker.sock");
+    std::string path = request.url.substr(prefix.size());
+    sent.push_back(request);
+    if (m_script.empty()) {
+      ADD_FAILURE() << "unexpected request " << request.method << " " << path;
+      return {500, {}, R"({"message":"unexpected"})"};
+    }
+    Exchange next = m_script.front();
+    m_script.pop_front();
+    EXPECT_EQ(request.method + " " + path, next.method + " " + next.path);
+    http::Response response{next.status, {}, next.body};
+    if (request.on_body && !next.body.empty()) {
+      request.on_body(next.body);
+      response.body.clear();
+    }
+    return response;
+  }
+
+  bool done() const { return m_script.empty(); }
+  std::vector<http::Request> sent;
+
+private:
+  std::deque<Exchange> m_script;
+};
+
+class NullProgress : public Progress {
+public:
+  void update(std::string_view) override {}
+};
+
+class CollectIo : public ExecIo {
+public:
+  void out(std::string_view bytes) override { stdout_text.append(bytes); }
+  void err(std::string_view bytes) override { stderr_text.append(bytes); }
+  std::string stdout_text, stderr_text;
+};
+
+// One frame of the engine's multiplexed stream.
+std::string frame(char stream, std::string_view payload) {
+  std::string header = {stream, 0, 0, 0, 0, 0, 0, static_cast<char>(payload.size())};
+  return header + std::string(payload);
+}
+
+class DockerDriverTest : public ::testing::Test {
+protected:
+  std::unique_ptr<Driver> open(json section = json::object()) {
+    section["host"] = "unix:///fake/docker.sock";
+    if (!section.contains("image")) {
+      section["image"] = "sandboxer-test:busybox";
+    }
+    const auto& factory = drivers::docker::docker_factory();
+    DriverContext context;
+    context.progress = &progress;
+    return drivers::docker::open_docker_driver(factory.parse_spec(section), context, engine);
+  }
+
+  SandboxHandle handle() const { return {"sbx-abc", "c1", json::object(), json::object()}; }
+
+  void expect_running_container() {
+    engine.expect("GET", "/containers/c1/json", 200,
+                  {{"State", {{"Running", true}, {"Status", "running"}}}});
+  }
+
+  FakeEngine engine;
+  NullProgress progress;
+};
+
+TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
+  auto driver = open({{"command", {"sleep", "infinity"}},
+                      {"pull", "never"},
+                      {"cpus", 0.5},
+                      {"memory", "64m"},
+                      {"pids_limit", 50},
+                      {"network", "none"},
+                      {"cap_drop", {"NET_RAW"}},
+                      {"env", {{"FROM_SPEC", "1"}}}});
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
+  engine.expect("POST", "/containers/c1/start", 204);
+  expect_running_container();
+
+  Labels labels = {{"sandboxer.id", "sbx-abc"},
+                   {"sandboxer.profile", "box"},
+                   {"sandboxer.ledger", "L1"},
+                   {"sandboxer.expires_at", "2026-12-02T16:00:00Z"},
+                   {"team", "e2e"}};
+  auto result = driver->create(
+      {.sandbox_id = "sbx-abc", .name = "box1", .labels = labels, .env = {{"FROM_PROFILE", "2"}}});
+  EXPECT_TRUE(engine.done());
+  EXPECT_EQ(result.backend_id, "c1");
+  EXPECT_EQ(result.info["image"], "sandboxer-test:busybox");
+
+  json body = json::parse(engine.sent[0].body);
+  EXPECT_EQ(body["Image"], "sandboxer-test:busybox");
+  EXPECT_EQ(body["Labels"], json(labels));
+  EXPECT_EQ(body["Cmd"], json({"sleep", "infinity"}));
+  EXPECT_EQ(body["Env"], json({"FROM_PROFILE=2", "FROM_SPEC=1"}));
+  const json& host = body["HostConfig"];
+  EXPECT_EQ(host["Memory"], 64 * 1024 * 1024);
+  EXPECT_EQ(host["NanoCpus"], 500000000);
+  EXPECT_EQ(host["PidsLimit"], 50);
+  EXPECT_EQ(host["NetworkMode"], "none");
+  EXPECT_EQ(host["CapDrop"], json({"NET_RAW"}));
+}
+
+TEST_F(DockerDriverTest, CreateRemovesTheContainerWhenStartFails) {
+  auto driver = open({{"pull", "never"}});
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
+  engine.expect("POST", "/containers/c1/start", 500, {{"message", "cgroup trouble"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_STREQ(e.what(), "docker: cannot start container c1: cgroup trouble");
+  }
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, CreateFromASnapshotUsesItsImage) {
+  auto driver = open({{"pull", "always"}});
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
+  engine.expect("POST", "/containers/c1/start", 204);
+  expect_running_container();
+  driver->create({.sandbox_id = "sbx-abc", .from_snapshot = "sandboxer/snap:sbx-old-s1"});
+  EXPECT_EQ(json::parse(engine.sent[0].body)["Image"], "sandboxer/snap:sbx-old-s1");
+  EXPECT_TRUE(engine.done()); // no pull of a snapshot, whatever the pull policy
+}
+
+TEST_F(DockerDriverTest, AMissingImageIsPulledOnlyWhenTheEngineSaysSo) {
+  auto driver = open({{"pull", "if-missing"}});
+  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
+  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
+  engine.expect_raw("POST", "/images/create?fromImage=sandboxer-test&tag=busybox", 200,
+                    R"({"status":"Downloading"})"
+                    "\n");
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
+  engine.expect("POST", "/containers/c1/start", 204);
+  expect_running_container();
+  driver->create({.sandbox_id = "sbx-abc"});
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, AMissingImageWithPullNeverSaysWhatToDo) {
+  auto driver = open({{"pull", "never"}});
+  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
+  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_NE(std::string(e.what()).find("is not on the engine and the profile says pull: never"),
+              std::string::npos);
+  }
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, ANameConflictSaysWhatToDo) {
+  auto driver = open({{"pull", "never"}});
+  engine.expect("POST", "/containers/create?name=sbx-abc", 409,
+                {{"message", "Conflict. The container name \"/sbx-abc\" is already in use"}});
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_EQ(e.kind(), DriverError::Kind::conflict);
+    EXPECT_NE(std::string(e.what()).find("a container named sbx-abc already exists"),
+              std::string::npos);
+  }
+}
+
+TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
+  auto driver = open({{"stop_timeout", "3s"}});
+  engine.expect("POST", "/containers/c1/stop?t=3", 204);
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, DestroyWithoutGraceIsOneForcedRemove) {
+  auto driver = open({{"stop_timeout", "0s"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, RestoreInPlaceSwapsTheContainer) {
+  auto driver = open({{"stop_timeout", "2s"}});
+  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, json::object());
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc-replaced", 204);
+  engine.expect("POST", "/containers/c1/stop?t=2", 204);
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c2"}});
+  engine.expect("POST", "/containers/c2/start", 204);
+  engine.expect("GET", "/containers/c2/json", 200,
+                {{"State", {{"Running", true}, {"Status", "running"}}}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  auto result = driver->create(
+      {.sandbox_id = "sbx-abc", .from_snapshot = "sandboxer/snap:sbx-abc-s1", .replaces = "c1"});
+  EXPECT_EQ(result.backend_id, "c2");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, AFailedRestoreInPlaceBringsTheOldContainerBack) {
+  auto driver = open({{"stop_timeout", "2s"}});
+  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, json::object());
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc-replaced", 204);
+  engine.expect("POST", "/containers/c1/stop?t=2", 204);
+  engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c2"}});
+  engine.expect("POST", "/containers/c2/start", 500, {{"message", "no"}});
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc", 204);
+  engine.expect("POST", "/containers/c1/start", 204);
+  EXPECT_THROW(driver->create({.sandbox_id = "sbx-abc",
+                               .from_snapshot = "sandboxer/snap:sbx-abc-s1",
+                               .replaces = "c1"}),
+               DriverError);
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
+  // The core counts not_found on destroy as destroyed.
+  auto driver = open();
+  engine.expect("POST", "/containers/c1/stop?t=10", 404, {{"message", "No such container: c1"}});
+  try {
+    driver->destroy(handle());
+    FAIL() << "destroy succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+  }
+  // Gone between the stop and the remove.
+  engine.expect("POST", "/containers/c1/stop?t=10", 304);
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
+  try {
+    driver->destroy(handle());
+    FAIL() << "destroy succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+  }
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, StatusMapsTheEngineState) {
+  auto driver = open();
+  using State = BackendStatus::State;
+  struct Case {
+    json state;
+    State want;
+    std::string detail;
+  };
+  std::vector<Case> cases = {
+      {{{"Status", "running"}, {"Running", true}}, State::running, "running"},
+      {{{"Status", "paused"}}, State::paused, "paused"},
+      {{{"Status", "created"}}, State::stopped, "created"},
+      {{{"Status", "exited"}, {"ExitCode", 3}}, State::stopped, "exited (exit code 3)"},
+      {{{"Status", "exited"}, {"ExitCode", 137}, {"OOMKilled", true}},
+       State::stopped,
+       "exited (exit code 137, killed for using more memory than its limit; raise docker.memory)"},
+      {{{"Status", "restarting"}}, State::unknown, "restarting"},
+  };
+  for (const auto& c : cases) {
+    engine.expect("GET", "/containers/c1/json", 200, {{"State", c.state}});
+    auto status = driver->status(handle());
+    EXPECT_EQ(status.state, c.want) << c.state;
+    EXPECT_EQ(status.detail, c.detail);
+  }
+  engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container"}});
+  EXPECT_EQ(driver->status(handle()).state, State::missing);
+}
+
+TEST_F(DockerDriverTest, ListRemoteFiltersByEveryLabel) {
+  json filters = {{"label", {"sandboxer.ledger=L1", "sandboxer.profile=box"}}};
+  std::string query = "/containers/json?all=1&filters=";
+  engine.expect("GET", query + "PLACEHOLDER", 200,
+                json::array({{{"Id", "c1"},
+                              {"State", "running"},
+                              {"Labels", {{"sandboxer.ledger", "L1"}, {"x", "y"}}}}}));
+  // The filter is URL-encoded JSON: compare it decoded.
+  class Decoding : public http::Transport {
+  public:
+    explicit Decoding(FakeEngine& inner) : m_inner(inner) {}
+    http::Response send(const http::Request& request) override {
+      auto at = request.url.find("filters=");
+      seen_filters = json::parse(url_decode(request.url.substr(at + 8)));
+      http::Request copy = request;
+      copy.url = request.url.substr(0, at + 8) + "PLACEHOLDER";
+      return m_inner.send(copy);
+    }
+    json seen_filters;
+
+  private:
+    FakeEngine& m_inner;
+  } decoding(engine);
+  DriverContext context;
+  context.progress = &progress;
+  auto listing = drivers::docker::open_docker_driver(
+      drivers::docker::docker_factory().parse_spec(
+          {{"image", "x"}, {"host", "unix:///fake/docker.sock"}}),
+      context, decoding);
+  auto found = listing->list_remote({{"sandboxer.ledger", "L1"}, {"sandboxer.profile", "box"}});
+  EXPECT_EQ(decoding.seen_filters, filters);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].backend_id, "c1");
+  EXPECT_EQ(found[0].state, "running");
+  EXPECT_EQ(found[0].labels.at("x"), "y");
+}
+
+TEST_F(DockerDriverTest, SnapshotCommitsToTheSnapshotRepository) {
+  auto driver = open();
+  engine.expect("POST", "/commit?container=c1&repo=sandboxer%2Fsnap&tag=sbx-abc-s1&pause=1", 201,
+                {{"Id", "sha256:1"}});
+  engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, {{"Size", 12345}});
+  auto result = driver->snapshot(handle(), "s1");
+  EXPECT_EQ(result.backend_ref, "sandboxer/snap:sbx-abc-s1");
+  EXPECT_EQ(result.size_bytes, 12345u);
+  json config = json::parse(engine.sent[0].body);
+  EXPECT_EQ(config["Labels"]["sandboxer.id"], "sbx-abc");
+  EXPECT_EQ(config["Labels"]["sandboxer.snapshot"], "s1");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, AnEngineOlderThanTheApiSaysUpgrade) {
+  auto driver = open({{"pull", "never"}});
+  engine.expect("POST", "/containers/create?name=sbx-abc", 400,
+                {{"message", "client version 1.41 is too new. Maximum supported API version is "
+                             "1.40"}});
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_STREQ(e.what(), "docker: the engine on unix:///fake/docker.sock speaks API 1.40, older "
+                           "than 1.41 which sandboxer needs (Docker 20.10 or later): upgrade "
+                           "docker");
+  }
+}
+
+TEST_F(DockerDriverTest, ExecDemultiplexesAndReturnsTheExitCode) {
+  auto driver = open();
+  engine.expect("POST", "/containers/c1/exec", 201, {{"Id", "e1"}});
+  engine.expect_raw("POST", "/exec/e1/start", 200, frame(1, "out\n") + frame(2, "err\n"));
+  engine.expect("GET", "/exec/e1/json", 200, {{"Running", false}, {"ExitCode", 42}});
+  CollectIo io;
+  EXPECT_EQ(driver->exec(handle(), {.argv = {"sh", "-c", "exit 42"}, .workdir = "/tmp"}, io), 42);
+  EXPECT_EQ(io.stdout_text, "out\n");
+  EXPECT_EQ(io.stderr_text, "err\n");
+  json body = json::parse(engine.sent[0].body);
+  EXPECT_EQ(body["Cmd"], json({"sh", "-c", "exit 42"}));
+  EXPECT_EQ(body["WorkingDir"], "/tmp");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, ExecKilledByTheOomKillerIsABackendError) {
+  auto killed = [&](std::string events) {
+    engine.expect("POST", "/containers/c1/exec", 201, {{"Id", "e1"}});
+    engine.expect_raw("POST", "/exec/e1/start", 200, "");
+    engine.expect("GET", "/exec/e1/json", 200, {{"Running", false}, {"ExitCode", 137}});
+    engine.expect_raw("GET", "PLACEHOLDER", 200, std::move(events));
+  };
+  class EventsPath : public http::Transport {
+  public:
+    explicit EventsPath(FakeEngine& inner) : m_inner(inner) {}
+    http::Response send(const http::Request& request) override {
+      http::Request copy = request;
+      if (request.url.find("/events?") != std::string::npos) {
+        events_url = request.url;
+        copy.url = "http://docker/v1.41PLACEHOLDER";
+      }
+      return m_inner.send(copy);
+    }
+    std::string events_url;
+
+  private:
+    FakeEngine& m_inner;
+  } transport(engine);
+  DriverContext context;
+  context.progress = &progress;
+  auto oom_driver = drivers::docker::open_docker_driver(
+      drivers::docker::docker_factory().parse_spec(
+          {{"image", "x"}, {"host", "unix:///fake/docker.sock"}, {"memory", "8m"}}),
+      context, transport);
+  CollectIo io;
+  killed(R"({"status":"oom","id":"c1","Type":"container","Action":"oom"})"
+         "\n");
+  try {
+    oom_driver->exec(handle(), {.argv = {"hog"}}, io);
+    FAIL() << "exec returned";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_STREQ(e.what(), "docker: the command in sbx-abc was killed for using more memory than "
+                           "the sandbox's limit (docker.memory: 8 MiB); raise docker.memory in "
+                           "the profile, or make the command use less");
+  }
+  EXPECT_NE(url_decode(transport.events_url).find(R"({"container":["c1"],"event":["oom"]})"),
+            std::string::npos)
+      << transport.events_url;
+  // No oom event in the window: a plain kill -9, the command's own 137.
+  killed("");
+  EXPECT_EQ(oom_driver->exec(handle(), {.argv = {"sh", "-c", "kill -9 $$"}}, io), 137);
+  EXPECT_TRUE(engine.done());
+}
+
+} // namespace
+} // namespace sandboxer
