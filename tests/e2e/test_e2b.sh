@@ -4,6 +4,9 @@
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
 command -v curl >/dev/null || { echo "curl is missing"; exit 125; }
+# reap --orphans reads every profile on the search path, ./profiles included: keep the repository's
+# example profiles (which name the real E2B) out of it.
+cd "$WORK"
 
 KEY="e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 printf '%s\n' "$KEY" >"$WORK/key"
@@ -178,6 +181,37 @@ for name in short gone; do
   [ "$(ledger_jq --arg n "$name" '.sandboxes[] | select(.name == $n) | .state')" = destroyed ] ||
     fail "$name not destroyed by reap"
 done
+
+# Orphans: a sandbox whose record is lost is reported, then killed only with =destroy; one carrying
+# another ledger's labels is never touched; a record whose sandbox E2B lost is closed as vanished.
+api() { curl -sf -X "$1" -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' ${3:+-d "$3"} \
+  "$FAKE_URL$2"; }
+run 0 sbx create --profile e2b --name lost -o json
+LOST_ID=$(jq -r .id <<<"$OUT")
+LOST_BID=$(jq -r .backend_id <<<"$OUT")
+jq --arg id "$LOST_ID" '.sandboxes |= map(select(.id != $id))' "$STATE/ledger.json" >"$WORK/l.json"
+cp "$WORK/l.json" "$STATE/ledger.json"
+FOREIGN_BID=$(api POST /sandboxes '{"templateID": "base", "timeout": 3600, "metadata":
+  {"sandboxer.id": "sbx-foreign00000", "sandboxer.ledger": "ldg-another00000"}}' | jq -r .sandboxID)
+UNLABELLED_BID=$(api POST /sandboxes '{"templateID": "base", "timeout": 3600}' | jq -r .sandboxID)
+run 0 sbx reap --orphans -o json
+[ "$(jq -r '[.items[] | select(.action == "orphan") | .id + ":" + .outcome] | join(",")' \
+  <<<"$OUT")" = "$LOST_ID:reported" ] || fail "orphan report: $OUT"
+[ "$(fake sandboxes | jq "has(\"$LOST_BID\")")" = true ] || fail "a report killed the orphan"
+run 0 sbx reap --orphans=destroy -o json
+[ "$(jq -r '[.items[] | select(.action == "orphan") | .outcome] | join(",")' <<<"$OUT")" = \
+  destroyed ] || fail "orphan destroy: $OUT"
+[ "$(fake sandboxes | jq "has(\"$LOST_BID\")")" = false ] || fail "the orphan is still running"
+[ "$(fake sandboxes | jq "has(\"$FOREIGN_BID\") and has(\"$UNLABELLED_BID\")")" = true ] ||
+  fail "reap touched a sandbox that is not this ledger's"
+run 0 sbx create --profile e2b --name vanishing -o json
+VANISH_BID=$(jq -r .backend_id <<<"$OUT")
+api DELETE "/sandboxes/$VANISH_BID" >/dev/null
+run 0 sbx reap --orphans -o json
+[ "$(ledger_jq '.sandboxes[] | select(.name == "vanishing") | .state + ":" + .history[-1].reason')" \
+  = "destroyed:vanished" ] || fail "vanished record: $(ledger_jq '.sandboxes[] | select(.name == "vanishing")')"
+api DELETE "/sandboxes/$FOREIGN_BID" >/dev/null
+api DELETE "/sandboxes/$UNLABELLED_BID" >/dev/null
 
 # The key: never in the ledger, the state directory, or anything printed (even with debug logs).
 run 0 sbx --log-level debug status flaky
