@@ -26,6 +26,9 @@ struct Work {
   std::optional<OrphanTarget> orphan;
 };
 
+// The item of a record, as planned: its identity, state, deadline, history length and attempts.
+ReapItem item_of(const SandboxRecord& record, std::string action);
+
 // Settles records stuck in creating, destroying or snapshotting (src/reap/repair.cpp).
 void repair_stuck(Run& run);
 // Reports orphans (or queues their destroy in `destroys`) and marks vanished records destroyed

@@ -178,15 +178,7 @@ void reconcile_backend(Run& run, const Backend& backend, const LedgerData& befor
     if (seen_ids.count(record.id) || seen_backend_ids.count(record.backend_id)) {
       continue;
     }
-    ReapItem item;
-    item.id = record.id;
-    item.name = record.name;
-    item.driver = record.driver;
-    item.state = to_string(record.state);
-    item.expires_at = record.expires_at;
-    item.action = "vanished";
-    item.backend_id = record.backend_id;
-    item.history_size = record.history.size();
+    ReapItem item = item_of(record, "vanished");
     item.reason = "vanished";
     try {
       // The listing missed it; its own status must agree before the record is closed.

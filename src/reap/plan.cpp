@@ -5,26 +5,13 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/reap.hpp>
 
+#include "src/reap/internal.hpp"
+
 namespace sandboxer {
 namespace {
 
 nlohmann::json time_or_null(const std::optional<TimePoint>& t) {
   return t ? nlohmann::json(format_time(*t)) : nlohmann::json(nullptr);
-}
-
-ReapItem item_of(const SandboxRecord& record, std::string action) {
-  ReapItem item;
-  item.id = record.id;
-  item.name = record.name;
-  item.driver = record.driver;
-  item.state = to_string(record.state);
-  item.expires_at = record.expires_at;
-  item.action = std::move(action);
-  item.history_size = record.history.size();
-  item.backend_id = record.backend_id;
-  item.attempt = failed_attempts(record);
-  item.next_attempt_at = next_attempt_at(record);
-  return item;
 }
 
 // Reads a field of plan item `index`, or throws naming it.
@@ -45,6 +32,21 @@ T plan_field(const nlohmann::json& item, size_t index, const char* key, const ch
 
 } // namespace
 
+ReapItem reap::item_of(const SandboxRecord& record, std::string action) {
+  ReapItem item;
+  item.id = record.id;
+  item.name = record.name;
+  item.driver = record.driver;
+  item.state = to_string(record.state);
+  item.expires_at = record.expires_at;
+  item.action = std::move(action);
+  item.history_size = record.history.size();
+  item.backend_id = record.backend_id;
+  item.attempt = failed_attempts(record);
+  item.next_attempt_at = next_attempt_at(record);
+  return item;
+}
+
 std::vector<ReapItem> plan_destroys(const LedgerData& data, TimePoint now,
                                     const ReapOptions& options) {
   std::vector<ReapItem> items;
@@ -54,14 +56,14 @@ std::vector<ReapItem> plan_destroys(const LedgerData& data, TimePoint now,
     }
     auto next = next_attempt_at(record);
     if (next && now < *next) {
-      ReapItem item = item_of(record, "wait");
+      ReapItem item = reap::item_of(record, "wait");
       item.outcome = "waiting";
       item.reason = fmt::format("destroy failed {} time(s); next attempt at {}", item.attempt,
                                 format_time(*next));
       items.push_back(std::move(item));
       continue;
     }
-    ReapItem item = item_of(record, "destroy");
+    ReapItem item = reap::item_of(record, "destroy");
     item.outcome = "planned";
     item.reason = "ttl expired at " + format_time(*record.expires_at);
     items.push_back(std::move(item));

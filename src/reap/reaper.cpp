@@ -109,15 +109,8 @@ void prune(Run& run) {
   auto add_items = [&](const LedgerData& data, const char* outcome) {
     for (const auto& record : data.sandboxes) {
       if (is_prunable(record, now, run.options.keep_history)) {
-        ReapItem item;
-        item.id = record.id;
-        item.name = record.name;
-        item.driver = record.driver;
-        item.state = to_string(record.state);
-        item.expires_at = record.expires_at;
-        item.action = "prune";
+        ReapItem item = reap::item_of(record, "prune");
         item.outcome = outcome;
-        item.history_size = record.history.size();
         item.reason =
             fmt::format("destroyed at {}, kept {}", format_time(record.history.back().time),
                         format_duration(run.options.keep_history));

@@ -73,15 +73,7 @@ void repair_stuck(Run& run) {
     if (!is_stuck(record, now, run.options.stuck_after, host)) {
       continue;
     }
-    ReapItem item;
-    item.id = record.id;
-    item.name = record.name;
-    item.driver = record.driver;
-    item.state = to_string(record.state);
-    item.expires_at = record.expires_at;
-    item.action = "repair";
-    item.history_size = record.history.size();
-    item.backend_id = record.backend_id;
+    ReapItem item = item_of(record, "repair");
     item.reason = fmt::format("{} since {}", to_string(record.state),
                               format_time(record.history.back().time));
     if (run.options.dry_run) {
