@@ -149,7 +149,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
   ReapReport report;
   report.now = m_clock.now();
   report.dry_run = options.dry_run;
-  report.ledger_id = m_ledger.read().ledger_id;
+  report.ledger_id = m_ledger.read(ReadScope::summary).ledger_id;
   Run run{m_engine, m_ledger, m_clock, options, m_actor, report.ledger_id, report};
 
   std::vector<Work> work;
@@ -210,7 +210,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
       prune(run);
     }
   }
-  for (const auto& record : m_ledger.read().sandboxes) {
+  for (const auto& record : m_ledger.read(ReadScope::summary).sandboxes) {
     ++report.states[to_string(record.state)];
   }
   report.duration_seconds =
