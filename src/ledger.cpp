@@ -79,6 +79,15 @@ std::string new_ledger_id() {
   return new_id("ldg-");
 }
 
+} // namespace
+
+std::string new_event_id() {
+  // Two draws: 120 bits, unique across every ledger a hub may hear from.
+  return new_id("evt-") + new_id("");
+}
+
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 // JSON text
 //
@@ -315,6 +324,10 @@ HistoryEntry read_history_entry(JsonReader& in) {
       read_string(in, entry.reason, key);
     } else if (key == "details") {
       entry.details = in.any();
+    } else if (key == "event") {
+      read_string(in, entry.event, key);
+    } else if (key == "event_id") {
+      read_string(in, entry.event_id, key);
     } else {
       in.skip();
     }
@@ -452,6 +465,14 @@ void write_history_entry(JsonWriter& out, const HistoryEntry& h) {
   out.string(h.reason);
   out.raw(",\"details\":");
   out.any(h.details);
+  if (!h.event.empty()) {
+    out.raw(",\"event\":");
+    out.string(h.event);
+  }
+  if (!h.event_id.empty()) {
+    out.raw(",\"event_id\":");
+    out.string(h.event_id);
+  }
   out.raw("}");
 }
 
@@ -690,10 +711,16 @@ void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope
   });
 }
 
-// Reads the document, handing each record to `sink` in file order; returns the ledger id.
-std::string parse_document(std::string_view text, const std::filesystem::path& file,
-                           ReadScope scope, const RecordSink& sink) {
+// The document's fields outside "sandboxes".
+struct Header {
   std::string ledger_id;
+  std::uint64_t event_seq = 0;
+};
+
+// Reads the document, handing each record to `sink` in file order; returns the other fields.
+Header parse_document(std::string_view text, const std::filesystem::path& file, ReadScope scope,
+                      const RecordSink& sink) {
+  Header header;
   try {
     JsonReader in(text);
     expect(in, Kind::object, "", "an object at the top level");
@@ -705,7 +732,10 @@ std::string parse_document(std::string_view text, const std::filesystem::path& f
         check_schema_version(in, file);
         has_version = true;
       } else if (key == "ledger_id") {
-        read_string(in, ledger_id, key);
+        read_string(in, header.ledger_id, key);
+      } else if (key == "event_seq") {
+        header.event_seq = static_cast<std::uint64_t>(
+            read_integer(in, "event_seq", 0, INT64_MAX, "a non-negative integer"));
       } else if (key == "sandboxes") {
         // Readers disagree on which of two copies counts (jq: the last); refuse to guess.
         if (has_sandboxes) {
@@ -738,7 +768,7 @@ std::string parse_document(std::string_view text, const std::filesystem::path& f
   } catch (const ShapeError& e) {
     throw LedgerError(corrupt_message(file, e.describe()));
   }
-  return ledger_id;
+  return header;
 }
 
 LedgerData parse_document(std::string_view text, const std::filesystem::path& file,
@@ -748,9 +778,11 @@ LedgerData parse_document(std::string_view text, const std::filesystem::path& fi
   // record) while reading; the excess is address space that is never touched.
   constexpr size_t k_shortest_record = 400;
   data.sandboxes.reserve(text.size() / k_shortest_record + 1);
-  data.ledger_id = parse_document(text, file, scope, [&](SandboxRecord& record) {
+  Header header = parse_document(text, file, scope, [&](SandboxRecord& record) {
     data.sandboxes.push_back(std::move(record));
   });
+  data.ledger_id = std::move(header.ledger_id);
+  data.event_seq = header.event_seq;
   return data;
 }
 
@@ -765,6 +797,10 @@ void serialize(const LedgerData& data, size_t chunk, std::string& buffer, Flush 
   out.integer(LedgerData::k_schema_version);
   out.raw(",\"ledger_id\":");
   out.string(data.ledger_id);
+  if (data.event_seq > 0) {
+    out.raw(",\"event_seq\":");
+    out.integer(data.event_seq);
+  }
   out.raw(",\"sandboxes\":[");
   for (size_t i = 0; i < data.sandboxes.size(); ++i) {
     if (i > 0) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/files.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/owner.hpp>
@@ -14,6 +15,33 @@
 namespace sandboxer {
 namespace fs = std::filesystem;
 namespace {
+
+// Times an operation for its outcome entry: the whole operation, and the driver's part of it.
+class Stopwatch {
+public:
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point now() { return Clock::now(); }
+
+  template <typename F> auto time(F&& call) {
+    auto start = now();
+    struct Add {
+      Stopwatch& self;
+      Clock::time_point start;
+      ~Add() { self.m_driver += now() - start; }
+    } add{*this, start};
+    return call();
+  }
+
+  nlohmann::json details(Clock::time_point operation_started) const {
+    using std::chrono::duration_cast;
+    using std::chrono::milliseconds;
+    return {{"duration_ms", duration_cast<milliseconds>(now() - operation_started).count()},
+            {"driver_ms", duration_cast<milliseconds>(m_driver).count()}};
+  }
+
+private:
+  Clock::duration m_driver{};
+};
 
 class NullProgress : public Progress {
 public:
@@ -57,8 +85,8 @@ std::string read_secret_file(const std::string& name, const std::string& path) {
   return value;
 }
 
-// Secret references become values here, in memory only; every value is registered for redaction
-// before any driver can log or fail with it.
+} // namespace
+
 std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs) {
   std::map<std::string, std::string> values;
   for (const auto& [name, ref] : refs.items()) {
@@ -80,18 +108,7 @@ std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs) {
   return values;
 }
 
-// Creates each missing directory of `path` with mode 0700: a driver's scratch space lives in the
-// state directory, which must be private even when a driver call creates it first.
-void make_private_dirs(const fs::path& path) {
-  fs::path partial;
-  for (const auto& part : path) {
-    partial /= part;
-    if (!partial.empty() && ::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw Error(ExitCode::runtime, fmt::format("cannot create directory {}: {}", partial.string(),
-                                                 std::strerror(errno)));
-    }
-  }
-}
+namespace {
 
 SandboxHandle handle_of(const SandboxRecord& record) {
   return {record.id, record.backend_id, record.spec, record.info};
@@ -176,22 +193,27 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   return opened;
 }
 
-void Engine::emit_since(const SandboxRecord& record, size_t first_new_entry) {
-  for (size_t i = first_new_entry; i < record.history.size(); ++i) {
-    m_events.on_transition(record, record.history[i]);
-  }
+void Engine::commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry) {
+  // The events go to the outbox first, in the same critical section: a crash after the ledger
+  // commit cannot lose them, and one before it leaves nothing the ledger would not back.
+  m_events.stage(tx.data(), record, first_new_entry);
+  tx.commit();
+  m_events.committed();
 }
 
 SandboxRecord Engine::update(const std::string& id,
                              const std::function<void(SandboxRecord&)>& change) {
-  auto tx = m_ledger.begin();
-  auto& record = find_or_throw(m_ledger, tx.data(), id);
-  size_t before = record.history.size();
-  change(record);
-  tx.commit();
-  // Still under the lock: the events issue writes its outbox in the same critical section.
-  emit_since(record, before);
-  return record;
+  SandboxRecord result;
+  {
+    auto tx = m_ledger.begin();
+    auto& record = find_or_throw(m_ledger, tx.data(), id);
+    size_t before = record.history.size();
+    change(record);
+    commit(tx, record, before);
+    result = record;
+  }
+  m_events.deliver();
+  return result;
 }
 
 SandboxRecord Engine::get(const std::string& id_or_name) const {
@@ -217,6 +239,9 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   if (profile.snapshots_keep) {
     ttl_details["snapshots_keep"] = *profile.snapshots_keep;
   }
+  if (!profile.events.empty()) {
+    ttl_details["events"] = profile.events;
+  }
   record.history.push_back(
       {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
@@ -225,6 +250,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
 CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& options,
                                  const std::optional<std::string>& from_snapshot,
                                  std::vector<std::string> notices) {
+  const auto started = Stopwatch::now();
   for (const auto& [key, value] : options.labels) {
     if (key.starts_with("sandboxer.")) {
       throw UsageError(fmt::format("label \"{}\": the prefix \"sandboxer.\" is reserved", key));
@@ -274,10 +300,10 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     }
     data.sandboxes.push_back(record);
     // The first commit of a ledger mints its id: read it afterwards.
-    tx.commit();
+    commit(tx, data.sandboxes.back(), 0);
     ledger_id = data.ledger_id;
-    emit_since(record, 0);
   }
+  m_events.deliver();
 
   CreateRequest request;
   request.sandbox_id = record.id;
@@ -286,15 +312,20 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   request.env = record.env;
   request.expires_at = record.expires_at;
   request.from_snapshot = from_snapshot;
+  Stopwatch driver_time;
   try {
-    CreateResult result = opened.driver->create(request);
+    CreateResult result = driver_time.time([&] { return opened.driver->create(request); });
     bool destroyed_meanwhile = false;
     record = update(record.id, [&](SandboxRecord& r) {
       r.backend_id = result.backend_id;
       r.info = result.info;
       destroyed_meanwhile = r.state != State::creating;
       if (!destroyed_meanwhile) {
-        r.transition(State::running, m_clock.now(), m_actor, "created");
+        nlohmann::json details = driver_time.details(started);
+        if (r.restored_from) {
+          details["snapshot"] = *r.restored_from;
+        }
+        r.transition(State::running, m_clock.now(), m_actor, "created", details);
       }
     });
     // Someone destroyed the record while the backend was creating: do not leak what it made.
@@ -307,7 +338,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     std::string message = log::redact(e.what());
     update(record.id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(State::failed, m_clock.now(), m_actor, message);
+      r.transition(State::failed, m_clock.now(), m_actor, message, driver_time.details(started));
     });
     throw;
   }
@@ -327,10 +358,10 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
     }
     size_t before = found.history.size();
     found.transition(State::destroying, m_clock.now(), m_actor, reason);
-    tx.commit();
-    emit_since(found, before);
+    commit(tx, found, before);
     record = found;
   }
+  m_events.deliver();
   destroy_one(record, m_actor, reason, State::destroying);
   return get(record.id);
 }
@@ -342,11 +373,13 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
                          const nlohmann::json& failure_details) {
   // The intent entry's `from` is where the sandbox was before this destroy began.
   State before = record.history.back().from.value_or(State::running);
+  const auto started = Stopwatch::now();
+  Stopwatch driver_time;
   try {
     if (!record.backend_id.empty()) {
       Opened opened = open_driver(record);
       try {
-        opened.driver->destroy(handle_of(record));
+        driver_time.time([&] { opened.driver->destroy(handle_of(record)); });
       } catch (const DriverError& e) {
         if (e.kind() != DriverError::Kind::not_found) {
           throw;
@@ -356,16 +389,18 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     }
     update(record.id, [&](SandboxRecord& r) {
       r.error.reset();
-      r.transition(State::destroyed, m_clock.now(), actor, reason);
+      r.transition(State::destroyed, m_clock.now(), actor, reason, driver_time.details(started));
     });
   } catch (const Error& e) {
     std::string message = log::redact(e.what());
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
     // where it was, with the error in its history.
     State back = intent == State::expired ? State::expired : before;
+    nlohmann::json details = driver_time.details(started);
+    details.update(failure_details);
     update(record.id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(back, m_clock.now(), actor, "destroy failed: " + message, failure_details);
+      r.transition(back, m_clock.now(), actor, "destroy failed: " + message, details);
     });
     throw;
   }
@@ -394,24 +429,29 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
     }
     size_t before = found.history.size();
     found.transition(State::snapshotting, m_clock.now(), m_actor, "snapshot " + snapshot_name);
-    tx.commit();
-    emit_since(found, before);
+    commit(tx, found, before);
     record = found;
   }
+  m_events.deliver();
+  const auto started = Stopwatch::now();
+  Stopwatch driver_time;
   try {
-    SnapshotResult result = opened.driver->snapshot(handle_of(record), snapshot_name);
+    SnapshotResult result =
+        driver_time.time([&] { return opened.driver->snapshot(handle_of(record), snapshot_name); });
     record = update(record.id, [&](SandboxRecord& r) {
       SnapshotRecord snap{new_snapshot_id(), snapshot_name, result.backend_ref, result.size_bytes,
                           m_clock.now()};
       r.snapshots.push_back(snap);
-      r.transition(State::running, m_clock.now(), m_actor, "snapshotted " + snapshot_name,
-                   {{"snapshot", snap.id}});
+      nlohmann::json details = driver_time.details(started);
+      details["snapshot"] = snap.id;
+      r.transition(State::running, m_clock.now(), m_actor, "snapshotted " + snapshot_name, details);
     });
   } catch (const Error& e) {
     std::string message = log::redact(e.what());
     update(record.id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(State::running, m_clock.now(), m_actor, "snapshot failed: " + message);
+      r.transition(State::running, m_clock.now(), m_actor, "snapshot failed: " + message,
+                   driver_time.details(started));
     });
     throw;
   }
@@ -444,7 +484,7 @@ SandboxRecord Engine::apply_snapshot_retention(SandboxRecord record, Driver& dri
       r.transition(
           r.state, m_clock.now(), m_actor,
           fmt::format("snapshot {} ({}) removed: snapshots.keep {}", old.id, old.name, keep),
-          {{"snapshot", old.id}, {"retention", {{"keep", keep}}}});
+          {{"snapshot", old.id}, {"snapshot_removed", old.id}, {"retention", {{"keep", keep}}}});
     });
   }
   return record;
@@ -504,8 +544,10 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
   nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
   ttl_details["snapshot"] = snap->id;
-  if (details.contains("snapshots_keep")) {
-    ttl_details["snapshots_keep"] = details["snapshots_keep"];
+  for (const char* policy : {"snapshots_keep", "events"}) {
+    if (details.contains(policy)) {
+      ttl_details[policy] = details[policy];
+    }
   }
   record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
                             "restore " + snap->id + " of " + source->id, ttl_details});
@@ -542,10 +584,12 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     size_t before = found.history.size();
     found.transition(State::creating, m_clock.now(), m_actor, "restore in place " + snapshot_id,
                      {{"snapshot", snapshot_id}, {"replaces", found.backend_id}});
-    tx.commit();
-    emit_since(found, before);
+    commit(tx, found, before);
     record = found;
   }
+  m_events.deliver();
+  const auto started = Stopwatch::now();
+  Stopwatch driver_time;
   CreateRequest request;
   request.sandbox_id = record.id;
   request.name = record.name;
@@ -556,21 +600,23 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
   request.replaces = record.backend_id;
   CreateResult result;
   try {
-    result = opened.driver->create(request);
+    result = driver_time.time([&] { return opened.driver->create(request); });
   } catch (const Error& e) {
     // The driver left the old resource as it was: the sandbox runs on, with the error on record.
     std::string message = log::redact(e.what());
     update(record.id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(State::running, m_clock.now(), m_actor, "restore in place failed: " + message);
+      r.transition(State::running, m_clock.now(), m_actor, "restore in place failed: " + message,
+                   driver_time.details(started));
     });
     throw;
   }
   bool destroyed_meanwhile = false;
   record = update(record.id, [&](SandboxRecord& r) {
-    nlohmann::json details = {{"snapshot", snapshot_id},
-                              {"previous_backend_id", r.backend_id},
-                              {"backend_id", result.backend_id}};
+    nlohmann::json details = driver_time.details(started);
+    details.update({{"snapshot", snapshot_id},
+                    {"previous_backend_id", r.backend_id},
+                    {"backend_id", result.backend_id}});
     r.backend_id = result.backend_id;
     r.info = result.info;
     r.restored_from = snapshot_id;
@@ -600,13 +646,11 @@ void Engine::delete_snapshot(const std::string& snapshot_ref) {
   std::string sandbox_id = source->id, snapshot_id = snap->id;
   Opened opened = open_driver(*source);
   opened.driver->delete_snapshot(snap->backend_ref);
-  auto tx = m_ledger.begin();
-  for (auto& record : tx.data().sandboxes) {
-    if (record.id == sandbox_id) {
-      std::erase_if(record.snapshots, [&](const auto& s) { return s.id == snapshot_id; });
-    }
-  }
-  tx.commit();
+  update(sandbox_id, [&](SandboxRecord& r) {
+    std::erase_if(r.snapshots, [&](const auto& s) { return s.id == snapshot_id; });
+    r.transition(r.state, m_clock.now(), m_actor, fmt::format("snapshot {} removed", snapshot_id),
+                 {{"snapshot", snapshot_id}, {"snapshot_removed", snapshot_id}});
+  });
 }
 
 ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions& options) {
@@ -669,7 +713,43 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
     throw Error(ExitCode::runtime, fmt::format("sandbox {} is {}; exec needs a running sandbox",
                                                record.id, to_string(record.state)));
   }
-  return opened.driver->exec(handle_of(record), request, io);
+  // The command is part of the evidence; registered secret values are masked in it.
+  nlohmann::json exec = {{"argv", nlohmann::json::array()}, {"tty", request.tty}};
+  for (const auto& arg : request.argv) {
+    exec["argv"].push_back(log::redact(arg));
+  }
+  if (request.workdir) {
+    exec["workdir"] = *request.workdir;
+  }
+  std::string summary = "exec " + log::redact(request.argv.empty() ? "" : request.argv.front());
+  update(record.id, [&](SandboxRecord& r) {
+    r.transition(r.state, m_clock.now(), m_actor, summary, {{"exec", exec}});
+  });
+  const auto started = Stopwatch::now();
+  Stopwatch driver_time;
+  int status = -1;
+  std::optional<std::string> failure;
+  try {
+    status = driver_time.time([&] { return opened.driver->exec(handle_of(record), request, io); });
+  } catch (const Error& e) {
+    failure = log::redact(e.what());
+    update(record.id, [&](SandboxRecord& r) {
+      nlohmann::json details = driver_time.details(started);
+      exec["exit_code"] = nullptr;
+      exec["error"] = *failure;
+      details["exec"] = exec;
+      r.transition(r.state, m_clock.now(), m_actor, summary + " failed: " + *failure, details);
+    });
+    throw;
+  }
+  update(record.id, [&](SandboxRecord& r) {
+    nlohmann::json details = driver_time.details(started);
+    exec["exit_code"] = status;
+    details["exec"] = exec;
+    r.transition(r.state, m_clock.now(), m_actor, fmt::format("{} exited {}", summary, status),
+                 details);
+  });
+  return status;
 }
 
 BackendStatus Engine::status(const std::string& id_or_name) {
@@ -706,10 +786,10 @@ ExpiredDestroy Engine::destroy_expired(
       reason += fmt::format(" (attempt {})", result.attempt);
     }
     r->transition(State::expired, m_clock.now(), actor, reason, {{"attempt", result.attempt}});
-    tx.commit();
-    emit_since(*r, before);
+    commit(tx, *r, before);
     claimed = *r;
   }
+  m_events.deliver();
   TimePoint next = m_clock.now() + backoff_after(result.attempt, retry.base, retry.max);
   try {
     destroy_one(claimed, actor, "ttl expired", State::expired,
@@ -725,16 +805,20 @@ ExpiredDestroy Engine::destroy_expired(
 
 std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expected_history_size,
                                             const std::function<void(SandboxRecord&)>& change) {
-  auto tx = m_ledger.begin();
-  auto* record = tx.data().find(id);
-  if (!record || record->history.size() != expected_history_size) {
-    return std::nullopt;
+  SandboxRecord result;
+  {
+    auto tx = m_ledger.begin();
+    auto* record = tx.data().find(id);
+    if (!record || record->history.size() != expected_history_size) {
+      return std::nullopt;
+    }
+    size_t before = record->history.size();
+    change(*record);
+    commit(tx, *record, before);
+    result = *record;
   }
-  size_t before = record->history.size();
-  change(*record);
-  tx.commit();
-  emit_since(*record, before);
-  return *record;
+  m_events.deliver();
+  return result;
 }
 
 BackendStatus Engine::backend_status(const SandboxRecord& record) {
@@ -804,10 +888,10 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
       found = &data.sandboxes.back();
     }
     found->transition(State::destroying, now, actor, "orphan");
-    tx.commit();
-    emit_since(*found, before);
+    commit(tx, *found, before);
     record = *found;
   }
+  m_events.deliver();
   destroy_one(record, actor, "orphan", State::destroying);
   return get(record.id);
 }

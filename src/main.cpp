@@ -88,7 +88,16 @@ int main(int argc, char** argv) {
     commands::Context context(global);
     for (auto& [sub, runner] : runners) {
       if (sub->parsed()) {
-        return static_cast<int>(runner(context));
+        ExitCode code = ExitCode::ok;
+        try {
+          code = runner(context);
+        } catch (...) {
+          // What the failed command committed is in the outbox: deliver it as any command would.
+          context.events().deliver();
+          throw;
+        }
+        context.events().deliver();
+        return static_cast<int>(code);
       }
     }
     return static_cast<int>(ExitCode::usage);

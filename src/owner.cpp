@@ -57,6 +57,8 @@ std::string user_name() {
   return fmt::format("uid {}", uid);
 }
 
+} // namespace
+
 std::string host_name() {
   char buffer[HOST_NAME_MAX + 1] = {};
   if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') {
@@ -64,8 +66,6 @@ std::string host_name() {
   }
   return buffer;
 }
-
-} // namespace
 
 Owner current_owner() {
   Owner owner;

@@ -533,6 +533,8 @@ class Checker {
 public:
   Checker(const fs::path& file, Document& doc) : m_file(file), m_doc(doc), m_root(doc.value) {}
 
+  Config config() const { return config_of_file(); }
+
   Profile run(std::vector<fs::path> chain) {
     Profile profile;
     profile.path = m_file;
@@ -784,8 +786,9 @@ private:
     return result;
   }
 
-  SecretRef secret(const std::string& name, const json& ref, const std::string& pointer) const {
-    std::string field = "secrets." + name;
+  // `field` names it in errors: "secrets.NAME", "events[0].token".
+  SecretRef secret_ref(const std::string& field, const json& ref,
+                       const std::string& pointer) const {
     if (!ref.is_object()) {
       fail_at(pointer, field + ": secrets are references only: write {env: VAR} or {file: PATH}");
     }
@@ -818,12 +821,14 @@ private:
     }
     for (const auto& [name, ref] : secrets->items()) {
       if (!ref.is_null()) {
-        result[name] = secret(name, ref, "/secrets/" + escape_token(name));
+        result[name] = secret_ref("secrets." + name, ref, "/secrets/" + escape_token(name));
       }
     }
     return result;
   }
 
+  // The sinks of `events`, checked and normalized for the outbox: paths absolute with ~
+  // expanded, durations as written, a token as a reference.
   json events() const {
     const json* events = find("events");
     if (events == nullptr) {
@@ -832,24 +837,156 @@ private:
     if (!events->is_array()) {
       fail_at("/events", "events: expected a list of sinks, such as - {type: jsonl, path: FILE}");
     }
+    json sinks = json::array();
     for (size_t i = 0; i < events->size(); ++i) {
-      const json& sink = (*events)[i];
-      std::string pointer = "/events/" + std::to_string(i);
-      std::string field = fmt::format("events[{}]", i);
-      if (!sink.is_object()) {
-        fail_at(pointer, field + ": expected a map with a \"type\"");
+      sinks.push_back(
+          sink((*events)[i], "/events/" + std::to_string(i), fmt::format("events[{}]", i)));
+    }
+    return sinks;
+  }
+
+  json sink(const json& sink, const std::string& pointer, const std::string& field) const {
+    if (!sink.is_object()) {
+      fail_at(pointer, field + ": expected a map with a \"type\"");
+    }
+    if (!sink.contains("type")) {
+      fail_at(pointer, fmt::format("{}: missing \"type\" (one of {})", field,
+                                   fmt::join(k_sink_types, ", ")));
+    }
+    std::string type = text_of(sink["type"], pointer + "/type").value_or(sink["type"].dump());
+    if (!contains(k_sink_types, type)) {
+      fail_at(pointer + "/type", fmt::format("{}.type: unknown sink type \"{}\"{}", field, type,
+                                             suggestion(type, k_sink_types, "one of")));
+    }
+    static const std::map<std::string, std::vector<std::string>> k_keys = {
+        {"jsonl", {"type", "path"}},
+        {"http", {"type", "url", "headers", "token", "timeout", "retries"}},
+        {"stdout", {"type"}},
+        {"exec", {"type", "command", "timeout"}}};
+    check_keys(sink, k_keys.at(type), pointer, field);
+    json out = {{"type", type}};
+    auto required_text = [&](const char* key, const char* what) {
+      auto text = sink.contains(key) ? text_of(sink[key], pointer + "/" + key) : std::nullopt;
+      if (!text || text->empty()) {
+        fail_at(sink.contains(key) ? pointer + "/" + key : pointer,
+                fmt::format("{}: a {} sink needs \"{}\" ({})", field, type, key, what));
       }
-      if (!sink.contains("type")) {
-        fail_at(pointer, fmt::format("{}: missing \"type\" (one of {})", field,
-                                     fmt::join(k_sink_types, ", ")));
+      return *text;
+    };
+    if (type == "jsonl") {
+      std::string path = expand_home(required_text("path", "the file to append events to"));
+      if (!fs::path(path).is_absolute()) {
+        fail_at(pointer + "/path", field + ".path: expected an absolute path (or ~/...), since "
+                                           "commands run from any directory");
       }
-      std::string type = text_of(sink["type"], pointer + "/type").value_or(sink["type"].dump());
-      if (!contains(k_sink_types, type)) {
-        fail_at(pointer + "/type", fmt::format("{}.type: unknown sink type \"{}\"{}", field, type,
-                                               suggestion(type, k_sink_types, "one of")));
+      out["path"] = path;
+    }
+    if (type == "http") {
+      std::string url = required_text("url", "where events are POSTed");
+      if (!url.starts_with("http://") && !url.starts_with("https://")) {
+        fail_at(pointer + "/url", field + ".url: expected an http:// or https:// URL");
+      }
+      out["url"] = url;
+      if (sink.contains("headers")) {
+        const json& headers = sink["headers"];
+        if (!headers.is_object()) {
+          fail_at(pointer + "/headers", field + ".headers: expected a map of header: value");
+        }
+        for (const auto& [name, value] : headers.items()) {
+          auto text = text_of(value, pointer + "/headers/" + escape_token(name));
+          std::string lower = name;
+          std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+          if (lower == "authorization") {
+            fail_at_key(pointer + "/headers/" + escape_token(name),
+                        field + ".headers: no Authorization header inline; use token: {env: VAR} "
+                                "or {file: PATH}, which is sent as a bearer token");
+          }
+          if (!text) {
+            fail_at(pointer + "/headers/" + escape_token(name),
+                    fmt::format("{}.headers.{}: expected text", field, name));
+          }
+          out["headers"][name] = *text;
+        }
+      }
+      if (sink.contains("token")) {
+        SecretRef ref = secret_ref(field + ".token", sink["token"], pointer + "/token");
+        out["token"] = {{ref.kind == SecretRef::Kind::env ? "env" : "file", ref.source}};
+      }
+      if (sink.contains("retries")) {
+        const json& retries = sink["retries"];
+        if (!retries.is_number_integer() || retries.get<long>() < 0 || retries.get<long>() > 100) {
+          fail_at(pointer + "/retries", field + ".retries: expected a whole number from 0 to 100");
+        }
+        out["retries"] = retries;
       }
     }
-    return *events;
+    if (type == "exec") {
+      const json* command = sink.contains("command") ? &sink["command"] : nullptr;
+      if (command == nullptr || !command->is_array() || command->empty()) {
+        fail_at(command ? pointer + "/command" : pointer,
+                field + ": an exec sink needs \"command\": a list such as [/usr/local/bin/hook, "
+                        "--flag] (argv, no shell)");
+      }
+      for (size_t i = 0; i < command->size(); ++i) {
+        auto text = text_of((*command)[i], fmt::format("{}/command/{}", pointer, i));
+        if (!text || text->empty()) {
+          fail_at(fmt::format("{}/command/{}", pointer, i),
+                  fmt::format("{}.command[{}]: expected text", field, i));
+        }
+        out["command"].push_back(*text);
+      }
+    }
+    if (sink.contains("timeout")) {
+      std::string text = text_of(sink["timeout"], pointer + "/timeout").value_or("");
+      auto parsed = parse_duration_ms(text);
+      if (!parsed || parsed->count() <= 0) {
+        fail_at(pointer + "/timeout", fmt::format("{}.timeout: invalid duration \"{}\" (use "
+                                                  "500ms, 5s, 1m)",
+                                                  field, text));
+      }
+      out["timeout"] = text;
+    }
+    return out;
+  }
+
+  // The global config file (config.yaml): `events`, `delivery.wait`, `expiring.window`.
+  Config config_of_file() const {
+    for (const auto& [key, value] : m_root.items()) {
+      if (!contains({"events", "delivery", "expiring"}, key)) {
+        fail_at_key("/" + escape_token(key),
+                    fmt::format("unknown key \"{}\"{}", key,
+                                suggestion(key, {"events", "delivery", "expiring"}, "known keys")));
+      }
+    }
+    Config config;
+    config.path = m_file;
+    config.events = events();
+    auto duration_in = [&](const char* section, const char* key) -> std::optional<json> {
+      const json* map = find(section);
+      if (map == nullptr) {
+        return std::nullopt;
+      }
+      if (!map->is_object()) {
+        fail_at(std::string("/") + section,
+                fmt::format("{}: expected a map with \"{}\"", section, key));
+      }
+      check_keys(*map, {key}, std::string("/") + section, section);
+      return map->contains(key) ? std::optional((*map)[key]) : std::nullopt;
+    };
+    if (auto wait = duration_in("delivery", "wait")) {
+      std::string text = text_of(*wait, "/delivery/wait").value_or("");
+      auto parsed = parse_duration_ms(text);
+      if (!parsed) {
+        fail_at("/delivery/wait", fmt::format("delivery.wait: invalid duration \"{}\" (use 500ms, "
+                                              "2s)",
+                                              text));
+      }
+      config.delivery_wait = *parsed;
+    }
+    if (duration_in("expiring", "window")) {
+      config.expiring_window = duration_at("/expiring/window", "expiring.window");
+    }
+    return config;
   }
 
   json driver_spec(const std::string& driver) const {
@@ -975,6 +1112,23 @@ fs::path find_profile(const std::string& name_or_path, const std::vector<fs::pat
     return *found;
   }
   throw NotFoundError(not_found_message(name_or_path, search));
+}
+
+Config load_config(const fs::path& file) {
+  Document doc = parse_document(file);
+  return Checker(file, doc).config();
+}
+
+fs::path config_path() {
+  if (const char* explicit_path = std::getenv("SANDBOXER_CONFIG");
+      explicit_path && *explicit_path) {
+    return explicit_path;
+  }
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return fs::path(xdg) / "sandboxer" / "config.yaml";
+  }
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/") / ".config" / "sandboxer" / "config.yaml";
 }
 
 Profile load_profile(const fs::path& file, const std::vector<fs::path>& search) {

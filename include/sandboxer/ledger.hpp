@@ -40,6 +40,10 @@ struct HistoryEntry {
   std::string actor;  // "alice@host pid 123", "ci:GITHUB_RUN_ID=42", "reaper"
   std::string reason; // "create", "ttl expired", the backend's error, ...
   nlohmann::json details = nlohmann::json::object();
+  // What the lifecycle event of this transition is ("ready", "exec.started": docs/events.md) and
+  // its CloudEvents id, set when the entry is committed. Empty in entries older than events.
+  std::string event;
+  std::string event_id;
 };
 
 struct SnapshotRecord {
@@ -103,6 +107,8 @@ void write_json(std::string& out, const SandboxRecord& r);
 struct LedgerData {
   static constexpr int k_schema_version = 1;
   std::string ledger_id; // stable random id, written on the ownership label sandboxer.ledger
+  // The sequence number of the last event given out: events are numbered in commit order.
+  std::uint64_t event_seq = 0;
   std::vector<SandboxRecord> sandboxes;
 
   // By id, or by name among records that are not destroyed. nullptr when absent.
@@ -167,5 +173,7 @@ private:
 // "sbx-" + 12 chars of RFC 4648 base32 (lowercase), from a CSPRNG.
 std::string new_sandbox_id();
 std::string new_snapshot_id();
+// "evt-" + 24 base32 chars.
+std::string new_event_id();
 
 } // namespace sandboxer

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,12 +12,17 @@
 
 namespace sandboxer {
 
-// Receives every committed transition. The events issue plugs its outbox in here; the default
-// only logs at debug level.
+// Where transitions become lifecycle events (events::Publisher; tests plug in their own).
 class EventHook {
 public:
   virtual ~EventHook() = default;
-  virtual void on_transition(const SandboxRecord& record, const HistoryEntry& entry) = 0;
+  // Under the ledger lock, before `data` is committed: the history entries of `record` from
+  // `first_new` on are new. Sets each one's event kind and id, and writes what must survive.
+  virtual void stage(LedgerData& data, SandboxRecord& record, size_t first_new) = 0;
+  // After the commit, still under the lock.
+  virtual void committed() = 0;
+  // Outside the lock: a moment to deliver what is pending, within the hook's own time budget.
+  virtual void deliver() = 0;
 };
 
 struct CreateOptions {
@@ -69,6 +75,10 @@ struct OrphanTarget {
 
 // The profile's secrets as references ({name: {env|file: ...}}), never values.
 nlohmann::json secret_refs_of(const Profile& profile);
+// The values of secret references ({name: {env: VAR} | {file: PATH}}), in memory only; each value
+// is registered for redaction (log::add_secret) before it is returned. Throws Error (usage)
+// naming the secret when its variable is unset or its file unreadable.
+std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs);
 
 // The one path through which every operation runs: lock -> record intent -> unlock -> driver call
 // -> lock -> record outcome -> event. No backend call ever happens while the ledger lock is held.
@@ -139,7 +149,9 @@ private:
   // `failure_details` go into the history entry of a failed destroy.
   void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
                    State intent, const nlohmann::json& failure_details = nlohmann::json::object());
-  void emit_since(const SandboxRecord& record, size_t first_new_entry);
+  // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
+  // committed: the one place a transition is written.
+  void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;

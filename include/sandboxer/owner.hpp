@@ -8,6 +8,9 @@ namespace sandboxer {
 // variables that are set (CI_JOB_ID, CI_PIPELINE_ID, GITHUB_RUN_ID, GITHUB_REPOSITORY, ...).
 Owner current_owner();
 
+// gethostname(), or "unknown-host".
+std::string host_name();
+
 // "alice@build-7 pid 4242", with " ci GITHUB_RUN_ID=42" when a CI job id is known.
 std::string describe(const Owner& owner);
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -38,8 +39,7 @@ struct Profile {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   std::map<std::string, SecretRef> secrets;
-  nlohmann::json events =
-      nlohmann::json::array(); // sink definitions, interpreted by the events issue
+  nlohmann::json events = nlohmann::json::array();       // sinks, checked (docs/events.md)
   nlohmann::json driver_spec = nlohmann::json::object(); // the `<driver>:` section
   nlohmann::json resolved; // the whole merged document, secrets as references
   std::string hash;        // "sha256:<hex>" of `resolved`, canonical form
@@ -70,6 +70,20 @@ Profile load_profile(const std::filesystem::path& file,
 // Every profile file in the search path (first one wins on duplicate names), as (name, path).
 std::vector<std::pair<std::string, std::filesystem::path>>
 list_profiles(const std::vector<std::filesystem::path>& search);
+
+// The global configuration (docs/events.md): sinks for every sandbox and delivery settings.
+struct Config {
+  std::filesystem::path path; // empty when there is no file
+  nlohmann::json events = nlohmann::json::array();
+  std::chrono::milliseconds delivery_wait{2000};
+  std::optional<Seconds> expiring_window;
+};
+
+// $SANDBOXER_CONFIG, else $XDG_CONFIG_HOME/sandboxer/config.yaml, else
+// ~/.config/sandboxer/config.yaml.
+std::filesystem::path config_path();
+// Throws ProfileError with "file:line:col: " like a profile.
+Config load_config(const std::filesystem::path& file);
 
 // "did you mean 'x'?" helper shared by every "unknown ..." message: the closest candidate within
 // an edit distance of 2 (or a third of the word), if any.

@@ -112,8 +112,6 @@ std::optional<std::string> plan_item_blocker(const ReapItem& item, const Sandbox
 // Prometheus text format for node_exporter's textfile collector: sandboxes by state, this run's
 // counts and duration, and totals carried over from the previous file at `path`.
 std::string format_metrics(const ReapReport& report, const std::string& previous);
-// Writes `text` to `path` atomically (temp file in the same directory, fsync, rename).
-void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 // Runs a whole reap: repair, orphans, destroys in parallel, prune. Every backend call and every
 // transition goes through the Engine; the reaper only decides what to ask of it. The caller holds

@@ -12,15 +12,6 @@
 namespace sandboxer::commands {
 namespace {
 
-// Until the events issue plugs in its outbox, transitions are logged at debug level.
-class LogEventHook : public EventHook {
-public:
-  void on_transition(const SandboxRecord& record, const HistoryEntry& entry) override {
-    spdlog::debug("event: {} {} -> {} ({})", record.id,
-                  entry.from ? to_string(*entry.from) : "none", to_string(entry.to), entry.reason);
-  }
-};
-
 // Long operations (image pulls, commits) rewrite one status line on stderr, only when a human
 // watches a terminal: logs and CI output stay clean.
 class TerminalProgress : public Progress {
@@ -40,6 +31,15 @@ public:
 private:
   bool m_shown = false;
 };
+
+Config load_config_if_any() {
+  std::filesystem::path path = config_path();
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    return {};
+  }
+  return load_config(path);
+}
 
 } // namespace
 
@@ -69,8 +69,9 @@ Seconds duration_option(const std::string& option, const std::string& text) {
 Context::Context(const GlobalOptions& global)
     : m_global(global),
       m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
-      m_clock(system_clock()), m_events(std::make_unique<LogEventHook>()),
-      m_engine(m_ledger, m_clock, *m_events, describe(current_owner())),
+      m_clock(system_clock()), m_config(load_config_if_any()),
+      m_events(m_ledger, m_config.events, {m_config.delivery_wait, false}),
+      m_engine(m_ledger, m_clock, m_events, describe(current_owner())),
       m_out(parse_format(global.output), global.quiet) {
   if (!global.quiet && isatty(STDERR_FILENO)) {
     m_progress = std::make_unique<TerminalProgress>();
@@ -94,6 +95,10 @@ const std::vector<CommandEntry>& all_commands() {
       {"restore", "Create a new sandbox from a snapshot", &setup_restore},
       {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend},
       {"reap", "Destroy every expired sandbox (for cron)", &setup_reap},
+      {"history", "Print a sandbox's whole history: every transition and its event",
+       &setup_history},
+      {"events", "List lifecycle events, or deliver the pending ones (events flush)",
+       &setup_events},
       {"profiles", "List, show and validate profiles", &setup_profiles},
       {"drivers", "List the compiled-in drivers and their capabilities", &setup_drivers},
       {"version", "Print the version and the drivers", &setup_version},

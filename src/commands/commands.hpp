@@ -8,8 +8,10 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/events.hpp>
 #include <sandboxer/ledger.hpp>
 #include <sandboxer/lifecycle.hpp>
+#include <sandboxer/profile.hpp>
 
 #include "commands/output.hpp"
 
@@ -39,13 +41,16 @@ public:
   Engine& engine() { return m_engine; }
   const Clock& clock() const { return m_clock; }
   Output& out() { return m_out; }
+  const Config& config() const { return m_config; }
+  events::Publisher& events() { return m_events; }
   std::vector<std::filesystem::path> profile_search_path() const;
 
 private:
   GlobalOptions m_global;
   Ledger m_ledger;
   const Clock& m_clock;
-  std::unique_ptr<EventHook> m_events;
+  Config m_config;
+  events::Publisher m_events;
   Engine m_engine;
   Output m_out;
   std::unique_ptr<Progress> m_progress;
@@ -86,5 +91,7 @@ void setup_reap(CLI::App& app, Runner& runner);
 void setup_profiles(CLI::App& app, Runner& runner);
 void setup_drivers(CLI::App& app, Runner& runner);
 void setup_version(CLI::App& app, Runner& runner);
+void setup_events(CLI::App& app, Runner& runner);
+void setup_history(CLI::App& app, Runner& runner);
 
 } // namespace sandboxer::commands

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <sandboxer/ledger.hpp>
+#include <sandboxer/public_json.hpp>
 
 namespace sandboxer::commands {
 
@@ -35,13 +36,6 @@ private:
   Format m_format;
   bool m_quiet;
 };
-
-// The documented, stable JSON of a record (docs/json-output.md). History is included on request.
-// write_public_json appends the same text to `out` without building a document (for `list`).
-void write_public_json(std::string& out, const SandboxRecord& record, TimePoint now,
-                       bool with_history);
-nlohmann::json public_json(const SandboxRecord& record, TimePoint now, bool with_history);
-nlohmann::json snapshot_json(const SandboxRecord& owner, const SnapshotRecord& snapshot);
 
 // A key/value table of one record, for `create`, `status`, ...
 Table record_table(const SandboxRecord& record, TimePoint now);

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include <sandboxer/files.hpp>
 #include <sandboxer/lock_file.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/profile.hpp>

@@ -80,38 +80,4 @@ std::string format_metrics(const ReapReport& report, const std::string& previous
   return out;
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  // A dot-file beside the target: same filesystem for rename(), and the textfile collector only
-  // reads *.prom.
-  std::filesystem::path temp =
-      path.parent_path() / fmt::format(".{}.{}.tmp", path.filename().string(), ::getpid());
-  auto fail = [&](const char* what) {
-    int saved = errno;
-    ::unlink(temp.c_str());
-    throw Error(ExitCode::runtime, fmt::format("cannot write metrics file {}: {} {}", path.string(),
-                                               what, std::strerror(saved)));
-  };
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fail("open:");
-  }
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno != EINTR) {
-      ::close(fd);
-      fail("write:");
-    }
-    written += n > 0 ? static_cast<size_t>(n) : 0;
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    fail("fsync:");
-  }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    fail("rename:");
-  }
-}
-
 } // namespace sandboxer

@@ -65,8 +65,15 @@ expect_code 7 sbx extend "$ID" --by 1m
 # status shows the backend and the whole history.
 expect_code 0 sbx status "$ID" -o json
 [ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "backend state: $OUT"
-[ "$(jq -r '.history | map(.to) | join(",")' <<<"$OUT")" = \
-  creating,running,snapshotting,running,running,running ] || fail "history: $OUT"
+[ "$(jq -r '.history | map(select(.event | startswith("exec.") | not) | .to + ":" + .event) |
+  join(",")' <<<"$OUT")" = \
+  creating:created,running:ready,snapshotting:snapshotting,running:snapshotted,running:extended,running:extended ] ||
+  fail "history: $OUT"
+# Every exec is on record, as evidence: what ran and how it ended.
+[ "$(jq -r '.history | map(select(.event == "exec.finished") | .details.exec.exit_code) | join(",")' \
+  <<<"$OUT")" = 0,3,0,127,0 ] || fail "exec history: $OUT"
+[ "$(jq -r '.history | map(select(.event == "exec.started")) | .[1].details.exec.argv | join(" ")' \
+  <<<"$OUT")" = "sh -c exit 3" ] || fail "exec argv: $OUT"
 
 # destroy both; records stay as history, snapshots stay with them.
 expect_code 0 sbx destroy "$ID" web2 -o json

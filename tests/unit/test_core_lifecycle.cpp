@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/events.hpp>
 #include <sandboxer/lifecycle.hpp>
 
 #include "support/fake_clock.hpp"
@@ -14,10 +15,18 @@ using namespace std::chrono_literals;
 
 class RecordingHook : public EventHook {
 public:
-  void on_transition(const SandboxRecord& record, const HistoryEntry& entry) override {
-    seen.push_back(record.id + ":" + to_string(entry.to));
+  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
+    for (size_t i = first_new; i < record.history.size(); ++i) {
+      record.history[i].event = events::kind_of(record, i);
+      seen.push_back(record.id + ":" + to_string(record.history[i].to));
+      kinds.push_back(record.history[i].event);
+    }
   }
+  void committed() override { ++commits; }
+  void deliver() override {}
   std::vector<std::string> seen;
+  std::vector<std::string> kinds;
+  int commits = 0;
 };
 
 class CollectingIo : public ExecIo {

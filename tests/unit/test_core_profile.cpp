@@ -621,18 +621,76 @@ TEST_F(ProfileTest, LabelKeysMayUseTheDocumentedCharacters) {
   EXPECT_EQ(load("labels.yaml").labels.size(), 3u);
 }
 
-TEST_F(ProfileTest, EventSinksAreKeptAsJson) {
+TEST_F(ProfileTest, EventSinksAreCheckedAndNormalized) {
   write("events.yaml", R"(driver: stub
 events:
-  - { type: jsonl, path: /tmp/e.jsonl }
-  - { type: http, url: https://hub.example/events, retries: 5 }
+  - { type: jsonl, path: ~/events.jsonl }
+  - type: http
+    url: https://hub.example/events
+    retries: 5
+    timeout: 2s
+    headers: { X-Team: infra }
+    token: { env: HUB_TOKEN }
   - { type: stdout }
-  - { type: exec, argv: [notify, --quiet] }
+  - { type: exec, command: [notify, --quiet] }
 )");
   json events = load("events.yaml").events;
   ASSERT_EQ(events.size(), 4u);
-  EXPECT_EQ(events[1]["retries"], 5);
-  EXPECT_EQ(events[3]["argv"], (json{"notify", "--quiet"}));
+  EXPECT_EQ(events[0]["path"], std::string(std::getenv("HOME")) + "/events.jsonl");
+  EXPECT_EQ(events[1], (json{{"type", "http"},
+                             {"url", "https://hub.example/events"},
+                             {"retries", 5},
+                             {"timeout", "2s"},
+                             {"headers", {{"X-Team", "infra"}}},
+                             {"token", {{"env", "HUB_TOKEN"}}}}));
+  EXPECT_EQ(events[3]["command"], (json{"notify", "--quiet"}));
+}
+
+TEST_F(ProfileTest, BadEventSinksNameTheFileLineAndWhatToWrite) {
+  auto error_of = [&](const std::string& sink) {
+    return load_error(write("sink.yaml", "driver: stub\nevents:\n  - " + sink + "\n"));
+  };
+  EXPECT_EQ(error_of("{ type: http }"),
+            at("sink.yaml", 3, 5) +
+                ": events[0]: a http sink needs \"url\" (where events are POSTed)");
+  EXPECT_EQ(error_of("{ type: http, url: https://h/e, headers: { Authorization: Bearer x } }"),
+            at("sink.yaml", 3, 48) +
+                ": events[0].headers: no Authorization header inline; use token: {env: VAR} or "
+                "{file: PATH}, which is sent as a bearer token");
+  EXPECT_EQ(error_of("{ type: http, url: https://h/e, token: abc }"),
+            at("sink.yaml", 3, 44) + ": events[0].token: secrets are references only: write "
+                                     "{env: VAR} or {file: PATH}");
+  EXPECT_EQ(error_of("{ type: jsonl, path: events.jsonl }"),
+            at("sink.yaml", 3, 26) + ": events[0].path: expected an absolute path (or ~/...), "
+                                     "since commands run from any directory");
+  EXPECT_EQ(error_of("{ type: exec, argv: [x] }"),
+            at("sink.yaml", 3, 19) +
+                ": events[0]: unknown key \"argv\" (known keys: type, command, timeout)");
+  EXPECT_EQ(error_of("{ type: stdout, timeout: soon }"),
+            at("sink.yaml", 3, 21) + ": events[0]: unknown key \"timeout\" (known keys: type)");
+  EXPECT_EQ(error_of("{ type: exec, command: [x], timeout: soon }"),
+            at("sink.yaml", 3, 42) +
+                ": events[0].timeout: invalid duration \"soon\" (use 500ms, 5s, 1m)");
+}
+
+TEST_F(ProfileTest, ConfigFileHoldsGlobalSinksAndDeliverySettings) {
+  fs::path file = write("config.yaml", R"(events:
+  - { type: jsonl, path: /var/log/sandboxer/events.jsonl }
+delivery: { wait: 500ms }
+expiring: { window: 15m }
+)");
+  Config config = load_config(file);
+  ASSERT_EQ(config.events.size(), 1u);
+  EXPECT_EQ(config.delivery_wait, std::chrono::milliseconds(500));
+  EXPECT_EQ(config.expiring_window, Seconds(900));
+  fs::path bad = write("bad.yaml", "events: []\ndelivery: { wiat: 2s }\n");
+  try {
+    load_config(bad);
+    FAIL() << "a misspelt key loaded";
+  } catch (const ProfileError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              at("bad.yaml", 2, 13) + ": delivery: unknown key \"wiat\", did you mean \"wait\"?");
+  }
 }
 
 // --- locations -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/events.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/reap.hpp>
 
@@ -18,10 +19,18 @@ using namespace std::chrono_literals;
 
 class NullHook : public EventHook {
 public:
-  void on_transition(const SandboxRecord& record, const HistoryEntry& entry) override {
-    seen.push_back(record.id + ":" + to_string(entry.to));
+  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
+    for (size_t i = first_new; i < record.history.size(); ++i) {
+      record.history[i].event = events::kind_of(record, i);
+      seen.push_back(record.id + ":" + to_string(record.history[i].to));
+      kinds.push_back(record.history[i].event);
+    }
   }
+  void committed() override { ++commits; }
+  void deliver() override {}
   std::vector<std::string> seen;
+  std::vector<std::string> kinds;
+  int commits = 0;
 };
 
 const TimePoint k_noon = *parse_time("2026-12-02T12:00:00Z");

@@ -5,10 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands/output.hpp"
+#include <sandboxer/public_json.hpp>
+
 #include "src/json/writer.hpp"
 
-namespace sandboxer::commands {
+namespace sandboxer {
 namespace {
 
 using json_text::JsonWriter;
@@ -59,6 +60,10 @@ void write_history(JsonWriter& out, const std::vector<HistoryEntry>& history) {
     Members m(out);
     m.key("actor").string(entry.actor);
     m.key("details").any(entry.details);
+    if (!entry.event.empty()) {
+      m.key("event").string(entry.event);
+      m.key("event_id").string(entry.event_id);
+    }
     if (entry.from) {
       m.key("from").string(to_string(*entry.from));
     } else {
@@ -138,4 +143,4 @@ nlohmann::json snapshot_json(const SandboxRecord& owner, const SnapshotRecord& s
   return nlohmann::json::parse(text);
 }
 
-} // namespace sandboxer::commands
+} // namespace sandboxer

@@ -1,0 +1,160 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/ledger.hpp>
+#include <sandboxer/lifecycle.hpp>
+
+// Lifecycle events (docs/events.md): one CloudEvents 1.0 event per history entry, written to an
+// outbox under the state directory in the same critical section as the ledger change, and
+// delivered from there to every sink, at least once.
+namespace sandboxer::events {
+
+// What the event of `record.history[index]` is: "created", "ready", "exec.started", ... Decided
+// from the transition and its details, so every writer of history gets the same answer.
+std::string kind_of(const SandboxRecord& record, size_t index);
+
+// The CloudEvents 1.0 structured-mode JSON of a committed history entry (its event and event_id
+// set), with the record's public fields as data.
+nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std::string& ledger_id,
+                           std::uint64_t sequence);
+
+// A sink's identity in the outbox: its type and a hash of its whole definition, so that two
+// profiles naming the same file share one cursor, and a changed definition starts afresh.
+std::string sink_key(const nlohmann::json& sink);
+
+// The directory of pending events: <state dir>/outbox.
+//
+//   <seq>-<event id>.prepared  written (fsync'd) under the ledger lock before the commit
+//   <seq>-<event id>.json      renamed from .prepared once the ledger holds the change
+//   sinks/<key>.cursor         the last sequence number delivered to that sink
+//   sinks/<key>.lock           held while a process delivers to that sink
+//
+// A .prepared file left by a killed process is settled by the next process that holds the
+// ledger lock: kept (renamed) if the ledger has its event id, removed if not.
+class Outbox {
+public:
+  explicit Outbox(std::filesystem::path state_dir);
+
+  const std::filesystem::path& dir() const { return m_dir; }
+
+  // Under the ledger lock, before `data` is committed: settles leftovers, gives each history
+  // entry of `record` from `first` on its kind and event id, and writes the events of those
+  // that have sinks (`global_sinks` plus the ones the record's profile named at create).
+  void stage(LedgerData& data, SandboxRecord& record, size_t first,
+             const nlohmann::json& global_sinks);
+  // After the commit, still under the lock: what stage() wrote becomes deliverable.
+  void committed();
+  // Under the ledger lock with `data` freshly read: settles .prepared files of killed processes.
+  void settle_leftovers(const LedgerData& data);
+
+  struct Entry {
+    std::filesystem::path file;
+    std::uint64_t sequence = 0;
+    bool prepared = false;                  // not known to be committed yet
+    nlohmann::json event;                   // the CloudEvent
+    nlohmann::json sinks;                   // {key: definition} of the sinks it goes to
+    std::vector<std::string> pending_sinks; // keys whose cursor is behind it
+  };
+  // Every event still in the outbox, in sequence order.
+  std::vector<Entry> entries() const;
+  // The last sequence number delivered to sink `key` (0: none).
+  std::uint64_t cursor(const std::string& key) const;
+  void set_cursor(const std::string& key, std::uint64_t sequence) const;
+
+private:
+  std::filesystem::path m_dir;
+  std::mutex m_mutex; // reap's workers share one Engine
+  std::vector<std::filesystem::path> m_staged;
+};
+
+// How one delivery pass may behave.
+struct DeliveryPolicy {
+  // Time this process may spend delivering, across all passes. Lifecycle commands get a short
+  // one (the hub must not slow them down); `events flush` a long one.
+  std::chrono::milliseconds budget{2000};
+  // Whether a failed send is retried (with backoff, jitter and Retry-After) within the budget.
+  // Lifecycle commands try each sink once per pass and leave the rest to the next command.
+  bool retry = false;
+};
+
+struct DeliveryCounts {
+  std::uint64_t delivered = 0; // (event, sink) pairs sent
+  std::uint64_t failed = 0;    // send attempts that failed
+  std::uint64_t pending = 0;   // events left in the outbox after the pass
+};
+
+// Sends what is in the outbox to its sinks, in sequence order per sink, and removes each event
+// once every sink of it has it. Never throws: a sink that fails keeps its events for later.
+class Delivery {
+public:
+  Delivery(const Outbox& outbox, DeliveryPolicy policy);
+  // One pass; returns at once when the budget is spent or another thread is delivering.
+  DeliveryCounts deliver();
+  const DeliveryCounts& totals() const { return m_totals; }
+
+private:
+  bool out_of_time() const;
+  std::chrono::milliseconds time_left() const;
+  bool deliver_to(const std::string& key, const nlohmann::json& sink,
+                  std::vector<Outbox::Entry>& entries);
+
+  const Outbox& m_outbox;
+  DeliveryPolicy m_policy;
+  std::chrono::steady_clock::duration m_spent{};
+  std::chrono::steady_clock::time_point m_pass_started;
+  std::mutex m_mutex;
+  std::vector<std::string> m_failed_sinks; // given up on in this process (no retry)
+  DeliveryCounts m_totals;
+};
+
+// The EventHook of every command: stages into the outbox under the ledger lock, and delivers
+// within the policy's budget when the Engine is outside it.
+class Publisher : public EventHook {
+public:
+  Publisher(const Ledger& ledger, nlohmann::json global_sinks, DeliveryPolicy policy);
+  void stage(LedgerData& data, SandboxRecord& record, size_t first_new) override;
+  void committed() override;
+  void deliver() override;
+  // Settles what killed processes left (taking the ledger lock only if there is something to
+  // settle), then delivers.
+  DeliveryCounts flush();
+  const Outbox& outbox() const { return m_outbox; }
+  const Delivery& delivery() const { return m_delivery; }
+
+private:
+  const Ledger& m_ledger;
+  nlohmann::json m_global_sinks;
+  Outbox m_outbox;
+  Delivery m_delivery;
+};
+
+// --- sinks (src/events/sinks.cpp) ---
+
+// The outcome of sending one event to one sink.
+struct SendResult {
+  bool ok = false;
+  std::string error;                                    // why not, for the log (never a secret)
+  std::optional<std::chrono::milliseconds> retry_after; // what the receiver asked for
+  bool retryable = true;
+};
+
+// Sends `event_text` (one JSON line, no newline) to `sink` within `timeout`.
+SendResult send(const nlohmann::json& sink, const std::string& event_text,
+                std::chrono::milliseconds timeout);
+
+// A sink's per-send timeout (`timeout`, default 5s; 10s for exec) and retry count (`retries`,
+// default 5, used by `events flush`).
+std::chrono::milliseconds timeout_of(const nlohmann::json& sink);
+int retries_of(const nlohmann::json& sink);
+
+// What a sink definition says, checked: "jsonl /path/events.jsonl", "http https://hub/...".
+std::string describe_sink(const nlohmann::json& sink);
+
+} // namespace sandboxer::events

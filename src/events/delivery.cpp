@@ -1,0 +1,149 @@
+// Delivery from the outbox: per sink, in sequence order, at least once. A sink that fails stops
+// its own queue (so a receiver never sees an event before the ones it missed) and leaves the
+// others alone.
+#include <algorithm>
+#include <random>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <unistd.h>
+
+#include <sandboxer/events.hpp>
+#include <sandboxer/lock_file.hpp>
+
+namespace sandboxer::events {
+namespace fs = std::filesystem;
+using namespace std::chrono;
+
+namespace {
+
+// 0.5s, 1s, 2s, ... at most 30s, each with up to 50% of random jitter so that many senders do
+// not retry in step.
+milliseconds backoff(int attempt) {
+  static thread_local std::mt19937 random{std::random_device{}()};
+  milliseconds base =
+      std::min<milliseconds>(milliseconds(500) * (1 << std::min(attempt, 6)), milliseconds(30000));
+  std::uniform_int_distribution<long long> jitter(0, base.count() / 2);
+  return base + milliseconds(jitter(random));
+}
+
+} // namespace
+
+Delivery::Delivery(const Outbox& outbox, DeliveryPolicy policy)
+    : m_outbox(outbox), m_policy(policy) {}
+
+milliseconds Delivery::time_left() const {
+  auto spent = m_spent + (steady_clock::now() - m_pass_started);
+  return duration_cast<milliseconds>(m_policy.budget - spent);
+}
+
+bool Delivery::out_of_time() const {
+  return time_left() <= milliseconds(0);
+}
+
+DeliveryCounts Delivery::deliver() {
+  std::unique_lock guard(m_mutex, std::try_to_lock);
+  DeliveryCounts counts;
+  if (!guard.owns_lock()) {
+    return counts; // another worker of this process is delivering; it will take ours too
+  }
+  m_pass_started = steady_clock::now();
+  try {
+    std::vector<Outbox::Entry> entries = m_outbox.entries();
+    if (entries.empty()) {
+      return counts;
+    }
+    std::map<std::string, nlohmann::json> sinks;
+    for (const auto& entry : entries) {
+      if (!entry.prepared) {
+        for (const auto& key : entry.pending_sinks) {
+          sinks.emplace(key, entry.sinks[key]);
+        }
+      }
+    }
+    DeliveryCounts before = m_totals;
+    for (const auto& [key, sink] : sinks) {
+      if (out_of_time()) {
+        break;
+      }
+      if (std::find(m_failed_sinks.begin(), m_failed_sinks.end(), key) != m_failed_sinks.end()) {
+        continue;
+      }
+      if (!deliver_to(key, sink, entries)) {
+        m_failed_sinks.push_back(key);
+      }
+    }
+    // An event leaves the outbox once every sink it names is past it.
+    std::map<std::string, std::uint64_t> cursors;
+    for (const auto& entry : entries) {
+      bool done = !entry.prepared;
+      for (const auto& [key, sink] : entry.sinks.items()) {
+        auto it = cursors.find(key);
+        if (it == cursors.end()) {
+          it = cursors.emplace(key, m_outbox.cursor(key)).first;
+        }
+        done = done && it->second >= entry.sequence;
+      }
+      if (done) {
+        ::unlink(entry.file.c_str());
+      } else {
+        ++counts.pending;
+      }
+    }
+    counts.delivered = m_totals.delivered - before.delivered;
+    counts.failed = m_totals.failed - before.failed;
+  } catch (const std::exception& e) {
+    spdlog::warn("events: delivery stopped: {}", e.what());
+  }
+  m_spent += steady_clock::now() - m_pass_started;
+  m_totals.pending = counts.pending;
+  return counts;
+}
+
+// Sends the events of `key` past its cursor, in order. Returns false when the sink failed.
+bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
+                          std::vector<Outbox::Entry>& entries) {
+  // One deliverer per sink at a time across processes, so the cursor only moves forward and the
+  // receiver sees each sandbox's events in order.
+  LockFile lock(m_outbox.dir() / "sinks" / (key + ".lock"), Seconds(0), "event sink " + key);
+  LockFile::Guard held;
+  while (!(held = lock.try_acquire()).held()) {
+    if (out_of_time()) {
+      return true; // someone else is delivering it: not this sink's failure
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  std::uint64_t cursor = m_outbox.cursor(key);
+  for (auto& entry : entries) {
+    if (entry.prepared || entry.sequence <= cursor || !entry.sinks.contains(key)) {
+      continue;
+    }
+    std::string text = entry.event.dump();
+    for (int attempt = 0;; ++attempt) {
+      if (out_of_time()) {
+        return true;
+      }
+      SendResult result = send(sink, text, std::min(timeout_of(sink), time_left()));
+      if (result.ok) {
+        ++m_totals.delivered;
+        break;
+      }
+      ++m_totals.failed;
+      spdlog::warn("events: {} to {}: {}", entry.event.value("id", "?"), describe_sink(sink),
+                   result.error);
+      if (!m_policy.retry || !result.retryable || attempt >= retries_of(sink)) {
+        return false;
+      }
+      milliseconds wait = result.retry_after.value_or(backoff(attempt));
+      if (wait >= time_left()) {
+        return false;
+      }
+      std::this_thread::sleep_for(wait);
+    }
+    cursor = entry.sequence;
+    m_outbox.set_cursor(key, cursor);
+    std::erase(entry.pending_sinks, key);
+  }
+  return true;
+}
+
+} // namespace sandboxer::events

@@ -1,0 +1,238 @@
+// The outbox: events written before the ledger change they describe is committed, made
+// deliverable right after it, and settled against the ledger when a process died in between.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/events.hpp>
+#include <sandboxer/files.hpp>
+#include <sandboxer/log.hpp>
+
+#include "src/file_descriptor.hpp"
+
+namespace sandboxer::events {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view k_prepared = ".prepared";
+constexpr std::string_view k_committed = ".json";
+
+// The event files of `dir` ("<seq>-<id>.prepared" or ".json"), sorted: by sequence, as the names
+// start with the zero-padded number.
+std::vector<std::string> event_files(const fs::path& dir) {
+  std::vector<std::string> names;
+  DIR* handle = ::opendir(dir.c_str());
+  if (handle == nullptr) {
+    if (errno == ENOENT) {
+      return names;
+    }
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot read outbox {}: {}", dir.string(), std::strerror(errno)));
+  }
+  while (dirent* entry = ::readdir(handle)) {
+    std::string_view name = entry->d_name;
+    if (!name.empty() && name[0] != '.' &&
+        (name.ends_with(k_prepared) || name.ends_with(k_committed))) {
+      names.emplace_back(name);
+    }
+  }
+  ::closedir(handle);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// "<seq>-<event id>" of a file name.
+std::string_view stem_of(std::string_view name) {
+  return name.substr(0, name.rfind('.'));
+}
+
+std::string event_id_of(std::string_view name) {
+  std::string_view stem = stem_of(name);
+  auto dash = stem.find('-');
+  return std::string(dash == std::string_view::npos ? stem : stem.substr(dash + 1));
+}
+
+// Writes a new file and makes its content durable before the ledger commit that needs it.
+void write_synced(const fs::path& path, const std::string& text) {
+  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  size_t written = 0;
+  while (fd.get() >= 0 && written < text.size()) {
+    ssize_t n = ::write(fd.get(), text.data() + written, text.size() - written);
+    if (n < 0 && errno != EINTR) {
+      break;
+    }
+    written += n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  if (fd.get() < 0 || written < text.size() || ::fsync(fd.get()) != 0) {
+    int saved = errno;
+    ::unlink(path.c_str());
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot write event {} to the outbox: {}; nothing was changed",
+                            path.string(), std::strerror(saved)));
+  }
+}
+
+nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& global_sinks) {
+  nlohmann::json sinks = nlohmann::json::object();
+  auto add = [&](const nlohmann::json& list) {
+    if (!list.is_array()) {
+      return;
+    }
+    for (const auto& sink : list) {
+      if (sink.is_object()) {
+        sinks[sink_key(sink)] = sink;
+      }
+    }
+  };
+  add(global_sinks);
+  // The profile's sinks were fixed at create time, like its TTL policy (lifecycle.cpp).
+  if (!record.history.empty() && record.history.front().details.is_object()) {
+    add(record.history.front().details.value("events", nlohmann::json()));
+  }
+  return sinks;
+}
+
+} // namespace
+
+Outbox::Outbox(fs::path state_dir) : m_dir(std::move(state_dir) / "outbox") {}
+
+void Outbox::settle_leftovers(const LedgerData& data) {
+  std::vector<std::string> prepared;
+  for (auto& name : event_files(m_dir)) {
+    if (name.ends_with(k_prepared)) {
+      prepared.push_back(std::move(name));
+    }
+  }
+  if (prepared.empty()) {
+    return;
+  }
+  std::set<std::string> committed_ids;
+  for (const auto& record : data.sandboxes) {
+    for (const auto& entry : record.history) {
+      if (!entry.event_id.empty()) {
+        committed_ids.insert(entry.event_id);
+      }
+    }
+  }
+  for (const auto& name : prepared) {
+    fs::path file = m_dir / name;
+    if (committed_ids.contains(event_id_of(name))) {
+      fs::path target = m_dir / (std::string(stem_of(name)) + std::string(k_committed));
+      ::rename(file.c_str(), target.c_str());
+      spdlog::info("outbox: event {} of an interrupted process is committed; it will be delivered",
+                   event_id_of(name));
+    } else {
+      ::unlink(file.c_str());
+      spdlog::info("outbox: event {} of an interrupted process was never committed; dropped",
+                   event_id_of(name));
+    }
+  }
+}
+
+void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
+                   const nlohmann::json& global_sinks) {
+  std::lock_guard lock(m_mutex);
+  // Anything still listed here is from a commit that failed: settle_leftovers() judges it.
+  m_staged.clear();
+  settle_leftovers(data);
+  nlohmann::json sinks = sinks_of(record, global_sinks);
+  std::vector<size_t> staged;
+  for (size_t i = first; i < record.history.size(); ++i) {
+    auto& entry = record.history[i];
+    entry.event = kind_of(record, i);
+    entry.event_id = new_event_id();
+    staged.push_back(i);
+  }
+  if (sinks.empty() || staged.empty()) {
+    data.event_seq += staged.size();
+    return;
+  }
+  make_private_dirs(m_dir / "sinks");
+  for (size_t i : staged) {
+    std::uint64_t sequence = ++data.event_seq;
+    nlohmann::json file = {{"sequence", sequence},
+                           {"sinks", sinks},
+                           {"event", cloud_event(record, i, data.ledger_id, sequence)}};
+    fs::path path =
+        m_dir / fmt::format("{:020}-{}{}", sequence, record.history[i].event_id, k_prepared);
+    write_synced(path, log::redact(file.dump()) + "\n");
+    m_staged.push_back(std::move(path));
+  }
+  sync_directory(m_dir);
+}
+
+void Outbox::committed() {
+  std::lock_guard lock(m_mutex);
+  for (const auto& path : m_staged) {
+    fs::path target = path;
+    target.replace_extension(k_committed);
+    // Not fsync'd: if this rename is lost, the .prepared file is settled against the ledger.
+    if (::rename(path.c_str(), target.c_str()) != 0) {
+      spdlog::warn("outbox: cannot mark {} committed: {}", path.string(), std::strerror(errno));
+    }
+  }
+  m_staged.clear();
+}
+
+std::vector<Outbox::Entry> Outbox::entries() const {
+  std::vector<Entry> entries;
+  std::map<std::string, std::uint64_t> cursors;
+  for (const auto& name : event_files(m_dir)) {
+    Entry entry;
+    entry.file = m_dir / name;
+    entry.prepared = name.ends_with(k_prepared);
+    auto text = read_file_if_exists(entry.file);
+    if (!text) {
+      continue; // delivered and removed by another process meanwhile
+    }
+    try {
+      auto doc = nlohmann::json::parse(*text);
+      entry.sequence = doc.at("sequence").get<std::uint64_t>();
+      entry.event = std::move(doc.at("event"));
+      entry.sinks = std::move(doc.at("sinks"));
+    } catch (const nlohmann::json::exception& e) {
+      spdlog::warn("outbox: {} is not an event file ({}); left alone", entry.file.string(),
+                   e.what());
+      continue;
+    }
+    for (const auto& [key, sink] : entry.sinks.items()) {
+      auto it = cursors.find(key);
+      if (it == cursors.end()) {
+        it = cursors.emplace(key, cursor(key)).first;
+      }
+      if (it->second < entry.sequence) {
+        entry.pending_sinks.push_back(key);
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::uint64_t Outbox::cursor(const std::string& key) const {
+  auto text = read_file_if_exists(m_dir / "sinks" / (key + ".cursor"));
+  if (!text) {
+    return 0;
+  }
+  try {
+    return std::stoull(*text);
+  } catch (const std::exception&) {
+    // A damaged cursor redelivers (at least once) rather than skip.
+    spdlog::warn("outbox: cursor of sink {} is unreadable; delivering its events again", key);
+    return 0;
+  }
+}
+
+void Outbox::set_cursor(const std::string& key, std::uint64_t sequence) const {
+  write_file_atomically(m_dir / "sinks" / (key + ".cursor"), fmt::format("{}\n", sequence), 0600);
+}
+
+} // namespace sandboxer::events
