@@ -321,11 +321,11 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
       r.info = result.info;
       destroyed_meanwhile = r.state != State::creating;
       if (!destroyed_meanwhile) {
-        nlohmann::json details = driver_time.details(started);
+        nlohmann::json outcome = driver_time.details(started);
         if (r.restored_from) {
-          details["snapshot"] = *r.restored_from;
+          outcome["snapshot"] = *r.restored_from;
         }
-        r.transition(State::running, m_clock.now(), m_actor, "created", details);
+        r.transition(State::running, m_clock.now(), m_actor, "created", outcome);
       }
     });
     // Someone destroyed the record while the backend was creating: do not leak what it made.
@@ -544,9 +544,9 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
   nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
   ttl_details["snapshot"] = snap->id;
-  for (const char* policy : {"snapshots_keep", "events"}) {
-    if (details.contains(policy)) {
-      ttl_details[policy] = details[policy];
+  for (const char* kept : {"snapshots_keep", "events"}) {
+    if (details.contains(kept)) {
+      ttl_details[kept] = details[kept];
     }
   }
   record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,

@@ -48,8 +48,13 @@ SendResult send_stdout(const std::string& line) {
 
 SendResult send_exec(const nlohmann::json& sink, const std::string& line, milliseconds timeout) {
   proc::Command command;
-  for (const auto& arg : sink.value("command", nlohmann::json::array())) {
-    command.argv.push_back(arg.get<std::string>());
+  if (sink.contains("command")) {
+    for (const auto& arg : sink["command"]) {
+      command.argv.push_back(arg.get<std::string>());
+    }
+  }
+  if (command.argv.empty()) {
+    return {false, "an exec sink without a command", {}, false};
   }
   command.stdin_data = line;
   command.timeout = timeout;
@@ -101,8 +106,10 @@ SendResult send_http(const nlohmann::json& sink, const std::string& body, millis
   request.timeout = timeout;
   request.connect_timeout = std::min(timeout, milliseconds(5000));
   request.headers.emplace_back("Content-Type", "application/cloudevents+json; charset=utf-8");
-  for (const auto& [name, value] : sink.value("headers", nlohmann::json::object()).items()) {
-    request.headers.emplace_back(name, value.get<std::string>());
+  if (sink.contains("headers")) {
+    for (const auto& [name, value] : sink["headers"].items()) {
+      request.headers.emplace_back(name, value.get<std::string>());
+    }
   }
   std::string where = http::redacted_url(request.url);
   try {

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Lifecycle events through every sink (stub driver, a hub on loopback): order per sandbox, ids
+# that match the ledger, delivery after an outage, nothing lost while the hub is down, bounded
+# delay while it hangs, Retry-After honoured, nothing lost by a killed process, and no secret in
+# any output or file.
+. "$(dirname "$0")/lib.sh"
+RECEIVER="$(dirname "$0")/../event_receiver/receiver.py"
+
+SECRET_TOKEN="hub-token-$RANDOM$RANDOM-do-not-leak"
+SECRET_KEY="key-file-value-$RANDOM$RANDOM-do-not-leak"
+export HUB_TOKEN="$SECRET_TOKEN"
+printf '%s\n' "$SECRET_KEY" >"$WORK/api.key"
+chmod 600 "$WORK/api.key"
+
+start_receiver() {
+  rm -f "$WORK/port"
+  RECEIVER_PORT=${1:-0} python3 "$RECEIVER" "$WORK/port" "$WORK/hub.jsonl" "$SECRET_TOKEN" &
+  HUB=$!
+  for _ in $(seq 200); do [ -e "$WORK/port" ] && break; sleep 0.05; done
+  PORT=$(cat "$WORK/port")
+}
+stop_receiver() { kill "$HUB" 2>/dev/null || true; wait "$HUB" 2>/dev/null || true; }
+hub_mode() { curl -sf -X POST --data "$1" "http://127.0.0.1:$PORT/control" >/dev/null; }
+trap 'stop_receiver; rm -rf "$WORK"' EXIT
+start_receiver
+
+cat >"$WORK/hook" <<EOF2
+#!/bin/sh
+cat >>"$WORK/hook.jsonl"
+EOF2
+chmod +x "$WORK/hook"
+mkdir -p "$WORK/config"
+cat >"$WORK/config/config.yaml" <<EOF2
+events:
+  - { type: http, url: "http://127.0.0.1:$PORT/events", token: { env: HUB_TOKEN }, timeout: 2s,
+      retries: 3, headers: { X-Team: e2e } }
+  - { type: exec, command: ["$WORK/hook"] }
+delivery: { wait: 1500ms }
+EOF2
+export SANDBOXER_CONFIG="$WORK/config/config.yaml"
+stub_profile dev <<EOF2
+  root: $WORK/backend
+EOF2
+# The profile's own sink and a secret the driver is given.
+cat >>"$PROFILES/dev.yaml" <<EOF2
+events: [ { type: jsonl, path: "$WORK/profile-events.jsonl" } ]
+secrets: { api_key: { file: "$WORK/api.key" } }
+EOF2
+
+ids_of_hub() { jq -r --arg s "$1" 'select(.event.subject == $s) | .event.id' "$WORK/hub.jsonl"; }
+types_of_hub() {
+  jq -r --arg s "$1" 'select(.event.subject == $s) | .event.type | sub("dev.sandboxer.sandbox."; "")' \
+    "$WORK/hub.jsonl" | paste -sd, -
+}
+ledger_ids() { ledger_jq --arg s "$1" '.sandboxes[] | select(.id == $s) | .history[].event_id'; }
+
+# 1. A whole lifecycle: every sink gets every event, in order, with the ledger's ids.
+expect_code 0 sbx -v create --profile dev --name web --quiet
+ID=$OUT
+expect_code 0 sbx -v exec web -- sh -c "echo hello"
+expect_code 0 sbx snapshot web --name base --quiet
+expect_code 0 sbx extend web --by 10m --quiet
+expect_code 0 sbx -v destroy web --quiet
+want=created,ready,exec.started,exec.finished,snapshotting,snapshotted,extended,destroying,destroyed
+[ "$(types_of_hub "$ID")" = "$want" ] || fail "hub got: $(types_of_hub "$ID")"
+[ "$(ids_of_hub "$ID")" = "$(ledger_ids "$ID")" ] || fail "hub ids differ from the ledger's"
+[ "$(jq -r --arg s "$ID" 'select(.subject == $s) | .id' "$WORK/profile-events.jsonl")" = \
+  "$(ledger_ids "$ID")" ] || fail "jsonl sink differs"
+[ "$(jq -r --arg s "$ID" 'select(.subject == $s) | .id' "$WORK/hook.jsonl")" = \
+  "$(ledger_ids "$ID")" ] || fail "exec sink differs"
+[ "$(jq -s 'map(select(.auth_ok | not)) | length' "$WORK/hub.jsonl")" = 0 ] || fail "bearer token"
+[ "$(jq -r '.content_type' "$WORK/hub.jsonl" | sort -u)" = \
+  "application/cloudevents+json; charset=utf-8" ] || fail "content type"
+E=$(jq -c --arg s "$ID" 'select(.event.subject == $s) | .event' "$WORK/hub.jsonl" | sed -n 2p)
+[ "$(jq -r '.specversion + " " + .type + " " + .subject' <<<"$E")" = \
+  "1.0 dev.sandboxer.sandbox.ready $ID" ] || fail "envelope: $E"
+jq -e '.source | startswith("sandboxer://")' <<<"$E" >/dev/null || fail "source: $E"
+jq -e '.data.sandbox.state == "running" and .data.from == "creating" and .data.reason == "created"
+  and (.data.duration_ms | type) == "number" and (.data.driver_ms | type) == "number"
+  and (.data.actor | test("pid"))' <<<"$E" >/dev/null || fail "data: $E"
+jq -s -e 'map(.event.sequence) | . == sort' "$WORK/hub.jsonl" >/dev/null || fail "out of order"
+[ -z "$(ls "$STATE/outbox" | grep -v '^sinks$')" ] || fail "outbox not empty: $(ls "$STATE/outbox")"
+expect_code 0 sbx history "$ID" -o json
+[ "$(jq -r 'map(.event) | join(",")' <<<"$OUT")" = "$want" ] || fail "history: $OUT"
+
+# 2. The hub fails: commands still succeed, the events wait, events flush delivers them in order.
+hub_mode '{"mode": "fail"}'
+expect_code 0 sbx create --profile dev --quiet
+ID2=$OUT
+expect_code 0 sbx destroy "$ID2" --quiet
+[ -z "$(ids_of_hub "$ID2")" ] || fail "hub was down but got events"
+expect_code 0 sbx events list --pending -o json
+[ "$(jq length <<<"$OUT")" = 4 ] || fail "pending: $OUT"
+expect_contains "$(jq -r '.[0].pending_sinks[0]' <<<"$OUT")" "http http://127.0.0.1:$PORT/events"
+expect_code 4 sbx events flush --timeout 2s
+hub_mode '{"mode": "ok"}'
+expect_code 0 sbx events flush -o json
+[ "$(jq -r .pending <<<"$OUT")" = 0 ] || fail "flush: $OUT"
+[ "$(types_of_hub "$ID2")" = created,ready,destroying,destroyed ] || fail "after outage: $(types_of_hub "$ID2")"
+[ "$(jq -r --arg s "$ID2" 'select(.subject == $s) | .id' "$WORK/hook.jsonl" | wc -l)" = 4 ] ||
+  fail "the exec sink lost events while the hub was failing"
+
+# 3. The hub is gone for a whole lifecycle; the next command (any command) delivers.
+stop_receiver
+expect_code 0 sbx create --profile dev --quiet
+ID3=$OUT
+expect_code 0 sbx exec "$ID3" -- true
+expect_code 0 sbx destroy "$ID3" --quiet
+start_receiver "$PORT"
+expect_code 0 sbx list --quiet
+[ "$(types_of_hub "$ID3")" = created,ready,exec.started,exec.finished,destroying,destroyed ] ||
+  fail "after a whole lifecycle down: $(types_of_hub "$ID3")"
+
+# 4. The hub hangs: an operation waits at most the delivery budget (1.5s) per pass, not the hang.
+hub_mode '{"mode": "hang", "times": 3}'
+expect_code 0 timeout 20 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create \
+  --profile dev --quiet
+ID4=$OUT
+hub_mode '{"mode": "ok"}'
+expect_code 0 timeout 30 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" events flush
+[ "$(types_of_hub "$ID4" | cut -d, -f1-2)" = created,ready ] || fail "after hang: $(types_of_hub "$ID4")"
+
+# 5. 429 with Retry-After: 1: flush waits as asked, then delivers.
+hub_mode '{"mode": "fail"}'
+expect_code 0 sbx destroy "$ID4" --quiet
+hub_mode '{"mode": "429", "times": 1}'
+before=$(wc -l <"$WORK/hub.jsonl")
+expect_code 0 sbx events flush
+[ "$(types_of_hub "$ID4")" = created,ready,destroying,destroyed ] || fail "after 429: $(types_of_hub "$ID4")"
+refused_at=$(jq -s '.[-1].at' "$WORK/hub.jsonl.refused")
+accepted_at=$(tail -n +"$((before + 1))" "$WORK/hub.jsonl" | jq -s 'map(.at) | min')
+python3 -c "import sys; sys.exit(0 if $accepted_at - $refused_at >= 0.9 else 1)" ||
+  fail "Retry-After not honoured: refused at $refused_at, accepted at $accepted_at"
+
+# 6. SIGKILL at random points: no event whose ledger change committed is ever lost.
+stub_profile slow <<EOF2
+  root: $WORK/backend
+  latency: { create: 300ms }
+EOF2
+start=$(date +%s%N)
+sbx create --profile slow --quiet >/dev/null
+window_ms=$((($(date +%s%N) - start) / 1000000))
+for round in $(seq 10); do
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow --quiet \
+    >/dev/null 2>&1 &
+  pid=$!
+  delay_ms=$((RANDOM % window_ms))
+  sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+done
+expect_code 0 sbx events flush
+committed=$(ledger_jq '.sandboxes[].history[].event_id' | sort)
+received=$(jq -r '.event.id' "$WORK/hub.jsonl" | sort -u)
+missing=$(comm -23 <(echo "$committed") <(echo "$received"))
+[ -z "$missing" ] || fail "committed but never delivered: $missing"
+extra=$(comm -13 <(echo "$committed") <(echo "$received"))
+[ -z "$extra" ] || fail "delivered but never committed: $extra"
+[ -z "$(ls "$STATE/outbox" | grep -v '^sinks$')" ] || fail "outbox left: $(ls "$STATE/outbox")"
+
+# 7. No secret anywhere: state dir, every sink, the outputs (incl. debug logs) of this test.
+for secret in "$SECRET_TOKEN" "$SECRET_KEY"; do
+  ! grep -rqF "$secret" "$STATE" "$WORK/hub.jsonl" "$WORK/hook.jsonl" "$WORK/profile-events.jsonl" ||
+    fail "a secret leaked into a file: $(grep -rlF "$secret" "$WORK")"
+  expect_code 0 sbx -v --log-level debug events list -o json
+  ! grep -qF "$secret" <<<"$OUT$ERR" || fail "a secret leaked into output"
+done
+echo ok
