@@ -122,6 +122,8 @@ public:
   void stage(LedgerData& data, SandboxRecord& record, size_t first_new) override;
   void committed() override;
   void deliver() override;
+  // deliver(), returning what the pass did.
+  DeliveryCounts delivery_pass() { return m_delivery.deliver(); }
   // Settles what killed processes left (taking the ledger lock only if there is something to
   // settle), then delivers.
   DeliveryCounts flush();

@@ -35,6 +35,9 @@ struct ReapOptions {
   Seconds backoff_base{60};
   Seconds backoff_max{3600};
   OrphanMode orphans = OrphanMode::off;
+  // A running sandbox whose deadline is this close gets one `expiring` entry (and event) per
+  // deadline; 0 turns the warning off.
+  Seconds expiring_window{600};
   // Profiles whose drivers are asked for orphans, besides the drivers of the ledger's records.
   std::vector<Profile> profiles;
   // `reap --plan FILE`: execute exactly these destroy items of a saved dry run, nothing else.
@@ -68,7 +71,12 @@ struct ReapReport {
   int orphans = 0; // found (reported or destroyed)
   int vanished = 0;
   int pruned = 0;
+  int expiring = 0; // warned this run
   double duration_seconds = 0;
+  // Filled by the caller (the reaper does not deliver): events delivered and still pending.
+  std::uint64_t events_delivered = 0;
+  std::uint64_t events_failed = 0;
+  std::uint64_t events_pending = 0;
   std::map<std::string, int> states;  // records by state after the run
   std::optional<std::string> refused; // why nothing was destroyed (--max-destroy)
 };
@@ -78,6 +86,9 @@ struct ReapReport {
 // A sandbox is due when it is running (or expired from an earlier run) and
 // now >= expires_at + grace + skew.
 bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew);
+// Whether `record` (running, with a deadline within `window` of `now`) has not been warned yet
+// about its current deadline.
+bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds window);
 // How many destroy attempts of reap failed so far (from the history).
 int failed_attempts(const SandboxRecord& record);
 // When the last failed attempt said the next one may run; none if no failure is pending.

@@ -29,6 +29,7 @@ struct ReapArgs {
   std::string wait = "1m";
   bool no_wait = false;
   std::optional<std::string> metrics_file;
+  std::optional<std::string> expiring_window;
 };
 
 std::string read_text(const std::filesystem::path& path) {
@@ -115,6 +116,11 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   options.skew = duration_option("--skew", args.skew);
   options.stuck_after = duration_option("--stuck-after", args.stuck_after);
   options.keep_history = duration_option("--keep-history", args.keep_history);
+  if (args.expiring_window) {
+    options.expiring_window = duration_option("--expiring-window", *args.expiring_window);
+  } else if (context.config().expiring_window) {
+    options.expiring_window = *context.config().expiring_window;
+  }
   if (args.orphans) {
     if (args.orphans->empty() || *args.orphans == "report") {
       options.orphans = OrphanMode::report;
@@ -140,6 +146,11 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   Reaper reaper(context.engine(), context.ledger(), context.clock(),
                 "reaper (" + describe(current_owner()) + ")");
   ReapReport report = reaper.run(options);
+  // Delivered before the metrics are written, so that they count this run's events too.
+  events::DeliveryCounts delivered = context.events().delivery_pass();
+  report.events_delivered = context.events().delivery().totals().delivered;
+  report.events_failed = context.events().delivery().totals().failed;
+  report.events_pending = delivered.pending;
 
   if (args.metrics_file && !args.dry_run) {
     std::filesystem::path path(*args.metrics_file);
@@ -209,6 +220,9 @@ void setup_reap(CLI::App& app, Runner& runner) {
                               "Wait this long for another reaper to finish (default 1m)");
   app.add_flag("--no-wait", args->no_wait, "Exit at once (code 5) if another reaper runs")
       ->excludes(wait);
+  app.add_option("--expiring-window", args->expiring_window,
+                 "Emit an expiring event this long before a deadline (default 10m, or "
+                 "expiring.window of config.yaml; 0s: never)");
   app.add_option("--metrics-file", args->metrics_file,
                  "Write Prometheus text metrics here (atomically), e.g. for node_exporter");
   runner = [args](Context& context) { return run_reap(context, *args); };

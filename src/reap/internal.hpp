@@ -34,5 +34,8 @@ void repair_stuck(Run& run);
 // Reports orphans (or queues their destroy in `destroys`) and marks vanished records destroyed
 // (src/reap/orphans.cpp).
 void reconcile_orphans(Run& run, std::vector<Work>& destroys);
+// Adds the `expiring` entry to sandboxes whose deadline entered the warning window
+// (src/reap/expiring.cpp).
+void warn_expiring(Run& run, const LedgerData& data);
 
 } // namespace sandboxer::reap

@@ -72,6 +72,19 @@ std::string format_metrics(const ReapReport& report, const std::string& previous
   metric(out, "sandboxer_reap_refused", "gauge",
          "1 when the last reap destroyed nothing because of --max-destroy.",
          report.refused ? 1 : 0);
+  metric(out, "sandboxer_reap_expiring", "gauge",
+         "Sandboxes warned by the last reap that their deadline is near.", report.expiring);
+  metric(out, "sandboxer_events_delivered_total", "counter",
+         "Events handed to a sink by reap runs since this metrics file was started.",
+         previous_value(previous, "sandboxer_events_delivered_total") +
+             static_cast<double>(report.events_delivered));
+  metric(out, "sandboxer_events_failed_total", "counter",
+         "Failed event sends of reap runs since this metrics file was started.",
+         previous_value(previous, "sandboxer_events_failed_total") +
+             static_cast<double>(report.events_failed));
+  metric(out, "sandboxer_events_outbox", "gauge",
+         "Events still in the outbox after the last reap (not yet taken by every sink).",
+         static_cast<double>(report.events_pending));
   metric(out, "sandboxer_reap_duration_seconds", "gauge", "How long the last reap took.",
          report.duration_seconds);
   metric(out, "sandboxer_reap_last_run_timestamp_seconds", "gauge",

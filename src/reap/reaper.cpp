@@ -176,7 +176,9 @@ ReapReport Reaper::run(const ReapOptions& options) {
     if (options.orphans != OrphanMode::off) {
       reap::reconcile_orphans(run, orphans);
     }
-    for (auto& item : plan_destroys(m_ledger.read(), m_clock.now(), options)) {
+    LedgerData data = m_ledger.read();
+    reap::warn_expiring(run, data);
+    for (auto& item : plan_destroys(data, m_clock.now(), options)) {
       if (item.action == "destroy") {
         work.push_back({std::move(item), std::nullopt});
       } else {

@@ -16,6 +16,22 @@ bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds s
 
 // The failures of the current run of attempts: the trailing `expired` entries written by a failed
 // destroy (they carry next_attempt_at). An extend in between starts the count again.
+bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds window) {
+  if (window <= Seconds(0) || record.state != State::running || !record.expires_at ||
+      *record.expires_at <= now || *record.expires_at - now > window) {
+    return false;
+  }
+  // Once per deadline: an extend moves it, and the new one is warned about in its turn.
+  std::string deadline = format_time(*record.expires_at);
+  for (const auto& entry : record.history) {
+    if (entry.details.is_object() && entry.details.contains("expiring") &&
+        entry.details["expiring"].value("expires_at", "") == deadline) {
+      return false;
+    }
+  }
+  return true;
+}
+
 int failed_attempts(const SandboxRecord& record) {
   int count = 0;
   for (auto it = record.history.rbegin(); it != record.history.rend(); ++it) {

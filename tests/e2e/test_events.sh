@@ -132,6 +132,23 @@ accepted_at=$(tail -n +"$((before + 1))" "$WORK/hub.jsonl" | jq -s 'map(.at) | m
 python3 -c "import sys; sys.exit(0 if $accepted_at - $refused_at >= 0.9 else 1)" ||
   fail "Retry-After not honoured: refused at $refused_at, accepted at $accepted_at"
 
+# 5b. expiring: one event per sandbox per deadline inside the window; an extend re-arms it. Reap's
+# metrics count the deliveries and the outbox.
+expect_code 0 sbx create --profile dev --ttl 5m --quiet
+ID5=$OUT
+expect_code 0 sbx reap --expiring-window 10m --metrics-file "$WORK/reap.prom"
+expect_code 0 sbx reap --expiring-window 10m
+[ "$(types_of_hub "$ID5")" = created,ready,expiring ] || fail "expiring: $(types_of_hub "$ID5")"
+jq -e --arg s "$ID5" 'select(.event.subject == $s and .event.type == "dev.sandboxer.sandbox.expiring")
+  | .event.data.details.expiring.window == "10m"' "$WORK/hub.jsonl" >/dev/null || fail "expiring data"
+grep -qx 'sandboxer_events_outbox 0' "$WORK/reap.prom" || fail "metrics: $(cat "$WORK/reap.prom")"
+grep -qx 'sandboxer_events_delivered_total [1-9][0-9]*' "$WORK/reap.prom" || fail "metrics: $(cat "$WORK/reap.prom")"
+expect_code 0 sbx extend "$ID5" --by 30m --quiet
+expect_code 0 sbx reap --expiring-window 1h
+[ "$(types_of_hub "$ID5")" = created,ready,expiring,extended,expiring ] ||
+  fail "expiring after extend: $(types_of_hub "$ID5")"
+expect_code 0 sbx destroy "$ID5" --quiet
+
 # 6. SIGKILL at random points: no event whose ledger change committed is ever lost.
 stub_profile slow <<EOF2
   root: $WORK/backend

@@ -453,3 +453,25 @@ TEST_F(Reap, InParallelEachIsDestroyedOnce) {
 
 } // namespace
 } // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+TEST(ReapRules, ExpiringWarnsOncePerDeadlineInsideTheWindow) {
+  SandboxRecord r = record_in(State::running, k_noon + std::chrono::minutes(8), k_noon);
+  EXPECT_TRUE(needs_expiring_warning(r, k_noon, Seconds(600)));
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(300)));   // not yet in the window
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(0)));     // turned off
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(9), Seconds(600))); // past
+  r.transition(State::running, k_noon, "reaper", "expires in 8m",
+               {{"expiring", {{"expires_at", format_time(*r.expires_at)}, {"window", "10m"}}}});
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(1), Seconds(600)));
+  // Extended: the new deadline is warned about in its turn.
+  r.expires_at = *r.expires_at + std::chrono::minutes(5);
+  EXPECT_TRUE(needs_expiring_warning(r, k_noon + std::chrono::minutes(4), Seconds(600)));
+  r.state = State::expired;
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(4), Seconds(600)));
+}
+
+} // namespace
+} // namespace sandboxer

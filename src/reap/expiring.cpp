@@ -1,0 +1,40 @@
+// The `expiring` warning: one history entry (and so one event) per sandbox and deadline, when the
+// deadline comes within the warning window.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "src/reap/internal.hpp"
+
+namespace sandboxer::reap {
+
+void warn_expiring(Run& run, const LedgerData& data) {
+  TimePoint now = run.clock.now();
+  for (const auto& record : data.sandboxes) {
+    if (!needs_expiring_warning(record, now, run.options.expiring_window)) {
+      continue;
+    }
+    ReapItem item = item_of(record, "expiring");
+    std::string left = format_duration(*record.expires_at - now);
+    item.reason = "expires in " + left;
+    if (run.options.dry_run) {
+      item.outcome = "planned";
+    } else if (run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+                 r.transition(r.state, now, run.actor,
+                              fmt::format("expires in {}, at {}", left,
+                                          format_time(*r.expires_at)),
+                              {{"expiring",
+                                {{"expires_at", format_time(*r.expires_at)},
+                                 {"window", format_duration(run.options.expiring_window)}}}});
+               })) {
+      item.outcome = "warned";
+      ++run.report.expiring;
+      spdlog::info("reap {}: expires in {} (at {})", record.id, left,
+                   format_time(*record.expires_at));
+    } else {
+      continue; // changed meanwhile: the next run looks again
+    }
+    run.report.items.push_back(std::move(item));
+  }
+}
+
+} // namespace sandboxer::reap
