@@ -27,7 +27,12 @@ public:
     struct Add {
       Stopwatch& self;
       Clock::time_point start;
-      ~Add() { self.m_driver += now() - start; }
+      ~Add() {
+        auto took = now() - start;
+        self.m_driver += took;
+        spdlog::debug("timing: driver call {:.1f} ms",
+                      std::chrono::duration<double, std::milli>(took).count());
+      }
     } add{*this, start};
     return call();
   }

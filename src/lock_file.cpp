@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <fstream>
 #include <optional>
 #include <sys/file.h>
@@ -141,7 +142,8 @@ bool try_flock(int fd, const std::filesystem::path& path) {
 
 LockFile::Guard LockFile::acquire() const {
   FileDescriptor fd(open_lock_file(m_path));
-  const auto deadline = std::chrono::steady_clock::now() + m_timeout;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + m_timeout;
   std::chrono::steady_clock::duration pause = k_first_pause;
   // Polling with LOCK_NB rather than a blocking flock() keeps the wait bounded without signals
   // or threads; the back-off keeps a long wait cheap and a short one responsive.
@@ -157,6 +159,9 @@ LockFile::Guard LockFile::acquire() const {
     pause = std::min<std::chrono::steady_clock::duration>(pause * 2, k_longest_pause);
   }
   record_holder(fd.get());
+  spdlog::debug("timing: {} lock acquired after {:.1f} ms", m_what,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                    .count());
   return Guard(fd.release());
 }
 

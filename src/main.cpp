@@ -1,6 +1,7 @@
 // The sandboxer executable: builds the CLI from the command table, runs one subcommand, and turns
 // every error into a message on stderr and a documented exit code (docs/exit-codes.md).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 
@@ -37,6 +38,7 @@ int fail(const std::string& message, const std::string& hint = "") {
 } // namespace
 
 int main(int argc, char** argv) {
+  const auto process_started = std::chrono::steady_clock::now();
   // A reader that goes away (sandboxer list | head) must not kill a ledger write.
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -97,6 +99,10 @@ int main(int argc, char** argv) {
           throw;
         }
         context.events().deliver();
+        spdlog::debug("timing: {} total {:.1f} ms", sub->get_name(),
+                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                process_started)
+                          .count());
         return static_cast<int>(code);
       }
     }
