@@ -111,7 +111,7 @@ docker inspect "$CID" >/dev/null 2>&1 && fail "the replaced container is still t
 expect_code 0 sbx exec box1 -- cat /root/mark
 [ "$OUT" = before ] || fail "in-place restored content: $OUT"
 expect_code 1 sbx exec box1 -- test -e /root/later
-[ "$(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .history[-1].reason')" = \
+[ "$(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .history | map(select(.event == "restored"))[-1].reason')" = \
   "restored in place from $(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .snapshots[0].id')" ] ||
   fail "no history entry for the in-place restore"
 CID=$NEW_CID

@@ -162,6 +162,7 @@ protected:
   ReapOptions options() {
     ReapOptions o;
     o.skew = 0s;
+    o.expiring_window = 0s; // these tests count destroys; the warning has its own test
     return o;
   }
   const ReapItem* item(const ReapReport& report, const std::string& id, const std::string& action) {
@@ -280,6 +281,19 @@ TEST_F(Reap, RetrySucceedsOnTheNextRun) {
   EXPECT_EQ(r.state, State::destroyed);
   EXPECT_FALSE(r.error);
   EXPECT_EQ(r.history[r.history.size() - 2].details["attempt"], 2);
+}
+
+TEST_F(Reap, ExpiringIsRecordedOncePerDeadline) {
+  auto soon = create(5min), later = create(1h);
+  ReapOptions o = options();
+  o.expiring_window = 10min;
+  EXPECT_EQ(reaper.run(o).expiring, 1);
+  EXPECT_EQ(reaper.run(o).expiring, 0);
+  auto r = engine.get(soon);
+  EXPECT_EQ(r.history.back().event, "expiring");
+  EXPECT_EQ(r.history.back().details["expiring"]["window"], "10m");
+  EXPECT_EQ(engine.get(later).history.back().event, "ready");
+  EXPECT_EQ(r.state, State::running);
 }
 
 TEST_F(Reap, APlanRunsExactlyWhatItListed) {
