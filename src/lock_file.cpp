@@ -4,9 +4,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <fstream>
 #include <optional>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <thread>
 #include <unistd.h>
@@ -159,9 +159,10 @@ LockFile::Guard LockFile::acquire() const {
     pause = std::min<std::chrono::steady_clock::duration>(pause * 2, k_longest_pause);
   }
   record_holder(fd.get());
-  spdlog::debug("timing: {} lock acquired after {:.1f} ms", m_what,
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-                    .count());
+  spdlog::debug(
+      "timing: {} lock acquired after {:.1f} ms", m_what,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+          .count());
   return Guard(fd.release());
 }
 

@@ -20,8 +20,7 @@ void warn_expiring(Run& run, const LedgerData& data) {
       item.outcome = "planned";
     } else if (run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
                  r.transition(r.state, now, run.actor,
-                              fmt::format("expires in {}, at {}", left,
-                                          format_time(*r.expires_at)),
+                              fmt::format("expires in {}, at {}", left, format_time(*r.expires_at)),
                               {{"expiring",
                                 {{"expires_at", format_time(*r.expires_at)},
                                  {"window", format_duration(run.options.expiring_window)}}}});

@@ -474,8 +474,8 @@ namespace {
 TEST(ReapRules, ExpiringWarnsOncePerDeadlineInsideTheWindow) {
   SandboxRecord r = record_in(State::running, k_noon + std::chrono::minutes(8), k_noon);
   EXPECT_TRUE(needs_expiring_warning(r, k_noon, Seconds(600)));
-  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(300)));   // not yet in the window
-  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(0)));     // turned off
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(300))); // not yet in the window
+  EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(0)));   // turned off
   EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(9), Seconds(600))); // past
   r.transition(State::running, k_noon, "reaper", "expires in 8m",
                {{"expiring", {{"expires_at", format_time(*r.expires_at)}, {"window", "10m"}}}});

@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/events.hpp>
+#include <sandboxer/files.hpp>
+#include <sandboxer/lifecycle.hpp>
+#include <sandboxer/profile.hpp>
+
+#include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
+
+namespace sandboxer {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// The real Publisher with one jsonl sink, against the stub driver.
+class Events : public ::testing::Test {
+protected:
+  Events()
+      : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
+        publisher(ledger, {{{"type", "jsonl"}, {"path", (dir / "events.jsonl").string()}}}, {}),
+        engine(ledger, clock, publisher, "tester") {
+    testing::write_file(dir / "p.yaml", "driver: stub\nttl: { default: 30m, max: 2h }\nstub: {}\n");
+  }
+  Profile profile() { return load_profile(dir / "p.yaml", {}); }
+  std::vector<nlohmann::json> delivered() {
+    std::vector<nlohmann::json> events;
+    std::string text = read_file_if_exists(dir / "events.jsonl").value_or("");
+    for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+      events.push_back(nlohmann::json::parse(text.substr(start, end - start)));
+    }
+    return events;
+  }
+  std::vector<std::string> outbox_files() {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir / "state" / "outbox")) {
+      if (entry.is_regular_file()) {
+        names.push_back(entry.path().extension().string());
+      }
+    }
+    return names;
+  }
+
+  testing::TempDir dir;
+  testing::FakeClock clock;
+  Ledger ledger;
+  events::Publisher publisher;
+  Engine engine;
+};
+
+TEST_F(Events, EachTransitionIsOneEventWithTheLedgersId) {
+  auto r = engine.create(profile(), {}).record;
+  engine.snapshot(r.id, "base");
+  engine.extend(r.id, {.by = 10min});
+  engine.destroy(r.id, "done");
+  auto stored = engine.get(r.id);
+  auto events = delivered();
+  ASSERT_EQ(events.size(), stored.history.size());
+  std::vector<std::string> types;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["id"], stored.history[i].event_id);
+    EXPECT_EQ(events[i]["subject"], r.id);
+    EXPECT_EQ(events[i]["specversion"], "1.0");
+    types.push_back(events[i]["type"]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{
+                       "dev.sandboxer.sandbox.created", "dev.sandboxer.sandbox.ready",
+                       "dev.sandboxer.sandbox.snapshotting", "dev.sandboxer.sandbox.snapshotted",
+                       "dev.sandboxer.sandbox.extended", "dev.sandboxer.sandbox.destroying",
+                       "dev.sandboxer.sandbox.destroyed"}));
+  EXPECT_EQ(events[1]["data"]["sandbox"]["state"], "running");
+  EXPECT_EQ(events[1]["data"]["from"], "creating");
+  EXPECT_TRUE(events[1]["data"]["duration_ms"].is_number());
+  EXPECT_TRUE(events[0]["data"]["duration_ms"].is_null()); // an intent has no duration
+  EXPECT_TRUE(outbox_files().empty());
+}
+
+TEST_F(Events, AFailedCreateIsAFailedEvent) {
+  testing::write_file(dir / "p.yaml", "driver: stub\nstub: { fail: { create: 1 } }\n");
+  EXPECT_THROW(engine.create(profile(), {}), DriverError);
+  auto events = delivered();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["type"], "dev.sandboxer.sandbox.failed");
+  EXPECT_EQ(events[1]["data"]["sandbox"]["state"], "failed");
+}
+
+// A .prepared file is what a process killed between the outbox write and the ledger commit
+// leaves: kept when the ledger has its id, dropped when not.
+TEST_F(Events, LeftoversAreSettledAgainstTheLedger) {
+  auto r = engine.create(profile(), {}).record;
+  const fs::path outbox = dir / "state" / "outbox";
+  std::string committed_id = engine.get(r.id).history[1].event_id;
+  testing::write_file(outbox / ("00000000000000000001-" + committed_id + ".prepared"),
+                      R"({"sequence": 1, "sinks": {}, "event": {"id": ")" + committed_id +
+                          R"("}})"
+                          "\n");
+  testing::write_file(outbox / "00000000000000000099-evt-nevercommitted.prepared",
+                      R"({"sequence": 99, "sinks": {}, "event": {"id": "evt-nevercommitted"}})"
+                      "\n");
+  events::Outbox box(dir / "state");
+  box.settle_leftovers(ledger.read());
+  EXPECT_TRUE(fs::exists(outbox / ("00000000000000000001-" + committed_id + ".json")));
+  EXPECT_FALSE(fs::exists(outbox / "00000000000000000099-evt-nevercommitted.prepared"));
+}
+
+TEST_F(Events, ASinkThatFailsKeepsItsEventsAndTheOthersGoOn) {
+  const std::string broken = (dir / "missing-dir" / "e.jsonl").string();
+  const std::string good = (dir / "good.jsonl").string();
+  events::Publisher two(
+      ledger, {{{"type", "jsonl"}, {"path", broken}}, {{"type", "jsonl"}, {"path", good}}}, {});
+  Engine with_two(ledger, clock, two, "tester");
+  auto r = with_two.create(profile(), {}).record;
+  EXPECT_EQ(read_file_if_exists(good).value_or("").size() > 0, true);
+  auto pending = two.outbox().entries();
+  ASSERT_EQ(pending.size(), 2u); // created and ready wait for the broken sink
+  EXPECT_EQ(pending[0].pending_sinks.size(), 1u);
+  fs::create_directories(dir / "missing-dir");
+  events::Publisher later(ledger, {}, {});
+  EXPECT_EQ(later.flush().pending, 0u);
+  EXPECT_NE(read_file_if_exists(broken).value_or("").find(engine.get(r.id).history[1].event_id),
+            std::string::npos);
+}
+
+TEST(EventKinds, ComeFromTheTransitionAndItsDetails) {
+  SandboxRecord r;
+  auto at = *parse_time("2026-12-02T12:00:00Z");
+  r.transition(State::creating, at, "t", "create");
+  r.transition(State::running, at, "t", "created");
+  r.transition(State::running, at, "t", "exec sh", {{"exec", {{"argv", {"sh"}}}}});
+  r.transition(State::running, at, "t", "exec sh exited 0", {{"exec", {{"exit_code", 0}}}});
+  r.transition(State::expired, at, "reaper", "ttl expired");
+  r.transition(State::expired, at, "reaper", "destroy failed: x");
+  r.transition(State::running, at, "t", "extended", {{"from", "a"}, {"to", "b"}});
+  r.transition(State::creating, at, "t", "restore in place");
+  r.transition(State::running, at, "t", "restored", {{"snapshot", "snp-x"}});
+  r.transition(State::destroying, at, "t", "x");
+  r.transition(State::running, at, "t", "destroy failed: y");
+  r.transition(State::destroyed, at, "reaper", "vanished");
+  std::vector<std::string> kinds;
+  for (size_t i = 0; i < r.history.size(); ++i) {
+    kinds.push_back(events::kind_of(r, i));
+  }
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"created", "ready", "exec.started", "exec.finished",
+                                      "expired", "destroy.failed", "extended", "restoring",
+                                      "restored", "destroying", "destroy.failed", "destroyed"}));
+}
+
+} // namespace
+} // namespace sandboxer
