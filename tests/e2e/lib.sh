@@ -41,3 +41,27 @@ stub_profile() {
     cat
   } >"$PROFILES/$name.yaml"
 }
+
+# kill_creates_at_random PROFILE ROUNDS [CHECK]: starts `create --profile PROFILE` ROUNDS times and
+# SIGKILLs each somewhere between start-up, the intent commit, the backend call and the outcome
+# commit, then runs CHECK (a function, given the round). The kill window is as long as one whole
+# create takes here: a sanitizer build on a loaded machine is many times slower than a release
+# build on an idle one.
+kill_creates_at_random() {
+  local profile=$1 rounds=$2 check=${3:-true} start window_ms round pid delay_ms
+  start=$(date +%s%N)
+  sbx create --profile "$profile" --quiet >/dev/null
+  window_ms=$((($(date +%s%N) - start) / 1000000))
+  for round in $(seq "$rounds"); do
+    # Not through the sbx function: a backgrounded function is a subshell, and killing it would
+    # leave the real create running on.
+    "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile "$profile" \
+      --quiet >/dev/null 2>&1 &
+    pid=$!
+    delay_ms=$((RANDOM % window_ms))
+    sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    "$check" "$round"
+  done
+}

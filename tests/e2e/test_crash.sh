@@ -7,25 +7,11 @@ stub_profile slow <<EOF2
   root: $WORK/backend
   latency: { create: 300ms }
 EOF2
-# The kill window is as long as one whole create takes here: a sanitizer build on a loaded machine
-# is many times slower than a release build on an idle one.
-start=$(date +%s%N)
-sbx create --profile slow --quiet >/dev/null
-window_ms=$((($(date +%s%N) - start) / 1000000))
-for round in $(seq 20); do
-  # Not through the sbx function: a backgrounded function is a subshell, and killing it would
-  # leave the real create running on.
-  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow --quiet \
-    >/dev/null 2>&1 &
-  pid=$!
-  # Somewhere between start-up, the intent commit, the backend call and the outcome commit.
-  delay_ms=$((RANDOM % window_ms))
-  sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+ledger_parses() {
   jq empty "$STATE/ledger.json" 2>/dev/null || [ ! -e "$STATE/ledger.json" ] ||
-    fail "round $round: ledger does not parse"
-done
+    fail "round $1: ledger does not parse"
+}
+kill_creates_at_random slow 20 ledger_parses
 [ "$(ledger_jq '.sandboxes | length')" -gt 1 ] || fail "no killed create ever committed its intent"
 bad=$(ledger_jq '[.sandboxes[] | select(
         (.state == "running" and .backend_id != "") or .state == "creating" | not)] | length')

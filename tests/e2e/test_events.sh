@@ -154,18 +154,7 @@ stub_profile slow <<EOF2
   root: $WORK/backend
   latency: { create: 300ms }
 EOF2
-start=$(date +%s%N)
-sbx create --profile slow --quiet >/dev/null
-window_ms=$((($(date +%s%N) - start) / 1000000))
-for round in $(seq 10); do
-  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow --quiet \
-    >/dev/null 2>&1 &
-  pid=$!
-  delay_ms=$((RANDOM % window_ms))
-  sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-done
+kill_creates_at_random slow 10
 expect_code 0 sbx events flush
 committed=$(ledger_jq '.sandboxes[].history[].event_id' | sort)
 received=$(jq -r '.event.id' "$WORK/hub.jsonl" | sort -u)
@@ -175,11 +164,25 @@ extra=$(comm -13 <(echo "$committed") <(echo "$received"))
 [ -z "$extra" ] || fail "delivered but never committed: $extra"
 [ -z "$(ls "$STATE/outbox" | grep -v '^sinks$')" ] || fail "outbox left: $(ls "$STATE/outbox")"
 
+# 6b. The stdout sink: the events of a command are lines on its own stdout, as they happen.
+stub_profile loud <<EOF2
+  root: $WORK/backend
+EOF2
+echo 'events: [ { type: stdout } ]' >>"$PROFILES/loud.yaml"
+expect_code 0 sbx create --profile loud --quiet
+LOUD_ID=$(grep -v '^{' <<<"$OUT")
+[ "$(grep '^{' <<<"$OUT" | jq -r .type | paste -sd, -)" = \
+  dev.sandboxer.sandbox.created,dev.sandboxer.sandbox.ready ] || fail "stdout sink: $OUT"
+[ "$(grep '^{' <<<"$OUT" | jq -r .subject | sort -u)" = "$LOUD_ID" ] || fail "stdout subject: $OUT"
+STDOUT_EVENTS=$OUT
+expect_code 0 sbx destroy "$LOUD_ID" --quiet
+STDOUT_EVENTS+=$OUT
+
 # 7. No secret anywhere: state dir, every sink, the outputs (incl. debug logs) of this test.
 for secret in "$SECRET_TOKEN" "$SECRET_KEY"; do
   ! grep -rqF "$secret" "$STATE" "$WORK/hub.jsonl" "$WORK/hook.jsonl" "$WORK/profile-events.jsonl" ||
     fail "a secret leaked into a file: $(grep -rlF "$secret" "$WORK")"
   expect_code 0 sbx -v --log-level debug events list -o json
-  ! grep -qF "$secret" <<<"$OUT$ERR" || fail "a secret leaked into output"
+  ! grep -qF "$secret" <<<"$OUT$ERR$STDOUT_EVENTS" || fail "a secret leaked into output"
 done
 echo ok

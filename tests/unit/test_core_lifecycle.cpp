@@ -6,6 +6,7 @@
 #include <sandboxer/lifecycle.hpp>
 
 #include "support/fake_clock.hpp"
+#include "support/recording_hook.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {
@@ -13,21 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class RecordingHook : public EventHook {
-public:
-  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
-    for (size_t i = first_new; i < record.history.size(); ++i) {
-      record.history[i].event = events::kind_of(record, i);
-      seen.push_back(record.id + ":" + to_string(record.history[i].to));
-      kinds.push_back(record.history[i].event);
-    }
-  }
-  void committed() override { ++commits; }
-  void deliver() override {}
-  std::vector<std::string> seen;
-  std::vector<std::string> kinds;
-  int commits = 0;
-};
+using RecordingHook = testing::RecordingHook;
 
 class CollectingIo : public ExecIo {
 public:

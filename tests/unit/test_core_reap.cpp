@@ -10,6 +10,7 @@
 #include <sandboxer/reap.hpp>
 
 #include "support/fake_clock.hpp"
+#include "support/recording_hook.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {
@@ -17,21 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class NullHook : public EventHook {
-public:
-  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
-    for (size_t i = first_new; i < record.history.size(); ++i) {
-      record.history[i].event = events::kind_of(record, i);
-      seen.push_back(record.id + ":" + to_string(record.history[i].to));
-      kinds.push_back(record.history[i].event);
-    }
-  }
-  void committed() override { ++commits; }
-  void deliver() override {}
-  std::vector<std::string> seen;
-  std::vector<std::string> kinds;
-  int commits = 0;
-};
+using NullHook = testing::RecordingHook;
 
 const TimePoint k_noon = *parse_time("2026-12-02T12:00:00Z");
 

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <sandboxer/events.hpp>
+#include <sandboxer/lifecycle.hpp>
+
+namespace sandboxer::testing {
+
+// An EventHook that writes nothing: it gives each new entry its kind, as the real one does, and
+// records "<id>:<state>" and the kinds in order.
+class RecordingHook : public EventHook {
+public:
+  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
+    for (size_t i = first_new; i < record.history.size(); ++i) {
+      record.history[i].event = events::kind_of(record, i);
+      seen.push_back(record.id + ":" + to_string(record.history[i].to));
+      kinds.push_back(record.history[i].event);
+    }
+  }
+  void committed() override { ++commits; }
+  void deliver() override {}
+  std::vector<std::string> seen;
+  std::vector<std::string> kinds;
+  int commits = 0;
+};
+
+} // namespace sandboxer::testing
