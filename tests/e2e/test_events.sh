@@ -20,7 +20,11 @@ start_receiver() {
   PORT=$(cat "$WORK/port")
 }
 stop_receiver() { kill "$HUB" 2>/dev/null || true; wait "$HUB" 2>/dev/null || true; }
-hub_mode() { curl -sf -X POST --data "$1" "http://127.0.0.1:$PORT/control" >/dev/null; }
+hub_mode() {
+  python3 -c 'import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode()), timeout=10)' \
+    "http://127.0.0.1:$PORT/control" "$1"
+}
 trap 'stop_receiver; rm -rf "$WORK"' EXIT
 start_receiver
 
