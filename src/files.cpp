@@ -46,7 +46,8 @@ void make_private_dirs(const fs::path& path) {
   }
 }
 
-void write_file_atomically(const fs::path& path, const std::string& text, unsigned mode) {
+void write_file_atomically(const fs::path& path, const std::string& text, unsigned mode,
+                           bool durable) {
   // A dot-file beside the target: same filesystem for rename(), and globbing readers (the
   // textfile collector reads *.prom, the outbox *.json) never see it.
   fs::path temp =
@@ -57,7 +58,7 @@ void write_file_atomically(const fs::path& path, const std::string& text, unsign
   }
   try {
     write_all(fd.get(), text, path);
-    if (::fsync(fd.get()) != 0) {
+    if (durable && ::fsync(fd.get()) != 0) {
       fail("fsync", path, errno);
     }
     if (::rename(temp.c_str(), path.c_str()) != 0) {

@@ -1115,6 +1115,16 @@ fs::path find_profile(const std::string& name_or_path, const std::vector<fs::pat
 }
 
 Config load_config(const fs::path& file) {
+  // An empty file (or one of comments only) configures nothing, as no file does.
+  try {
+    if (YAML::Load(read_text(file)).IsNull()) {
+      Config config;
+      config.path = file;
+      return config;
+    }
+  } catch (const YAML::Exception&) {
+    // parse_document() says where.
+  }
   Document doc = parse_document(file);
   return Checker(file, doc).config();
 }

@@ -14,9 +14,10 @@ namespace sandboxer {
 void make_private_dirs(const std::filesystem::path& path);
 
 // Writes `text` to a temp file beside `path`, fsyncs it and renames it over `path`: a reader sees
-// the old or the new content, never a mix. `mode` applies to a new file.
+// the old or the new content, never a mix. `mode` applies to a new file. Without `durable` the
+// fsync is skipped: for files whose loss after a machine crash only costs repeated work.
 void write_file_atomically(const std::filesystem::path& path, const std::string& text,
-                           unsigned mode = 0644);
+                           unsigned mode = 0644, bool durable = true);
 
 // Makes the entries of `dir` (created, renamed, removed files) durable.
 void sync_directory(const std::filesystem::path& dir);

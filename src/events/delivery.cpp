@@ -122,7 +122,11 @@ bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
       if (out_of_time()) {
         return true;
       }
+      auto sent = steady_clock::now();
       SendResult result = send(sink, text, std::min(timeout_of(sink), time_left()));
+      spdlog::debug("timing: event {} to {} {:.1f} ms", entry.event.value("id", "?"),
+                    describe_sink(sink),
+                    duration<double, std::milli>(steady_clock::now() - sent).count());
       if (result.ok) {
         ++m_totals.delivered;
         break;

@@ -232,7 +232,9 @@ std::uint64_t Outbox::cursor(const std::string& key) const {
 }
 
 void Outbox::set_cursor(const std::string& key, std::uint64_t sequence) const {
-  write_file_atomically(m_dir / "sinks" / (key + ".cursor"), fmt::format("{}\n", sequence), 0600);
+  // Not fsync'd: a cursor lost with the machine only makes its sink get some events again.
+  write_file_atomically(m_dir / "sinks" / (key + ".cursor"), fmt::format("{}\n", sequence), 0600,
+                        false);
 }
 
 } // namespace sandboxer::events
