@@ -1,10 +1,14 @@
 // The docker driver against a fake http::Transport: the exact Engine API requests it sends and how
 // it reads the engine's answers. The real engine is exercised by tests/e2e/test_docker*.sh.
 #include <deque>
+#include <filesystem>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
+#include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/docker_driver.hpp"
 
@@ -93,6 +97,14 @@ std::string frame(char stream, std::string_view payload) {
 
 class DockerDriverTest : public ::testing::Test {
 protected:
+  void SetUp() override {
+    data_dir = std::filesystem::temp_directory_path() /
+               fmt::format("sandboxer-docker-test-{}-{}", getpid(),
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(data_dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(data_dir); }
+
   std::unique_ptr<Driver> open(json section = json::object()) {
     section["host"] = "unix:///fake/docker.sock";
     if (!section.contains("image")) {
@@ -101,10 +113,20 @@ protected:
     const auto& factory = drivers::docker::docker_factory();
     DriverContext context;
     context.progress = &progress;
+    context.data_dir = data_dir;
     return drivers::docker::open_docker_driver(factory.parse_spec(section), context, engine);
   }
 
   SandboxHandle handle() const { return {"sbx-abc", "c1", json::object(), json::object()}; }
+
+  // destroy's look for what an interrupted restore --in-place left: every container labelled
+  // with the sandbox's id.
+  void expect_leftover_list(json containers = json::array()) {
+    engine.expect("GET",
+                  "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sandboxer.id%3Dsbx-abc%22"
+                  "%5D%7D",
+                  200, containers);
+  }
 
   void expect_running_container() {
     engine.expect("GET", "/containers/c1/json", 200,
@@ -113,6 +135,7 @@ protected:
 
   FakeEngine engine;
   NullProgress progress;
+  std::filesystem::path data_dir;
 };
 
 TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
@@ -226,6 +249,7 @@ TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
   auto driver = open({{"stop_timeout", "3s"}});
   engine.expect("POST", "/containers/c1/stop?t=3", 204);
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list();
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
 }
@@ -233,6 +257,7 @@ TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
 TEST_F(DockerDriverTest, DestroyWithoutGraceIsOneForcedRemove) {
   auto driver = open({{"stop_timeout", "0s"}});
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list();
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
 }
@@ -274,6 +299,7 @@ TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
   // The core counts not_found on destroy as destroyed.
   auto driver = open();
   engine.expect("POST", "/containers/c1/stop?t=10", 404, {{"message", "No such container: c1"}});
+  expect_leftover_list();
   try {
     driver->destroy(handle());
     FAIL() << "destroy succeeded";
@@ -283,6 +309,7 @@ TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
   // Gone between the stop and the remove.
   engine.expect("POST", "/containers/c1/stop?t=10", 304);
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
+  expect_leftover_list();
   try {
     driver->destroy(handle());
     FAIL() << "destroy succeeded";
@@ -317,7 +344,89 @@ TEST_F(DockerDriverTest, StatusMapsTheEngineState) {
     EXPECT_EQ(status.detail, c.detail);
   }
   engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container"}});
-  EXPECT_EQ(driver->status(handle()).state, State::missing);
+  engine.expect("GET", "/containers/sbx-abc/json", 404, {{"message", "No such container"}});
+  auto missing = driver->status(handle());
+  EXPECT_EQ(missing.state, State::missing);
+  EXPECT_EQ(missing.detail, "no such container");
+  EXPECT_TRUE(engine.done());
+}
+
+// restore --in-place killed between its steps: the ledger has c1, which is set aside under
+// sbx-abc-replaced and stopped, and the unfinished new container c2 has the sandbox's name.
+TEST_F(DockerDriverTest, StatusUndoesAnInterruptedRestoreInPlace) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200,
+                {{"Id", "c1"},
+                 {"Name", "/sbx-abc-replaced"},
+                 {"State", {{"Running", false}, {"Status", "exited"}, {"ExitCode", 137}}}});
+  engine.expect("GET", "/containers/sbx-abc/json", 200,
+                {{"Id", "c2"},
+                 {"Name", "/sbx-abc"},
+                 {"Config", {{"Labels", {{"sandboxer.id", "sbx-abc"}}}}}});
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc", 204);
+  engine.expect("POST", "/containers/c1/start", 204);
+  engine.expect(
+      "GET", "/containers/c1/json", 200,
+      {{"Id", "c1"}, {"Name", "/sbx-abc"}, {"State", {{"Running", true}, {"Status", "running"}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::running);
+  EXPECT_EQ(status.detail, "brought back under its name after an interrupted restore --in-place "
+                           "(its unfinished new container c2 removed); running");
+  EXPECT_TRUE(engine.done());
+  // Settled: the next status is a plain one.
+  engine.expect(
+      "GET", "/containers/c1/json", 200,
+      {{"Id", "c1"}, {"Name", "/sbx-abc"}, {"State", {{"Running", true}, {"Status", "running"}}}});
+  EXPECT_EQ(driver->status(handle()).detail, "running");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, StatusLeavesARestoreInPlaceInProgressAlone) {
+  auto driver = open();
+  // What the restoring process holds while it swaps the containers.
+  LockFile lock(data_dir / "restore-in-place-sbx-abc.lock", Seconds(0), "test");
+  auto held = lock.acquire();
+  engine.expect("GET", "/containers/c1/json", 200,
+                {{"Id", "c1"},
+                 {"Name", "/sbx-abc-replaced"},
+                 {"State", {{"Running", true}, {"Status", "running"}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::running);
+  EXPECT_EQ(status.detail, "being replaced by a restore --in-place in progress; running");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, StatusOfAContainerGoneInARestoreInPlaceNamesTheNewOne) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container"}});
+  engine.expect("GET", "/containers/sbx-abc/json", 200,
+                {{"Id", "c2"},
+                 {"Name", "/sbx-abc"},
+                 {"Config", {{"Labels", {{"sandboxer.id", "sbx-abc"}}}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::missing);
+  EXPECT_NE(status.detail.find("container c2 under its name is the new one of an interrupted "
+                               "restore --in-place"),
+            std::string::npos)
+      << status.detail;
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, DestroyRemovesWhatAnInterruptedRestoreInPlaceLeft) {
+  auto driver = open({{"stop_timeout", "0s"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list(json::array({{{"Id", "c1"}}, {{"Id", "c2"}}}));
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+  // The recorded container already gone, the new one of the restore still there: destroyed, not
+  // "already gone".
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
+  expect_leftover_list(json::array({{{"Id", "c2"}}}));
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  EXPECT_NO_THROW(driver->destroy(handle()));
+  EXPECT_TRUE(engine.done());
 }
 
 TEST_F(DockerDriverTest, ListRemoteFiltersByEveryLabel) {
