@@ -531,7 +531,9 @@ private:
       body["WorkingDir"] = *request.workdir;
     }
     std::string exec_id = m_api.create_exec(container, body);
-    if (request.attach_stdin && io.stdin_fd() >= 0) {
+    // A tty goes over the hijacked connection too, even without stdin: its I/O loop is where
+    // resizes of the local terminal are forwarded.
+    if ((request.attach_stdin && io.stdin_fd() >= 0) || request.tty) {
       m_api.start_exec_attached(exec_id, request.tty, io);
     } else {
       m_api.start_exec(exec_id, request.tty, io);

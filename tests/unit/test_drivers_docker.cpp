@@ -3,7 +3,12 @@
 #include <deque>
 #include <filesystem>
 #include <fmt/format.h>
+#include <functional>
+#include <future>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <thread>
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
@@ -52,7 +57,7 @@ public:
   http::Response send(const http::Request& request) override {
     const std::string prefix = "http://docker/v1.41";
     EXPECT_TRUE(request.url.starts_with(prefix)) << request.url;
-    EXPECT_EQ(request.unix_socket, "/fake/docker.sock");
+    EXPECT_EQ(request.unix_socket, socket_path);
     std::string path = request.url.substr(prefix.size());
     sent.push_back(request);
     if (m_script.empty()) {
@@ -62,6 +67,9 @@ public:
     Exchange next = m_script.front();
     m_script.pop_front();
     EXPECT_EQ(request.method + " " + path, next.method + " " + next.path);
+    if (after_answer) {
+      after_answer(path, next.status);
+    }
     http::Response response{next.status, {}, next.body};
     if (request.on_body && !next.body.empty()) {
       request.on_body(next.body);
@@ -72,6 +80,9 @@ public:
 
   bool done() const { return m_script.empty(); }
   std::vector<http::Request> sent;
+  std::string socket_path = "/fake/docker.sock";
+  // Called with each request's path and the status it is about to get.
+  std::function<void(const std::string&, long)> after_answer;
 
 private:
   std::deque<Exchange> m_script;
@@ -106,7 +117,9 @@ protected:
   void TearDown() override { std::filesystem::remove_all(data_dir); }
 
   std::unique_ptr<Driver> open(json section = json::object()) {
-    section["host"] = "unix:///fake/docker.sock";
+    if (!section.contains("host")) {
+      section["host"] = "unix:///fake/docker.sock";
+    }
     if (!section.contains("image")) {
       section["image"] = "sandboxer-test:busybox";
     }
@@ -558,6 +571,109 @@ TEST_F(DockerDriverTest, ExecKilledByTheOomKillerIsABackendError) {
   // No oom event in the window: a plain kill -9, the command's own 137.
   killed("");
   EXPECT_EQ(oom_driver->exec(handle(), {.argv = {"sh", "-c", "kill -9 $$"}}, io), 137);
+  EXPECT_TRUE(engine.done());
+}
+
+} // namespace
+} // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+// A local terminal as exec -t sees it: a size, a "resized" pipe, and stdin. When the command's
+// output says "ready", the terminal is resized to 44x132 and stdin ends.
+class TerminalIo : public ExecIo {
+public:
+  TerminalIo() {
+    EXPECT_EQ(::pipe(m_winch), 0);
+    EXPECT_EQ(::pipe(m_stdin), 0);
+  }
+  ~TerminalIo() override {
+    for (int fd : {m_winch[0], m_winch[1], m_stdin[0], m_stdin[1]}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+  void out(std::string_view bytes) override {
+    text.append(bytes);
+    if (m_stdin[1] >= 0 && text.find("ready") != std::string::npos) {
+      size = {44, 132};
+      EXPECT_EQ(::write(m_winch[1], "w", 1), 1);
+      ::close(m_stdin[1]);
+      m_stdin[1] = -1;
+    }
+  }
+  void err(std::string_view bytes) override { text.append(bytes); }
+  int stdin_fd() const override { return m_stdin[0]; }
+  std::optional<TerminalSize> terminal_size() const override { return size; }
+  int resize_fd() const override { return m_winch[0]; }
+
+  TerminalSize size{33, 111};
+  std::string text;
+
+private:
+  int m_winch[2] = {-1, -1};
+  int m_stdin[2] = {-1, -1};
+};
+
+// exec -t: the API calls go to the fake engine, the hijacked stream to a real unix socket served
+// here. The exec's terminal gets the local size once the engine accepts it (refused first, as
+// before the process runs), and the new size after a resize of the local terminal.
+TEST_F(DockerDriverTest, ExecWithATerminalSendsItsSizeAndItsResizes) {
+  std::string socket_path = (data_dir / "engine.sock").string();
+  int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket_path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+
+  std::promise<void> first_size_taken;
+  engine.socket_path = socket_path;
+  engine.after_answer = [&](const std::string& path, long status) {
+    if (path == "/exec/e1/resize?h=33&w=111" && status == 201) {
+      first_size_taken.set_value();
+    }
+  };
+  std::string start_request;
+  std::thread server([&] {
+    int connection = ::accept(listener, nullptr, nullptr);
+    char buffer[4096];
+    while (start_request.find("}") == std::string::npos) {
+      ssize_t n = ::read(connection, buffer, sizeof buffer);
+      if (n <= 0) {
+        break;
+      }
+      start_request.append(buffer, n);
+    }
+    std::string upgraded = "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n";
+    EXPECT_EQ(::write(connection, upgraded.data(), upgraded.size()), ssize_t(upgraded.size()));
+    first_size_taken.get_future().wait_for(std::chrono::seconds(10));
+    EXPECT_EQ(::write(connection, "ready\r\n", 7), 7);
+    while (::read(connection, buffer, sizeof buffer) > 0) {
+    }
+    ::close(connection);
+  });
+
+  auto driver = open({{"host", "unix://" + socket_path}});
+  engine.expect("POST", "/containers/c1/exec", 201, {{"Id", "e1"}});
+  engine.expect("POST", "/exec/e1/resize?h=33&w=111", 409,
+                {{"message", "container c1 is not running"}});
+  engine.expect("POST", "/exec/e1/resize?h=33&w=111", 201);
+  engine.expect("POST", "/exec/e1/resize?h=44&w=132", 201);
+  engine.expect("GET", "/exec/e1/json", 200, {{"Running", false}, {"ExitCode", 0}});
+  TerminalIo io;
+  int status = driver->exec(handle(), {.argv = {"sh"}, .attach_stdin = true, .tty = true}, io);
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(io.text, "ready\r\n");
+  EXPECT_NE(start_request.find("POST /v1.41/exec/e1/start HTTP/1.1"), std::string::npos);
+  EXPECT_NE(start_request.find("\"Tty\":true"), std::string::npos) << start_request;
+  json body = json::parse(engine.sent[0].body);
+  EXPECT_EQ(body["Tty"], true);
+  EXPECT_EQ(body["AttachStdin"], true);
   EXPECT_TRUE(engine.done());
 }
 
