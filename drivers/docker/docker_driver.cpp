@@ -389,9 +389,19 @@ private:
   }
 
   // Removes every other container labelled with the sandbox's id; returns whether there was any.
+  // Best effort: the sandbox's own container is already dealt with, so a failure here only warns.
   bool remove_leftovers(const SandboxHandle& sandbox) {
+    json containers;
+    try {
+      containers = m_api.list_containers({{"sandboxer.id", sandbox.sandbox_id}});
+    } catch (const DriverError& e) {
+      spdlog::warn("docker: {}: could not look for containers left by an interrupted restore "
+                   "--in-place: {}",
+                   sandbox.sandbox_id, e.what());
+      return false;
+    }
     bool any = false;
-    for (const auto& container : m_api.list_containers({{"sandboxer.id", sandbox.sandbox_id}})) {
+    for (const auto& container : containers) {
       std::string id = container.value("Id", "");
       if (id.empty() || id == sandbox.backend_id) {
         continue;

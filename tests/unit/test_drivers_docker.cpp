@@ -440,6 +440,14 @@ TEST_F(DockerDriverTest, DestroyRemovesWhatAnInterruptedRestoreInPlaceLeft) {
   engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
   EXPECT_NO_THROW(driver->destroy(handle()));
   EXPECT_TRUE(engine.done());
+  // The look for leftovers failing does not undo a destroy that removed the container.
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  engine.expect("GET",
+                "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sandboxer.id%3Dsbx-abc%22"
+                "%5D%7D",
+                500, {{"message", "engine trouble"}});
+  EXPECT_NO_THROW(driver->destroy(handle()));
+  EXPECT_TRUE(engine.done());
 }
 
 TEST_F(DockerDriverTest, ListRemoteFiltersByEveryLabel) {
