@@ -404,20 +404,23 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   // The exec's terminal starts at 0x0: API 1.41 has no initial size (ConsoleSize in the exec
   // bodies is API 1.42, dropped by the engine on a /v1.41 path), only resizes. The engine answers
   // the upgrade and then starts the process, and refuses a resize until it runs: the first one is
-  // retried (as the docker CLI does) after 10, 20, 30... ms, 10 times at most, while the stream
-  // is served.
+  // retried after 10, 20, 30... ms (as the docker CLI does, which gives up after 10 tries, ~0.5 s;
+  // here the gaps stop growing at 100 ms and the tries go on for ~2.5 s, for a busy engine),
+  // while the stream is served.
+  constexpr int k_max_resize_attempts = 30;
   int resize_attempts = 0;
   auto next_resize = std::chrono::steady_clock::now();
   auto try_initial_resize = [&] {
-    if (!size || resize_attempts >= 10 || std::chrono::steady_clock::now() < next_resize) {
+    if (!size || resize_attempts >= k_max_resize_attempts ||
+        std::chrono::steady_clock::now() < next_resize) {
       return;
     }
     ++resize_attempts;
     if (resize_exec(exec_id, *size)) {
       size.reset();
     } else {
-      next_resize =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(10 * resize_attempts);
+      next_resize = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(std::min(10 * resize_attempts, 100));
     }
   };
   try_initial_resize();
@@ -427,7 +430,7 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   while (true) {
     pollfd fds[3] = {{stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}, {winch_fd, POLLIN, 0}};
     int timeout = -1;
-    if (size && resize_attempts < 10) {
+    if (size && resize_attempts < k_max_resize_attempts) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       next_resize - std::chrono::steady_clock::now())
                       .count();
