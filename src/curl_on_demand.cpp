@@ -21,6 +21,7 @@ struct CurlLibrary {
   CURLcode (*global_init)(long) = nullptr;
   CURL* (*easy_init)() = nullptr;
   void (*easy_cleanup)(CURL*) = nullptr;
+  void (*easy_reset)(CURL*) = nullptr;
   CURLcode (*easy_perform)(CURL*) = nullptr;
   CURLcode (*easy_setopt)(CURL*, CURLoption, ...) = nullptr;
   CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...) = nullptr;
@@ -37,9 +38,14 @@ template <typename Function> bool bind(void* handle, const char* name, Function&
 
 CurlLibrary load() {
   CurlLibrary lib;
-  // The soname of libcurl's ABI 4, built with OpenSSL (Debian's libcurl4) or GnuTLS.
+  // The soname of libcurl's ABI 4, built with GnuTLS (Debian's libcurl3-gnutls, which git needs, so
+  // it is usually there) or OpenSSL (libcurl4). The GnuTLS build first: both pull in the same ~30
+  // libraries (the OpenSSL one gets GnuTLS through LDAP and RTMP, and the GnuTLS one OpenSSL's
+  // libcrypto through libssh2), but its curl_global_init() skips OpenSSL's configuration
+  // (openssl.cnf) and takes ~1.1 ms instead of ~1.9 ms here (bench/docker.sh,
+  // docs/drivers/docker.md).
   void* handle = nullptr;
-  for (const char* name : {"libcurl.so.4", "libcurl-gnutls.so.4"}) {
+  for (const char* name : {"libcurl-gnutls.so.4", "libcurl.so.4"}) {
     if ((handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
       break;
     }
@@ -53,6 +59,7 @@ CurlLibrary load() {
   const bool complete = bind(handle, "curl_global_init", lib.global_init) &&
                         bind(handle, "curl_easy_init", lib.easy_init) &&
                         bind(handle, "curl_easy_cleanup", lib.easy_cleanup) &&
+                        bind(handle, "curl_easy_reset", lib.easy_reset) &&
                         bind(handle, "curl_easy_perform", lib.easy_perform) &&
                         bind(handle, "curl_easy_setopt", lib.easy_setopt) &&
                         bind(handle, "curl_easy_getinfo", lib.easy_getinfo) &&
@@ -104,6 +111,10 @@ CURL* curl_easy_init() {
 // Only ever called on a handle that curl_easy_init() made, so the library is loaded.
 void curl_easy_cleanup(CURL* curl) {
   library().easy_cleanup(curl);
+}
+
+void curl_easy_reset(CURL* curl) {
+  library().easy_reset(curl);
 }
 
 CURLcode curl_easy_perform(CURL* curl) {

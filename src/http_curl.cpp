@@ -4,6 +4,7 @@
 #include <mutex>
 #include <regex>
 #include <spdlog/spdlog.h>
+#include <thread>
 
 #include <sandboxer/http.hpp>
 #include <sandboxer/log.hpp>
@@ -62,12 +63,55 @@ std::string path_of(const std::string& url) {
   return slash == std::string::npos ? "/" : url.substr(slash);
 }
 
+// One easy handle per thread, kept between requests: it keeps its connection open, so the
+// requests of one command after the first skip the connect (the Docker Engine keeps a unix-socket
+// connection alive), and libcurl's per-handle setup is paid once.
+class ThreadHandle {
+public:
+  ~ThreadHandle() {
+    if (m_curl) {
+      curl_easy_cleanup(m_curl);
+    }
+  }
+  // The kept handle, or a fresh one when the kept one is busy (a request sent from inside another
+  // request's body callback); null when libcurl could not be loaded.
+  CURL* acquire() {
+    if (m_busy) {
+      return curl_easy_init();
+    }
+    if (!m_curl) {
+      m_curl = curl_easy_init();
+    }
+    m_busy = m_curl != nullptr;
+    return m_curl;
+  }
+  void release(CURL* curl) {
+    if (curl == m_curl) {
+      // Forgets the options (they point into the caller's locals), keeps the open connection.
+      curl_easy_reset(curl);
+      m_busy = false;
+    } else {
+      curl_easy_cleanup(curl);
+    }
+  }
+
+private:
+  CURL* m_curl = nullptr;
+  bool m_busy = false;
+};
+
 class CurlTransport : public Transport {
 public:
-  CurlTransport() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+  // Loading libcurl and its ~30 libraries and curl_global_init() take some 12-15 ms (see
+  // curl_on_demand.cpp); started on a thread of its own when a driver opens the transport, that
+  // overlaps with what the core does before the first request (a ledger commit, with its fsyncs).
+  CurlTransport() : m_loader([] { curl_global_init(CURL_GLOBAL_DEFAULT); }) {}
+  ~CurlTransport() override { wait_loaded(); }
 
   Response send(const Request& request) override {
-    CURL* curl = curl_easy_init();
+    wait_loaded();
+    thread_local ThreadHandle handle;
+    CURL* curl = handle.acquire();
     if (!curl) {
       const std::string why = curl_load_error();
       throw DriverError(DriverError::Kind::error, why.empty() ? "cannot initialise libcurl" : why);
@@ -111,8 +155,8 @@ public:
     auto started = std::chrono::steady_clock::now();
     CURLcode code = curl_easy_perform(curl);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+    handle.release(curl);
     curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   std::chrono::steady_clock::now() - started)
                   .count();
@@ -127,10 +171,26 @@ public:
       throw DriverError(kind, log::redact(fmt::format("{} {}{}: {}", request.method,
                                                       redacted_url(request.url), where, detail)));
     }
-    spdlog::debug("{} {} -> {} ({} ms)", request.method, path_of(redacted_url(request.url)),
-                  response.status, ms);
+    // Guarded: redacted_url() compiles its regexes on first use, ~0.5 ms that a command without -v
+    // need not pay.
+    if (spdlog::should_log(spdlog::level::debug)) {
+      spdlog::debug("{} {} -> {} ({} ms)", request.method, path_of(redacted_url(request.url)),
+                    response.status, ms);
+    }
     return response;
   }
+
+private:
+  void wait_loaded() {
+    std::call_once(m_loaded, [this] {
+      if (m_loader.joinable()) {
+        m_loader.join();
+      }
+    });
+  }
+
+  std::thread m_loader;
+  std::once_flag m_loaded;
 };
 
 } // namespace

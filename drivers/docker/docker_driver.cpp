@@ -1,10 +1,12 @@
 #include "drivers/docker/docker_driver.hpp"
 
+#include <filesystem>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <thread>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/engine_api.hpp"
 #include "drivers/docker/spec.hpp"
@@ -108,7 +110,7 @@ class DockerDriver : public Driver {
 public:
   DockerDriver(Spec spec, const DriverContext& context, http::Transport& transport)
       : m_spec(std::move(spec)), m_api(resolve_endpoint(m_spec.host), transport),
-        m_progress(*context.progress) {}
+        m_progress(*context.progress), m_data_dir(context.data_dir) {}
 
   CreateResult create(const CreateRequest& request) override {
     std::string image = request.from_snapshot.value_or(m_spec.image);
@@ -126,8 +128,17 @@ public:
     ensure_image(image, is_snapshot);
     // restore --in-place. The new container needs the old one's name, and perhaps its host
     // ports: the old one steps aside (renamed, stopped) first, and comes back if the new one fails.
+    // Held until the swap is over, so that status() can tell a swap in progress from one whose
+    // process was killed (settle_interrupted_swap).
+    auto swapping = swap_lock(request.sandbox_id).try_acquire();
+    if (!swapping.held()) {
+      throw DriverError(Kind::conflict,
+                        fmt::format("docker: another restore --in-place of {} is running; wait "
+                                    "for it to end",
+                                    request.sandbox_id));
+    }
     const std::string& old_id = *request.replaces;
-    std::string aside = request.sandbox_id + "-replaced";
+    std::string aside = aside_name(request.sandbox_id);
     bool had_old = m_api.rename_container(old_id, aside);
     if (had_old) {
       stop_quietly(old_id);
@@ -191,12 +202,27 @@ public:
   }
 
   void destroy(const SandboxHandle& sandbox) override {
-    // With no grace period a stop is a SIGKILL, which the forced remove sends anyway: one call
-    // instead of two, as docker rm -f does.
-    if (m_spec.stop_timeout.count() > 0) {
-      stop_quietly(sandbox.backend_id);
+    bool removed = true;
+    try {
+      // With no grace period a stop is a SIGKILL, which the forced remove sends anyway: one call
+      // instead of two, as docker rm -f does.
+      if (m_spec.stop_timeout.count() > 0) {
+        stop_quietly(sandbox.backend_id);
+      }
+      removed = m_api.remove_container(sandbox.backend_id, true);
+    } catch (const DriverError& e) {
+      if (e.kind() != Kind::not_found) {
+        throw;
+      }
+      removed = false;
     }
-    if (!m_api.remove_container(sandbox.backend_id, true)) {
+    // What an interrupted restore --in-place can leave besides: the new container under the
+    // sandbox's name while the ledger still has the old one, or the old one renamed aside. One
+    // list by the sandbox's label, empty as a rule.
+    bool leftovers = remove_leftovers(sandbox);
+    std::error_code ignored;
+    std::filesystem::remove(swap_lock(sandbox.sandbox_id).path(), ignored);
+    if (!removed && !leftovers) {
       throw DriverError(Kind::not_found,
                         fmt::format("docker: container {} is gone", sandbox.backend_id));
     }
@@ -204,12 +230,22 @@ public:
 
   BackendStatus status(const SandboxHandle& sandbox) override {
     auto inspect = m_api.inspect_container(sandbox.backend_id);
+    std::string note;
+    if (inspect && inspect->value("Name", "") == "/" + aside_name(sandbox.sandbox_id)) {
+      auto settled = settle_interrupted_swap(sandbox, *inspect);
+      if (!settled) {
+        note = "being replaced by a restore --in-place in progress; ";
+      } else {
+        note = *settled;
+        inspect = m_api.inspect_container(sandbox.backend_id);
+      }
+    }
     if (!inspect) {
-      return {BackendStatus::State::missing, "no such container"};
+      return {BackendStatus::State::missing, missing_detail(sandbox)};
     }
     const json& state = (*inspect)["State"];
     std::string status = state.value("Status", "unknown");
-    std::string detail = status;
+    std::string detail = note + status;
     if (status == "exited" || status == "dead") {
       detail += fmt::format(" (exit code {}{})", state.value("ExitCode", -1),
                             state.value("OOMKilled", false)
@@ -285,6 +321,98 @@ public:
   }
 
 private:
+  static std::string aside_name(const std::string& sandbox_id) { return sandbox_id + "-replaced"; }
+
+  LockFile swap_lock(const std::string& sandbox_id) const {
+    return LockFile(m_data_dir / ("restore-in-place-" + sandbox_id + ".lock"), Seconds(0),
+                    "restore --in-place of " + sandbox_id);
+  }
+
+  static std::string label_of(const json& inspect, const std::string& key) {
+    const json& labels = inspect["Config"]["Labels"];
+    return labels.is_object() && labels.contains(key) && labels[key].is_string()
+               ? labels[key].get<std::string>()
+               : std::string();
+  }
+
+  // The sandbox's container is named <id>-replaced: a restore --in-place set it aside (and perhaps
+  // stopped it, and perhaps made the new container under the sandbox's name) and was killed
+  // before it ended, since the ledger still has this container. Undoes the swap as its failure
+  // path would have: the half-made new container goes, the old one gets its name back and runs
+  // again. Returns a note for the status detail, or nullopt when the swap is still in progress
+  // (its process holds the lock).
+  std::optional<std::string> settle_interrupted_swap(const SandboxHandle& sandbox,
+                                                     const json& old_inspect) {
+    auto swapping = swap_lock(sandbox.sandbox_id).try_acquire();
+    if (!swapping.held()) {
+      return std::nullopt;
+    }
+    const std::string& old_id = sandbox.backend_id;
+    std::string note = "brought back under its name after an interrupted restore --in-place";
+    if (auto named = m_api.inspect_container(sandbox.sandbox_id)) {
+      std::string named_id = named->value("Id", "");
+      if (named_id != old_id) {
+        if (label_of(*named, "sandboxer.id") != sandbox.sandbox_id) {
+          throw DriverError(Kind::conflict,
+                            fmt::format("docker: container {} of {} was set aside as {} by an "
+                                        "interrupted restore --in-place, and container {}, which "
+                                        "is not sandboxer's, took the name {}; remove or rename "
+                                        "that one (docker rm -f {}) and ask again",
+                                        old_id.substr(0, 12), sandbox.sandbox_id,
+                                        aside_name(sandbox.sandbox_id), named_id.substr(0, 12),
+                                        sandbox.sandbox_id, named_id.substr(0, 12)));
+        }
+        m_api.remove_container(named_id, true);
+        note += fmt::format(" (its unfinished new container {} removed)", named_id.substr(0, 12));
+      }
+    }
+    m_api.rename_container(old_id, sandbox.sandbox_id);
+    if (!old_inspect["State"].value("Running", false)) {
+      m_api.start_container(old_id);
+    }
+    spdlog::info("docker: {}: container {} {}", sandbox.sandbox_id, old_id.substr(0, 12), note);
+    return note + "; ";
+  }
+
+  // The sandbox's container is gone. When it went in an interrupted restore --in-place after the
+  // new container was made, that one runs under the sandbox's name, unknown to the ledger.
+  std::string missing_detail(const SandboxHandle& sandbox) {
+    auto named = m_api.inspect_container(sandbox.sandbox_id);
+    if (!named || named->value("Id", "") == sandbox.backend_id ||
+        label_of(*named, "sandboxer.id") != sandbox.sandbox_id) {
+      return "no such container";
+    }
+    return fmt::format("no such container; container {} under its name is the new one of an "
+                       "interrupted restore --in-place, which the ledger does not know (destroy "
+                       "removes it, and so does reap --orphans once the sandbox is settled)",
+                       named->value("Id", "").substr(0, 12));
+  }
+
+  // Removes every other container labelled with the sandbox's id; returns whether there was any.
+  // Best effort: the sandbox's own container is already dealt with, so a failure here only warns.
+  bool remove_leftovers(const SandboxHandle& sandbox) {
+    json containers;
+    try {
+      containers = m_api.list_containers({{"sandboxer.id", sandbox.sandbox_id}});
+    } catch (const DriverError& e) {
+      spdlog::warn("docker: {}: could not look for containers left by an interrupted restore "
+                   "--in-place: {}",
+                   sandbox.sandbox_id, e.what());
+      return false;
+    }
+    bool any = false;
+    for (const auto& container : containers) {
+      std::string id = container.value("Id", "");
+      if (id.empty() || id == sandbox.backend_id) {
+        continue;
+      }
+      spdlog::info("docker: {}: removing container {}, left by an interrupted restore --in-place",
+                   sandbox.sandbox_id, id.substr(0, 12));
+      any = m_api.remove_container(id, true) || any;
+    }
+    return any;
+  }
+
   // Stops with the grace period; not_found propagates, other failures only warn: a container that
   // will not stop is still removed by force afterwards.
   void stop_quietly(const std::string& id) {
@@ -413,7 +541,9 @@ private:
       body["WorkingDir"] = *request.workdir;
     }
     std::string exec_id = m_api.create_exec(container, body);
-    if (request.attach_stdin && io.stdin_fd() >= 0) {
+    // A tty goes over the hijacked connection too, even without stdin: its I/O loop is where
+    // resizes of the local terminal are forwarded.
+    if ((request.attach_stdin && io.stdin_fd() >= 0) || request.tty) {
       m_api.start_exec_attached(exec_id, request.tty, io);
     } else {
       m_api.start_exec(exec_id, request.tty, io);
@@ -432,6 +562,7 @@ private:
   Spec m_spec;
   EngineApi m_api;
   Progress& m_progress;
+  std::filesystem::path m_data_dir;
 };
 
 class DockerFactory : public DriverFactory {

@@ -1,5 +1,7 @@
 #include "drivers/docker/engine_api.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <poll.h>
@@ -385,6 +387,7 @@ void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
 }
 
 void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io) {
+  std::optional<TerminalSize> size = tty ? io.terminal_size() : std::nullopt;
   http::Request request;
   request.method = "POST";
   request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
@@ -398,17 +401,50 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   if (!stream->initial.empty()) {
     deliver(stream->initial);
   }
+  // The exec's terminal starts at 0x0: API 1.41 has no initial size (ConsoleSize in the exec
+  // bodies is API 1.42, dropped by the engine on a /v1.41 path), only resizes. The engine answers
+  // the upgrade and then starts the process, and refuses a resize until it runs: the first one is
+  // retried after 10, 20, 30... ms (as the docker CLI does, which gives up after 10 tries, ~0.5 s;
+  // here the gaps stop growing at 100 ms and the tries go on for ~2.5 s, for a busy engine),
+  // while the stream is served.
+  constexpr int k_max_resize_attempts = 30;
+  int resize_attempts = 0;
+  auto next_resize = std::chrono::steady_clock::now();
+  auto try_initial_resize = [&] {
+    if (!size || resize_attempts >= k_max_resize_attempts ||
+        std::chrono::steady_clock::now() < next_resize) {
+      return;
+    }
+    ++resize_attempts;
+    if (resize_exec(exec_id, *size)) {
+      size.reset();
+    } else {
+      next_resize = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(std::min(10 * resize_attempts, 100));
+    }
+  };
+  try_initial_resize();
   int in_fd = io.stdin_fd();
+  int winch_fd = tty ? io.resize_fd() : -1;
   char buffer[65536];
   while (true) {
-    pollfd fds[2] = {{stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}};
-    int count = in_fd >= 0 ? 2 : 1;
-    if (poll(fds, count, -1) < 0) {
+    pollfd fds[3] = {{stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}, {winch_fd, POLLIN, 0}};
+    int timeout = -1;
+    if (size && resize_attempts < k_max_resize_attempts) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      next_resize - std::chrono::steady_clock::now())
+                      .count();
+      timeout = static_cast<int>(std::max<long long>(left, 0));
+    }
+    // poll() skips entries with a negative fd.
+    int ready = poll(fds, 3, timeout);
+    if (ready < 0) {
       if (errno == EINTR) {
         continue;
       }
       break;
     }
+    try_initial_resize();
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = read(stream->fd, buffer, sizeof buffer);
       if (n <= 0) {
@@ -416,7 +452,7 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
       }
       deliver(std::string_view(buffer, n));
     }
-    if (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (in_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t n = read(in_fd, buffer, sizeof buffer);
       if (n <= 0) {
         // End of our stdin: half-close, so the command sees EOF and can finish.
@@ -432,7 +468,27 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
         }
       }
     }
+    if (winch_fd >= 0 && (fds[2].revents & POLLIN)) {
+      // One read empties it (one byte per signal); the fd may block, so no loop.
+      [[maybe_unused]] auto drained = read(winch_fd, buffer, sizeof buffer);
+      if (auto now = io.terminal_size()) {
+        // The latest size wins over a pending first one.
+        size.reset();
+        resize_exec(exec_id, *now);
+      }
+    }
   }
+}
+
+bool EngineApi::resize_exec(const std::string& exec_id, TerminalSize size) {
+  auto response =
+      call("POST", fmt::format("/exec/{}/resize?h={}&w={}", exec_id, size.rows, size.cols));
+  if (response.status == 200 || response.status == 201 || response.status == 204) {
+    return true;
+  }
+  spdlog::debug("docker: resize of exec {} refused: {}", exec_id.substr(0, 12),
+                engine_message(response));
+  return false;
 }
 
 json EngineApi::inspect_exec(const std::string& exec_id) {

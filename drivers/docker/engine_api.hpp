@@ -52,8 +52,13 @@ public:
   std::string create_exec(const std::string& container, const nlohmann::json& body);
   // Starts an exec without stdin and streams its demultiplexed output.
   void start_exec(const std::string& exec_id, bool tty, ExecIo& io);
-  // Starts an exec on a hijacked connection, copying `stdin_fd` into it.
+  // Starts an exec on a hijacked connection, copying io.stdin_fd() into it (when >= 0). With a
+  // tty, the exec's terminal gets the local terminal's size as soon as the exec runs, and again
+  // each time io.resize_fd() says the local terminal was resized.
   void start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io);
+  // POST /exec/{id}/resize?h=&w=. Returns false when the engine refuses, as it does before the
+  // exec's process has started and after it has ended.
+  bool resize_exec(const std::string& exec_id, TerminalSize size);
   nlohmann::json inspect_exec(const std::string& exec_id);
   // Whether the engine reported an "oom" event of `container` between the two times (GET /events
   // with since and until, which returns at once).

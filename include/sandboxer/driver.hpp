@@ -95,6 +95,12 @@ struct ExecRequest {
   bool tty = false;
 };
 
+// A terminal's size in character cells.
+struct TerminalSize {
+  unsigned rows = 0;
+  unsigned cols = 0;
+};
+
 // Where exec output goes. The driver never prints: it hands bytes to this sink.
 class ExecIo {
 public:
@@ -103,6 +109,12 @@ public:
   virtual void err(std::string_view bytes) = 0;
   // A readable fd for the command's stdin when ExecRequest::attach_stdin, else -1.
   virtual int stdin_fd() const { return -1; }
+  // With ExecRequest::tty: the size of the local terminal now, for the command's terminal; nullopt
+  // when it is not known.
+  virtual std::optional<TerminalSize> terminal_size() const { return std::nullopt; }
+  // With ExecRequest::tty: an fd that becomes readable each time the local terminal is resized
+  // (read it empty, then ask terminal_size()), or -1.
+  virtual int resize_fd() const { return -1; }
 };
 
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.

@@ -1,5 +1,9 @@
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -17,13 +21,71 @@ struct ExecArgs {
   bool tty = false;
 };
 
+// SIGWINCH as a readable pipe for the length of a -t session, so that the driver can wait for a
+// resize of the local terminal along with the command's output; the previous disposition comes
+// back at the end.
+class WindowChanges {
+public:
+  WindowChanges() {
+    if (::pipe2(m_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+      m_fds[0] = m_fds[1] = -1;
+      return;
+    }
+    s_write_fd = m_fds[1];
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    m_installed = sigaction(SIGWINCH, &action, &m_previous) == 0;
+  }
+  ~WindowChanges() {
+    if (m_installed) {
+      sigaction(SIGWINCH, &m_previous, nullptr);
+    }
+    s_write_fd = -1;
+    for (int fd : m_fds) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+  WindowChanges(const WindowChanges&) = delete;
+  WindowChanges& operator=(const WindowChanges&) = delete;
+  int read_fd() const { return m_installed ? m_fds[0] : -1; }
+
+private:
+  static void on_signal(int) {
+    int saved = errno;
+    if (s_write_fd >= 0) {
+      char byte = 1;
+      // A full pipe already says "resized": nothing is lost.
+      [[maybe_unused]] auto ignored = ::write(s_write_fd, &byte, 1);
+    }
+    errno = saved;
+  }
+  static inline volatile sig_atomic_t s_write_fd = -1;
+  int m_fds[2] = {-1, -1};
+  struct sigaction m_previous {};
+  bool m_installed = false;
+};
+
 // The command's bytes go straight to our stdout and stderr, unbuffered and unmixed.
 class StdIo : public ExecIo {
 public:
-  explicit StdIo(bool attach_stdin) : m_attach_stdin(attach_stdin) {}
+  StdIo(bool attach_stdin, const WindowChanges* window)
+      : m_attach_stdin(attach_stdin), m_window(window) {}
   void out(std::string_view bytes) override { write_all(STDOUT_FILENO, bytes); }
   void err(std::string_view bytes) override { write_all(STDERR_FILENO, bytes); }
   int stdin_fd() const override { return m_attach_stdin ? STDIN_FILENO : -1; }
+  std::optional<TerminalSize> terminal_size() const override {
+    winsize size{};
+    if (!m_window || ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_row == 0 ||
+        size.ws_col == 0) {
+      return std::nullopt;
+    }
+    return TerminalSize{size.ws_row, size.ws_col};
+  }
+  int resize_fd() const override { return m_window ? m_window->read_fd() : -1; }
 
 private:
   static void write_all(int fd, std::string_view bytes) {
@@ -36,6 +98,7 @@ private:
     }
   }
   bool m_attach_stdin;
+  const WindowChanges* m_window;
 };
 
 // The local terminal in raw mode for the length of a -t session, so that keys (Ctrl-C included) go
@@ -79,11 +142,13 @@ ExitCode run_exec(Context& context, const ExecArgs& args) {
   request.attach_stdin = args.interactive;
   // A tty only makes sense when we are on one; in CI the flag is harmlessly ignored.
   request.tty = args.tty && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-  StdIo io(args.interactive);
+  std::optional<WindowChanges> window;
   std::optional<RawTerminal> raw;
   if (request.tty) {
+    window.emplace();
     raw.emplace(STDIN_FILENO);
   }
+  StdIo io(args.interactive, window ? &*window : nullptr);
   int status = context.engine().exec(args.id, request, io);
   return static_cast<ExitCode>(status);
 }

@@ -1,10 +1,19 @@
 // The docker driver against a fake http::Transport: the exact Engine API requests it sends and how
 // it reads the engine's answers. The real engine is exercised by tests/e2e/test_docker*.sh.
 #include <deque>
+#include <filesystem>
+#include <fmt/format.h>
+#include <functional>
+#include <future>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <thread>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
+#include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/docker_driver.hpp"
 
@@ -48,7 +57,7 @@ public:
   http::Response send(const http::Request& request) override {
     const std::string prefix = "http://docker/v1.41";
     EXPECT_TRUE(request.url.starts_with(prefix)) << request.url;
-    EXPECT_EQ(request.unix_socket, "/fake/docker.sock");
+    EXPECT_EQ(request.unix_socket, socket_path);
     std::string path = request.url.substr(prefix.size());
     sent.push_back(request);
     if (m_script.empty()) {
@@ -58,6 +67,9 @@ public:
     Exchange next = m_script.front();
     m_script.pop_front();
     EXPECT_EQ(request.method + " " + path, next.method + " " + next.path);
+    if (after_answer) {
+      after_answer(path, next.status);
+    }
     http::Response response{next.status, {}, next.body};
     if (request.on_body && !next.body.empty()) {
       request.on_body(next.body);
@@ -68,6 +80,9 @@ public:
 
   bool done() const { return m_script.empty(); }
   std::vector<http::Request> sent;
+  std::string socket_path = "/fake/docker.sock";
+  // Called with each request's path and the status it is about to get.
+  std::function<void(const std::string&, long)> after_answer;
 
 private:
   std::deque<Exchange> m_script;
@@ -93,18 +108,38 @@ std::string frame(char stream, std::string_view payload) {
 
 class DockerDriverTest : public ::testing::Test {
 protected:
+  void SetUp() override {
+    data_dir = std::filesystem::temp_directory_path() /
+               fmt::format("sandboxer-docker-test-{}-{}", getpid(),
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(data_dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(data_dir); }
+
   std::unique_ptr<Driver> open(json section = json::object()) {
-    section["host"] = "unix:///fake/docker.sock";
+    if (!section.contains("host")) {
+      section["host"] = "unix:///fake/docker.sock";
+    }
     if (!section.contains("image")) {
       section["image"] = "sandboxer-test:busybox";
     }
     const auto& factory = drivers::docker::docker_factory();
     DriverContext context;
     context.progress = &progress;
+    context.data_dir = data_dir;
     return drivers::docker::open_docker_driver(factory.parse_spec(section), context, engine);
   }
 
   SandboxHandle handle() const { return {"sbx-abc", "c1", json::object(), json::object()}; }
+
+  // destroy's look for what an interrupted restore --in-place left: every container labelled
+  // with the sandbox's id.
+  void expect_leftover_list(json containers = json::array()) {
+    engine.expect("GET",
+                  "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sandboxer.id%3Dsbx-abc%22"
+                  "%5D%7D",
+                  200, containers);
+  }
 
   void expect_running_container() {
     engine.expect("GET", "/containers/c1/json", 200,
@@ -113,6 +148,7 @@ protected:
 
   FakeEngine engine;
   NullProgress progress;
+  std::filesystem::path data_dir;
 };
 
 TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
@@ -226,6 +262,7 @@ TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
   auto driver = open({{"stop_timeout", "3s"}});
   engine.expect("POST", "/containers/c1/stop?t=3", 204);
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list();
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
 }
@@ -233,6 +270,7 @@ TEST_F(DockerDriverTest, DestroyStopsWithTheGraceThenRemovesWithVolumes) {
 TEST_F(DockerDriverTest, DestroyWithoutGraceIsOneForcedRemove) {
   auto driver = open({{"stop_timeout", "0s"}});
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list();
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
 }
@@ -274,6 +312,7 @@ TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
   // The core counts not_found on destroy as destroyed.
   auto driver = open();
   engine.expect("POST", "/containers/c1/stop?t=10", 404, {{"message", "No such container: c1"}});
+  expect_leftover_list();
   try {
     driver->destroy(handle());
     FAIL() << "destroy succeeded";
@@ -283,6 +322,7 @@ TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
   // Gone between the stop and the remove.
   engine.expect("POST", "/containers/c1/stop?t=10", 304);
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
+  expect_leftover_list();
   try {
     driver->destroy(handle());
     FAIL() << "destroy succeeded";
@@ -317,7 +357,97 @@ TEST_F(DockerDriverTest, StatusMapsTheEngineState) {
     EXPECT_EQ(status.detail, c.detail);
   }
   engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container"}});
-  EXPECT_EQ(driver->status(handle()).state, State::missing);
+  engine.expect("GET", "/containers/sbx-abc/json", 404, {{"message", "No such container"}});
+  auto missing = driver->status(handle());
+  EXPECT_EQ(missing.state, State::missing);
+  EXPECT_EQ(missing.detail, "no such container");
+  EXPECT_TRUE(engine.done());
+}
+
+// restore --in-place killed between its steps: the ledger has c1, which is set aside under
+// sbx-abc-replaced and stopped, and the unfinished new container c2 has the sandbox's name.
+TEST_F(DockerDriverTest, StatusUndoesAnInterruptedRestoreInPlace) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200,
+                {{"Id", "c1"},
+                 {"Name", "/sbx-abc-replaced"},
+                 {"State", {{"Running", false}, {"Status", "exited"}, {"ExitCode", 137}}}});
+  engine.expect("GET", "/containers/sbx-abc/json", 200,
+                {{"Id", "c2"},
+                 {"Name", "/sbx-abc"},
+                 {"Config", {{"Labels", {{"sandboxer.id", "sbx-abc"}}}}}});
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  engine.expect("POST", "/containers/c1/rename?name=sbx-abc", 204);
+  engine.expect("POST", "/containers/c1/start", 204);
+  engine.expect(
+      "GET", "/containers/c1/json", 200,
+      {{"Id", "c1"}, {"Name", "/sbx-abc"}, {"State", {{"Running", true}, {"Status", "running"}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::running);
+  EXPECT_EQ(status.detail, "brought back under its name after an interrupted restore --in-place "
+                           "(its unfinished new container c2 removed); running");
+  EXPECT_TRUE(engine.done());
+  // Settled: the next status is a plain one.
+  engine.expect(
+      "GET", "/containers/c1/json", 200,
+      {{"Id", "c1"}, {"Name", "/sbx-abc"}, {"State", {{"Running", true}, {"Status", "running"}}}});
+  EXPECT_EQ(driver->status(handle()).detail, "running");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, StatusLeavesARestoreInPlaceInProgressAlone) {
+  auto driver = open();
+  // What the restoring process holds while it swaps the containers.
+  LockFile lock(data_dir / "restore-in-place-sbx-abc.lock", Seconds(0), "test");
+  auto held = lock.acquire();
+  engine.expect("GET", "/containers/c1/json", 200,
+                {{"Id", "c1"},
+                 {"Name", "/sbx-abc-replaced"},
+                 {"State", {{"Running", true}, {"Status", "running"}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::running);
+  EXPECT_EQ(status.detail, "being replaced by a restore --in-place in progress; running");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, StatusOfAContainerGoneInARestoreInPlaceNamesTheNewOne) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container"}});
+  engine.expect("GET", "/containers/sbx-abc/json", 200,
+                {{"Id", "c2"},
+                 {"Name", "/sbx-abc"},
+                 {"Config", {{"Labels", {{"sandboxer.id", "sbx-abc"}}}}}});
+  auto status = driver->status(handle());
+  EXPECT_EQ(status.state, BackendStatus::State::missing);
+  EXPECT_NE(status.detail.find("container c2 under its name is the new one of an interrupted "
+                               "restore --in-place"),
+            std::string::npos)
+      << status.detail;
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, DestroyRemovesWhatAnInterruptedRestoreInPlaceLeft) {
+  auto driver = open({{"stop_timeout", "0s"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list(json::array({{{"Id", "c1"}}, {{"Id", "c2"}}}));
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  driver->destroy(handle());
+  EXPECT_TRUE(engine.done());
+  // The recorded container already gone, the new one of the restore still there: destroyed, not
+  // "already gone".
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
+  expect_leftover_list(json::array({{{"Id", "c2"}}}));
+  engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
+  EXPECT_NO_THROW(driver->destroy(handle()));
+  EXPECT_TRUE(engine.done());
+  // The look for leftovers failing does not undo a destroy that removed the container.
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  engine.expect("GET",
+                "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sandboxer.id%3Dsbx-abc%22"
+                "%5D%7D",
+                500, {{"message", "engine trouble"}});
+  EXPECT_NO_THROW(driver->destroy(handle()));
+  EXPECT_TRUE(engine.done());
 }
 
 TEST_F(DockerDriverTest, ListRemoteFiltersByEveryLabel) {
@@ -449,6 +579,109 @@ TEST_F(DockerDriverTest, ExecKilledByTheOomKillerIsABackendError) {
   // No oom event in the window: a plain kill -9, the command's own 137.
   killed("");
   EXPECT_EQ(oom_driver->exec(handle(), {.argv = {"sh", "-c", "kill -9 $$"}}, io), 137);
+  EXPECT_TRUE(engine.done());
+}
+
+} // namespace
+} // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+// A local terminal as exec -t sees it: a size, a "resized" pipe, and stdin. When the command's
+// output says "ready", the terminal is resized to 44x132 and stdin ends.
+class TerminalIo : public ExecIo {
+public:
+  TerminalIo() {
+    EXPECT_EQ(::pipe(m_winch), 0);
+    EXPECT_EQ(::pipe(m_stdin), 0);
+  }
+  ~TerminalIo() override {
+    for (int fd : {m_winch[0], m_winch[1], m_stdin[0], m_stdin[1]}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+  void out(std::string_view bytes) override {
+    text.append(bytes);
+    if (m_stdin[1] >= 0 && text.find("ready") != std::string::npos) {
+      size = {44, 132};
+      EXPECT_EQ(::write(m_winch[1], "w", 1), 1);
+      ::close(m_stdin[1]);
+      m_stdin[1] = -1;
+    }
+  }
+  void err(std::string_view bytes) override { text.append(bytes); }
+  int stdin_fd() const override { return m_stdin[0]; }
+  std::optional<TerminalSize> terminal_size() const override { return size; }
+  int resize_fd() const override { return m_winch[0]; }
+
+  TerminalSize size{33, 111};
+  std::string text;
+
+private:
+  int m_winch[2] = {-1, -1};
+  int m_stdin[2] = {-1, -1};
+};
+
+// exec -t: the API calls go to the fake engine, the hijacked stream to a real unix socket served
+// here. The exec's terminal gets the local size once the engine accepts it (refused first, as
+// before the process runs), and the new size after a resize of the local terminal.
+TEST_F(DockerDriverTest, ExecWithATerminalSendsItsSizeAndItsResizes) {
+  std::string socket_path = (data_dir / "engine.sock").string();
+  int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket_path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+
+  std::promise<void> first_size_taken;
+  engine.socket_path = socket_path;
+  engine.after_answer = [&](const std::string& path, long status) {
+    if (path == "/exec/e1/resize?h=33&w=111" && status == 201) {
+      first_size_taken.set_value();
+    }
+  };
+  std::string start_request;
+  std::thread server([&] {
+    int connection = ::accept(listener, nullptr, nullptr);
+    char buffer[4096];
+    while (start_request.find("}") == std::string::npos) {
+      ssize_t n = ::read(connection, buffer, sizeof buffer);
+      if (n <= 0) {
+        break;
+      }
+      start_request.append(buffer, n);
+    }
+    std::string upgraded = "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n";
+    EXPECT_EQ(::write(connection, upgraded.data(), upgraded.size()), ssize_t(upgraded.size()));
+    first_size_taken.get_future().wait_for(std::chrono::seconds(10));
+    EXPECT_EQ(::write(connection, "ready\r\n", 7), 7);
+    while (::read(connection, buffer, sizeof buffer) > 0) {
+    }
+    ::close(connection);
+  });
+
+  auto driver = open({{"host", "unix://" + socket_path}});
+  engine.expect("POST", "/containers/c1/exec", 201, {{"Id", "e1"}});
+  engine.expect("POST", "/exec/e1/resize?h=33&w=111", 409,
+                {{"message", "container c1 is not running"}});
+  engine.expect("POST", "/exec/e1/resize?h=33&w=111", 201);
+  engine.expect("POST", "/exec/e1/resize?h=44&w=132", 201);
+  engine.expect("GET", "/exec/e1/json", 200, {{"Running", false}, {"ExitCode", 0}});
+  TerminalIo io;
+  int status = driver->exec(handle(), {.argv = {"sh"}, .attach_stdin = true, .tty = true}, io);
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(io.text, "ready\r\n");
+  EXPECT_NE(start_request.find("POST /v1.41/exec/e1/start HTTP/1.1"), std::string::npos);
+  EXPECT_NE(start_request.find("\"Tty\":true"), std::string::npos) << start_request;
+  json body = json::parse(engine.sent[0].body);
+  EXPECT_EQ(body["Tty"], true);
+  EXPECT_EQ(body["AttachStdin"], true);
   EXPECT_TRUE(engine.done());
 }
 

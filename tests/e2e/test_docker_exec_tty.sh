@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# exec -t against a real Docker Engine, on a pseudo-terminal from python's pty module standing in
+# for the user's: the command's terminal gets the local terminal's size (33x111) when the exec
+# starts, and the new size (44x132) when the local terminal is resized while it runs (SIGWINCH).
+. "$(dirname "$0")/lib.sh"
+docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
+docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
+
+cat >"$PROFILES/tty.yaml" <<'EOF2'
+driver: docker
+ttl: { default: 30m }
+docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s }
+EOF2
+CID=""
+cleanup() {
+  [ -z "$CID" ] || docker rm -f "$CID" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+expect_code 0 sbx create --profile tty -o json
+ID=$(jq -r .id <<<"$OUT")
+CID=$(jq -r .backend_id <<<"$OUT")
+
+# On API 1.41 the exec's terminal is 0x0 until the engine takes the first resize, a few ms after
+# the process starts: the command waits (5 s at most) for a size, prints it, then waits (10 s at
+# most) for it to change and prints it again.
+cat >"$WORK/sizes.sh" <<'EOF2'
+i=0
+while s=$(stty size 2>/dev/null); [ -z "$s" ] || [ "$s" = "0 0" ]; do
+  i=$((i + 1)); [ $i -lt 50 ] || break; sleep 0.1
+done
+echo "first=$s"
+i=0
+while [ "$(stty size)" = "$s" ]; do i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.1; done
+echo "then=$(stty size)"
+EOF2
+
+# python3 pty_run.py OUTPUT ARGV...: runs ARGV on a new pty sized 33x111, resizes it to 44x132 once
+# the output shows "first=", and writes the output and the exit code to OUTPUT.
+cat >"$WORK/pty_run.py" <<'EOF2'
+import fcntl, os, pty, select, struct, sys, termios, time
+output, argv = sys.argv[1], sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+def set_size(rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+set_size(33, 111)
+text, resized, deadline = b"", False, time.time() + 30
+while time.time() < deadline:
+    ready, _, _ = select.select([fd], [], [], 0.1)
+    if not ready:
+        continue
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    text += chunk
+    if not resized and b"first=" in text:
+        set_size(44, 132)
+        resized = True
+_, status = os.waitpid(pid, 0)
+with open(output, "w") as f:
+    f.write(text.decode(errors="replace").replace("\r", ""))
+    f.write("exit=%d\n" % os.waitstatus_to_exitcode(status))
+EOF2
+
+sbx_argv=("$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES")
+python3 "$WORK/pty_run.py" "$WORK/t.out" "${sbx_argv[@]}" exec -t "$ID" -- sh -c "$(cat "$WORK/sizes.sh")"
+grep -qx "first=33 111" "$WORK/t.out" || fail "exec -t: initial size not forwarded: $(cat "$WORK/t.out")"
+grep -qx "then=44 132" "$WORK/t.out" || fail "exec -t: resize not forwarded: $(cat "$WORK/t.out")"
+grep -qx "exit=0" "$WORK/t.out" || fail "exec -t: exit code: $(cat "$WORK/t.out")"
+
+# The same with stdin attached (-i -t), and the command's exit code still comes back.
+python3 "$WORK/pty_run.py" "$WORK/it.out" "${sbx_argv[@]}" exec -i -t "$ID" -- \
+  sh -c "$(cat "$WORK/sizes.sh"); exit 7"
+grep -qx "first=33 111" "$WORK/it.out" || fail "exec -i -t: initial size: $(cat "$WORK/it.out")"
+grep -qx "then=44 132" "$WORK/it.out" || fail "exec -i -t: resize: $(cat "$WORK/it.out")"
+grep -qx "exit=7" "$WORK/it.out" || fail "exec -i -t: exit code: $(cat "$WORK/it.out")"
+
+expect_code 0 sbx destroy "$ID"
+CID=""
+echo ok
