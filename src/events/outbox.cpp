@@ -13,6 +13,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/events.hpp>
 #include <sandboxer/files.hpp>
+#include <sandboxer/http.hpp>
 #include <sandboxer/log.hpp>
 
 #include "src/file_descriptor.hpp"
@@ -154,6 +155,13 @@ void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
   if (sinks.empty() || staged.empty()) {
     data.event_seq += staged.size();
     return;
+  }
+  for (const auto& [key, sink] : sinks.items()) {
+    if (sink.value("type", "") == "http") {
+      // Starts loading libcurl on its own thread: it overlaps the fsyncs below and the commit.
+      http::curl_transport();
+      break;
+    }
   }
   make_private_dirs(m_dir / "sinks");
   for (size_t i : staged) {
