@@ -732,28 +732,25 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
   });
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
+  // The end of the command, whichever way it ended: its exit code (null when the driver failed).
+  auto record_end = [&](nlohmann::json exit_code, const std::string& reason) {
+    update(record.id, [&](SandboxRecord& r) {
+      nlohmann::json details = driver_time.details(started);
+      exec["exit_code"] = std::move(exit_code);
+      details["exec"] = exec;
+      r.transition(r.state, m_clock.now(), m_actor, reason, details);
+    });
+  };
   int status = -1;
-  std::optional<std::string> failure;
   try {
     status = driver_time.time([&] { return opened.driver->exec(handle_of(record), request, io); });
   } catch (const Error& e) {
-    failure = log::redact(e.what());
-    update(record.id, [&](SandboxRecord& r) {
-      nlohmann::json details = driver_time.details(started);
-      exec["exit_code"] = nullptr;
-      exec["error"] = *failure;
-      details["exec"] = exec;
-      r.transition(r.state, m_clock.now(), m_actor, summary + " failed: " + *failure, details);
-    });
+    std::string message = log::redact(e.what());
+    exec["error"] = message;
+    record_end(nullptr, summary + " failed: " + message);
     throw;
   }
-  update(record.id, [&](SandboxRecord& r) {
-    nlohmann::json details = driver_time.details(started);
-    exec["exit_code"] = status;
-    details["exec"] = exec;
-    r.transition(r.state, m_clock.now(), m_actor, fmt::format("{} exited {}", summary, status),
-                 details);
-  });
+  record_end(status, fmt::format("{} exited {}", summary, status));
   return status;
 }
 
