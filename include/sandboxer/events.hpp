@@ -62,6 +62,8 @@ public:
     nlohmann::json sinks;                   // {key: definition} of the sinks it goes to
     std::vector<std::string> pending_sinks; // keys whose cursor is behind it
   };
+  // Whether a .prepared file is there (names only; nothing is parsed).
+  bool has_prepared() const;
   // Every event still in the outbox, in sequence order.
   std::vector<Entry> entries() const;
   // The last sequence number delivered to sink `key` (0: none).

@@ -190,6 +190,15 @@ void Outbox::committed() {
   m_staged.clear();
 }
 
+bool Outbox::has_prepared() const {
+  for (const auto& name : event_files(m_dir)) {
+    if (name.ends_with(k_prepared)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<Outbox::Entry> Outbox::entries() const {
   std::vector<Entry> entries;
   std::map<std::string, std::uint64_t> cursors;

@@ -26,14 +26,11 @@ void Publisher::deliver() {
 }
 
 DeliveryCounts Publisher::flush() {
-  for (const auto& entry : m_outbox.entries()) {
-    if (entry.prepared) {
-      // A writer holds the lock while its file is .prepared: once we have the lock, what is
-      // still .prepared belongs to a process that died.
-      auto tx = m_ledger.begin();
-      m_outbox.settle_leftovers(tx.data());
-      break;
-    }
+  if (m_outbox.has_prepared()) {
+    // A writer holds the lock while its file is .prepared: once we have the lock, what is still
+    // .prepared belongs to a process that died.
+    auto tx = m_ledger.begin();
+    m_outbox.settle_leftovers(tx.data());
   }
   return m_delivery.deliver();
 }
