@@ -7,9 +7,9 @@
 
 namespace sandboxer::reap {
 
-void warn_expiring(Run& run, const LedgerData& data) {
+void warn_expiring(Run& run) {
   TimePoint now = run.clock.now();
-  for (const auto& record : data.sandboxes) {
+  for (auto& record : run.seen.sandboxes) {
     if (!needs_expiring_warning(record, now, run.options.expiring_window)) {
       continue;
     }
@@ -18,7 +18,7 @@ void warn_expiring(Run& run, const LedgerData& data) {
     item.reason = "expires in " + left;
     if (run.options.dry_run) {
       item.outcome = "planned";
-    } else if (run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+    } else if (settle_seen(run, record, [&](SandboxRecord& r) {
                  r.transition(r.state, now, run.actor,
                               fmt::format("expires in {}, at {}", left, format_time(*r.expires_at)),
                               {{"expiring",

@@ -1,6 +1,7 @@
 #pragma once
 
 // The parts of a reap run, shared by src/reap/*.cpp only.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@ struct Run {
   std::string actor;
   std::string ledger_id;
   ReapReport& report;
+  // The ledger as this run read it once at its start, kept up to date with the run's own
+  // changes (settle_seen): every step plans from it instead of reading the whole file again.
+  LedgerData seen;
 };
 
 // One destroy to run in the worker pool: an expired sandbox, or an orphan.
@@ -29,6 +33,11 @@ struct Work {
 // The item of a record, as planned: its identity, state, deadline, history length and attempts.
 ReapItem item_of(const SandboxRecord& record, std::string action);
 
+// Engine::settle of `record` (a record of run.seen) as it was seen; on success `record` becomes
+// the settled record, so that later steps of the run plan from it.
+bool settle_seen(Run& run, SandboxRecord& record,
+                 const std::function<void(SandboxRecord&)>& change);
+
 // Settles records stuck in creating, destroying or snapshotting (src/reap/repair.cpp).
 void repair_stuck(Run& run);
 // Reports orphans (or queues their destroy in `destroys`) and marks vanished records destroyed
@@ -36,6 +45,6 @@ void repair_stuck(Run& run);
 void reconcile_orphans(Run& run, std::vector<Work>& destroys);
 // Adds the `expiring` entry to sandboxes whose deadline entered the warning window
 // (src/reap/expiring.cpp).
-void warn_expiring(Run& run, const LedgerData& data);
+void warn_expiring(Run& run);
 
 } // namespace sandboxer::reap

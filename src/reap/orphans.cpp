@@ -90,8 +90,8 @@ ReapItem item_for(const Backend& backend, const RemoteResource& resource, const 
 
 // `handled` holds "driver\nbackend id" of orphans already seen: two profiles may differ only in
 // what does not matter to the backend (a stub's injected faults), and list the same resources.
-void reconcile_backend(Run& run, const Backend& backend, const LedgerData& before,
-                       std::vector<Work>& destroys, std::set<std::string>& handled) {
+void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& destroys,
+                       std::set<std::string>& handled) {
   std::vector<RemoteResource> resources;
   try {
     resources = run.engine.list_remote(backend.driver, backend.spec, backend.secret_refs,
@@ -170,7 +170,7 @@ void reconcile_backend(Run& run, const Backend& backend, const LedgerData& befor
     }
   }
 
-  for (const auto& record : before.sandboxes) {
+  for (auto& record : run.seen.sandboxes) {
     if (!can_vanish(record) ||
         key_of(record.driver, record.spec) != key_of(backend.driver, backend.spec)) {
       continue;
@@ -188,7 +188,7 @@ void reconcile_backend(Run& run, const Backend& backend, const LedgerData& befor
       }
       if (run.options.dry_run) {
         item.outcome = "planned";
-      } else if (run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+      } else if (settle_seen(run, record, [&](SandboxRecord& r) {
                    r.transition(State::destroyed, run.clock.now(), run.actor, "vanished",
                                 {{"backend_id", r.backend_id}, {"detail", status.detail}});
                  })) {
@@ -214,10 +214,9 @@ void reconcile_orphans(Run& run, std::vector<Work>& destroys) {
   if (run.ledger_id.empty()) {
     return; // no ledger yet: no resource can carry its id
   }
-  LedgerData before = run.ledger.read();
   std::set<std::string> handled;
-  for (const auto& [key, backend] : backends_of(before, run.options.profiles)) {
-    reconcile_backend(run, backend, before, destroys, handled);
+  for (const auto& [key, backend] : backends_of(run.seen, run.options.profiles)) {
+    reconcile_backend(run, backend, destroys, handled);
   }
 }
 

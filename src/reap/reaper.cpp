@@ -106,9 +106,12 @@ void execute(Run& run, std::vector<Work>& work) {
 // --keep-history: destroyed records older than that leave the ledger in one transaction.
 void prune(Run& run) {
   TimePoint now = run.clock.now();
+  auto prunable = [&](const SandboxRecord& r) {
+    return is_prunable(r, now, run.options.keep_history);
+  };
   auto add_items = [&](const LedgerData& data, const char* outcome) {
     for (const auto& record : data.sandboxes) {
-      if (is_prunable(record, now, run.options.keep_history)) {
+      if (prunable(record)) {
         ReapItem item = reap::item_of(record, "prune");
         item.outcome = outcome;
         item.reason =
@@ -120,26 +123,33 @@ void prune(Run& run) {
     }
   };
   if (run.options.dry_run) {
-    add_items(run.ledger.read(), "planned");
+    add_items(run.seen, "planned");
     run.report.pruned = 0;
     return;
   }
-  // Most runs prune nothing: only then take the ledger lock.
-  LedgerData current = run.ledger.read();
-  if (std::none_of(current.sandboxes.begin(), current.sandboxes.end(),
-                   [&](const auto& r) { return is_prunable(r, now, run.options.keep_history); })) {
+  // Most runs prune nothing: only then take the ledger lock. A record this run destroyed is not
+  // old enough to be pruned, so what the run saw at its start decides.
+  if (std::none_of(run.seen.sandboxes.begin(), run.seen.sandboxes.end(), prunable)) {
     return;
   }
   auto tx = run.ledger.begin();
   add_items(tx.data(), "pruned");
-  std::erase_if(tx.data().sandboxes,
-                [&](const auto& r) { return is_prunable(r, now, run.options.keep_history); });
+  std::erase_if(tx.data().sandboxes, prunable);
   tx.commit();
   spdlog::info("reap: pruned {} destroyed record(s) older than {}", run.report.pruned,
                format_duration(run.options.keep_history));
 }
 
 } // namespace
+
+bool reap::settle_seen(Run& run, SandboxRecord& record,
+                       const std::function<void(SandboxRecord&)>& change) {
+  auto settled = run.engine.settle(record.id, record.history.size(), change);
+  if (settled) {
+    record = std::move(*settled);
+  }
+  return settled.has_value();
+}
 
 Reaper::Reaper(Engine& engine, const Ledger& ledger, const Clock& clock, std::string actor)
     : m_engine(engine), m_ledger(ledger), m_clock(clock), m_actor(std::move(actor)) {}
@@ -149,8 +159,11 @@ ReapReport Reaper::run(const ReapOptions& options) {
   ReapReport report;
   report.now = m_clock.now();
   report.dry_run = options.dry_run;
-  report.ledger_id = m_ledger.read(ReadScope::summary).ledger_id;
-  Run run{m_engine, m_ledger, m_clock, options, m_actor, report.ledger_id, report};
+  // A plan brings its own items: it needs only the ledger's id. A planning run reads the whole
+  // ledger once, here.
+  LedgerData seen = m_ledger.read(options.plan ? ReadScope::summary : ReadScope::whole);
+  report.ledger_id = seen.ledger_id;
+  Run run{m_engine, m_ledger, m_clock, options, m_actor, report.ledger_id, report, std::move(seen)};
 
   std::vector<Work> work;
   if (options.plan) {
@@ -176,9 +189,8 @@ ReapReport Reaper::run(const ReapOptions& options) {
     if (options.orphans != OrphanMode::off) {
       reap::reconcile_orphans(run, orphans);
     }
-    LedgerData data = m_ledger.read();
-    reap::warn_expiring(run, data);
-    for (auto& item : plan_destroys(data, m_clock.now(), options)) {
+    reap::warn_expiring(run);
+    for (auto& item : plan_destroys(run.seen, m_clock.now(), options)) {
       if (item.action == "destroy") {
         work.push_back({std::move(item), std::nullopt});
       } else {
@@ -212,7 +224,11 @@ ReapReport Reaper::run(const ReapOptions& options) {
       prune(run);
     }
   }
-  for (const auto& record : m_ledger.read(ReadScope::summary).sandboxes) {
+  // A run that changed nothing counts what it saw; otherwise the ledger as it is now.
+  if (!options.dry_run && !report.refused) {
+    run.seen = m_ledger.read(ReadScope::summary);
+  }
+  for (const auto& record : run.seen.sandboxes) {
     ++report.states[to_string(record.state)];
   }
   report.duration_seconds =

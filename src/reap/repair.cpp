@@ -69,7 +69,7 @@ Settlement settle_by_status(Run& run, const SandboxRecord& record) {
 void repair_stuck(Run& run) {
   TimePoint now = run.clock.now();
   std::string host = current_owner().host;
-  for (const auto& record : run.ledger.read().sandboxes) {
+  for (auto& record : run.seen.sandboxes) {
     if (!is_stuck(record, now, run.options.stuck_after, host)) {
       continue;
     }
@@ -90,7 +90,8 @@ void repair_stuck(Run& run) {
         item.outcome = "skipped";
         spdlog::warn("reap {}: repair skipped: {}", record.id, settlement.reason);
       } else {
-        auto settled = run.engine.settle(record.id, record.history.size(), [&](SandboxRecord& r) {
+        State was = record.state;
+        bool settled = settle_seen(run, record, [&](SandboxRecord& r) {
           if (!settlement.backend_id.empty()) {
             r.backend_id = settlement.backend_id;
           }
@@ -103,8 +104,8 @@ void repair_stuck(Run& run) {
         if (settled) {
           item.outcome = to_string(*settlement.to);
           ++run.report.repaired;
-          spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(record.state),
-                       item.outcome, settlement.reason);
+          spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(was), item.outcome,
+                       settlement.reason);
         } else {
           item.outcome = "skipped";
           item.reason = "changed while being repaired";

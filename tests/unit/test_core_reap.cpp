@@ -362,6 +362,25 @@ TEST_F(Reap, StuckRecordsAreSettledFromTheBackend) {
   EXPECT_EQ(engine.get(young).state, State::destroying);
 }
 
+// The run plans from the ledger it read once at its start: what repair settled must be part of
+// that plan, not a stale copy of the record from before the repair.
+TEST_F(Reap, ARepairedExpiredSandboxIsDestroyedInTheSameRun) {
+  auto id = create(10min);
+  clock.advance(11min);
+  edit(id, [&](SandboxRecord& r) {
+    r.transition(State::destroying, clock.now(), "alice@elsewhere pid 42", "killed");
+  });
+  clock.advance(11min);
+  auto report = reaper.run(options());
+  EXPECT_EQ(report.repaired, 1);
+  ASSERT_NE(item(report, id, "repair"), nullptr);
+  ASSERT_NE(item(report, id, "destroy"), nullptr);
+  EXPECT_EQ(item(report, id, "destroy")->outcome, "destroyed");
+  EXPECT_EQ(engine.get(id).state, State::destroyed);
+  EXPECT_FALSE(std::filesystem::exists(backend(id)));
+  EXPECT_EQ(report.states["destroyed"], 1);
+}
+
 TEST_F(Reap, OrphansAreReportedThenDestroyedAndVanishedRecordsClosed) {
   auto orphan = create(1h);
   auto vanished = create(1h);
