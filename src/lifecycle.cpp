@@ -340,11 +340,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
                   fmt::format("sandbox {} was destroyed while it was being created", record.id));
     }
   } catch (const Error& e) {
-    std::string message = log::redact(e.what());
-    update(record.id, [&](SandboxRecord& r) {
-      r.error = message;
-      r.transition(State::failed, m_clock.now(), m_actor, message, driver_time.details(started));
-    });
+    record_failure(record.id, e, State::failed, m_actor, "", driver_time.details(started));
     throw;
   }
   for (const auto& notice : notices) {
@@ -397,16 +393,12 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
       r.transition(State::destroyed, m_clock.now(), actor, reason, driver_time.details(started));
     });
   } catch (const Error& e) {
-    std::string message = log::redact(e.what());
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
     // where it was, with the error in its history.
     State back = intent == State::expired ? State::expired : before;
     nlohmann::json details = driver_time.details(started);
     details.update(failure_details);
-    update(record.id, [&](SandboxRecord& r) {
-      r.error = message;
-      r.transition(back, m_clock.now(), actor, "destroy failed: " + message, details);
-    });
+    record_failure(record.id, e, back, actor, "destroy failed: ", std::move(details));
     throw;
   }
 }
@@ -452,12 +444,8 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
       r.transition(State::running, m_clock.now(), m_actor, "snapshotted " + snapshot_name, details);
     });
   } catch (const Error& e) {
-    std::string message = log::redact(e.what());
-    update(record.id, [&](SandboxRecord& r) {
-      r.error = message;
-      r.transition(State::running, m_clock.now(), m_actor, "snapshot failed: " + message,
-                   driver_time.details(started));
-    });
+    record_failure(record.id, e, State::running, m_actor,
+                   "snapshot failed: ", driver_time.details(started));
     throw;
   }
   return apply_snapshot_retention(record, *opened.driver);
@@ -608,12 +596,8 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     result = driver_time.time([&] { return opened.driver->create(request); });
   } catch (const Error& e) {
     // The driver left the old resource as it was: the sandbox runs on, with the error on record.
-    std::string message = log::redact(e.what());
-    update(record.id, [&](SandboxRecord& r) {
-      r.error = message;
-      r.transition(State::running, m_clock.now(), m_actor, "restore in place failed: " + message,
-                   driver_time.details(started));
-    });
+    record_failure(record.id, e, State::running, m_actor,
+                   "restore in place failed: ", driver_time.details(started));
     throw;
   }
   bool destroyed_meanwhile = false;
@@ -803,6 +787,16 @@ ExpiredDestroy Engine::destroy_expired(
     result.next_attempt_at = next;
   }
   return result;
+}
+
+void Engine::record_failure(const std::string& id, const Error& error, State to,
+                            const std::string& actor, const std::string& what,
+                            nlohmann::json details) {
+  std::string message = log::redact(error.what());
+  update(id, [&](SandboxRecord& r) {
+    r.error = message;
+    r.transition(to, m_clock.now(), actor, what + message, std::move(details));
+  });
 }
 
 std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expected_history_size,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <sandboxer/driver.hpp>
+#include <sandboxer/error.hpp>
 #include <sandboxer/ledger.hpp>
 #include <sandboxer/profile.hpp>
 
@@ -143,6 +144,10 @@ private:
   Opened open_driver(const SandboxRecord& record) const;
   // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
   SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
+  // A backend call failed: records the redacted error on `id` and moves it to `to`, with the
+  // reason `what` + the error. The caller rethrows.
+  void record_failure(const std::string& id, const Error& error, State to, const std::string& actor,
+                      const std::string& what, nlohmann::json details);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);
