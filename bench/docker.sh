@@ -13,12 +13,8 @@ PAIRS=${2:-20}
 docker image inspect sandboxer-test:busybox >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/profiles"
-cat >"$WORK/profiles/bench.yaml" <<'EOF2'
-driver: docker
-ttl: { default: 30m }
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s }
-EOF2
+. bench/lib.sh
+write_docker_bench_profile "$WORK"
 
 python3 - "$BIN" "$WORK" "$PAIRS" <<'PY'
 import re, statistics, subprocess, sys, time

@@ -14,12 +14,8 @@ for b in "${@:-build/sandboxer}"; do BINS+=("$(realpath "$b")"); done
 WORK=$(mktemp -d)
 ENGINE_PID=""
 trap '[ -z "$ENGINE_PID" ] || kill "$ENGINE_PID"; rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/profiles"
-cat >"$WORK/profiles/bench.yaml" <<'EOF2'
-driver: docker
-ttl: { default: 30m }
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s }
-EOF2
+. bench/lib.sh
+write_docker_bench_profile "$WORK"
 
 cat >"$WORK/engine.py" <<'EOF2'
 # Answers what create (create, start, inspect) and destroy (remove, list by label) send.
