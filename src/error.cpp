@@ -18,6 +18,8 @@ const char* to_string(DriverError::Kind kind) {
     return "conflict";
   case DriverError::Kind::invalid_spec:
     return "invalid_spec";
+  case DriverError::Kind::refused:
+    return "refused";
   }
   return "error";
 }

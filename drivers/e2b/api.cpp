@@ -162,7 +162,8 @@ void Api::fail(const http::Response& response, const std::string& what) const {
   if (response.status == 400 && lower.find("timeout") != std::string::npos &&
       (lower.find("greater") != std::string::npos || lower.find("exceed") != std::string::npos ||
        lower.find("max") != std::string::npos || lower.find("longer") != std::string::npos)) {
-    throw PolicyError(message + "; the E2B plan caps a sandbox's lifetime: ask for a shorter "
+    throw DriverError(DriverError::Kind::refused,
+                      message + "; the E2B plan caps a sandbox's lifetime: ask for a shorter "
                                 "--ttl or lower ttl.max in the profile");
   }
   if (response.status == 401 || response.status == 403) {

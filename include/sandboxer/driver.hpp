@@ -133,7 +133,8 @@ struct DriverContext {
 };
 
 // The live half of a driver, bound to one spec. Every failure is a DriverError; a resource that is
-// already gone is DriverError::Kind::not_found. Drivers never read the ledger, print or exit.
+// already gone is DriverError::Kind::not_found; what the backend's own limits forbid (a plan's
+// maximum lifetime) is Kind::refused (exit 7). Drivers never read the ledger, print or exit.
 class Driver {
 public:
   virtual ~Driver() = default;

@@ -70,11 +70,14 @@ public:
 // counts as destroyed, unsupported is a capability gap, ...).
 class DriverError : public Error {
 public:
-  enum class Kind { error, timeout, auth, not_found, unsupported, conflict, invalid_spec };
+  // refused: the backend's own limits forbid what was asked (a plan's maximum lifetime); the
+  // ledger is left as it was, as for the profile's own caps.
+  enum class Kind { error, timeout, auth, not_found, unsupported, conflict, invalid_spec, refused };
 
   DriverError(Kind kind, const std::string& message)
       : Error(kind == Kind::not_found      ? ExitCode::not_found
               : kind == Kind::invalid_spec ? ExitCode::usage
+              : kind == Kind::refused      ? ExitCode::policy
                                            : ExitCode::backend,
               message),
         m_kind(kind) {}

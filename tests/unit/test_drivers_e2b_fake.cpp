@@ -208,7 +208,8 @@ TEST_F(E2bFakeTest, ATimeoutBeyondThePlanIsATtlCap) {
   try {
     driver->create(request);
     FAIL();
-  } catch (const PolicyError& e) {
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::refused);
     EXPECT_EQ(e.code(), ExitCode::policy);
     EXPECT_NE(std::string(e.what()).find("Timeout cannot be greater than 1 hours (code 400)"),
               std::string::npos)
