@@ -3,9 +3,9 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev dpkg-dev
   libgtest-dev libgmock-dev
-  jq python3 util-linux procps
+  jq python3 util-linux procps openssl ca-certificates
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -18,3 +18,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# The source of the static, HTTP-only libcurl the build links (cmake/static_curl.cmake).
+scripts/fetch-curl-source.sh

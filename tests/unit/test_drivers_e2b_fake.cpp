@@ -1,23 +1,17 @@
 // The e2b driver against tests/fake_e2b/server.py, a local server that follows E2B's spec: every
 // call goes over real HTTP through libcurl, and the fake checks where the key travels.
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <set>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
 #include <sandboxer/registry.hpp>
 
 #include "support/fake_clock.hpp"
+#include "support/local_server.hpp"
 #include "support/temp_dir.hpp"
-
-extern char** environ;
 
 namespace sandboxer {
 namespace {
@@ -29,39 +23,10 @@ const std::string k_key = "e2b_5f3c0d9a8b7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a";
 // The fake, started per test on a port the kernel picks.
 class FakeE2b {
 public:
-  explicit FakeE2b(const testing::TempDir& dir) {
-    testing::write_file(dir / "key", k_key + "\n");
-    int out[2];
-    if (pipe(out) != 0) {
-      std::abort();
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::string script = std::string(SANDBOXER_SOURCE_DIR) + "/tests/fake_e2b/server.py";
-    std::string key_file = (dir / "key").string();
-    std::vector<char*> argv = {const_cast<char*>("python3"), script.data(),
-                               const_cast<char*>("--key-file"), key_file.data(), nullptr};
-    if (posix_spawnp(&m_pid, "python3", &actions, nullptr, argv.data(), environ) != 0) {
-      std::abort();
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    FILE* stream = fdopen(out[0], "r");
-    char line[64] = {};
-    if (!fgets(line, sizeof line, stream) || std::string(line).rfind("PORT=", 0) != 0) {
-      ADD_FAILURE() << "the fake did not print its port";
-    } else {
-      m_url = "http://127.0.0.1:" + std::string(line + 5, strcspn(line + 5, "\n"));
-    }
-    fclose(stream);
-  }
-  ~FakeE2b() {
-    kill(m_pid, SIGTERM);
-    int status = 0;
-    waitpid(m_pid, &status, 0);
-  }
+  explicit FakeE2b(const testing::TempDir& dir)
+      : m_server(std::string(SANDBOXER_SOURCE_DIR) + "/tests/fake_e2b/server.py",
+                 {"--key-file", key_file(dir)}),
+        m_url(fmt::format("http://127.0.0.1:{}", m_server.port())) {}
 
   const std::string& url() const { return m_url; }
 
@@ -88,7 +53,12 @@ public:
   }
 
 private:
-  pid_t m_pid = -1;
+  static std::string key_file(const testing::TempDir& dir) {
+    testing::write_file(dir / "key", k_key + "\n");
+    return (dir / "key").string();
+  }
+
+  testing::LocalServer m_server;
   std::string m_url;
 };
 
