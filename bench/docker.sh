@@ -21,7 +21,8 @@ import re, statistics, subprocess, sys, time
 
 binary, work, pairs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sbx = [binary, "--state-dir", f"{work}/state", "--profiles-dir", f"{work}/profiles"]
-api_ms = re.compile(r"-> \d+ \((\d+) ms\)")
+api_ms = re.compile(r"-> \d+ \(([\d.]+) ms\)")
+total_ms = re.compile(r"timing: \w+ total ([\d.]+) ms")
 
 def timed(argv):
     start = time.perf_counter()
@@ -33,11 +34,16 @@ def timed(argv):
 startup = statistics.median(timed([binary, "--version"])[0] for _ in range(10))
 
 sandboxer, docker, overhead = [], [], []
+in_process = {"create": [], "destroy": []}
 for i in range(pairs):
     # sandboxer: create + destroy, with the API calls' own times from the debug log.
     t1, create = timed(sbx + ["-v", "create", "--profile", "bench", "--quiet"])
     t2, destroy = timed(sbx + ["-v", "destroy", create.stdout.strip(), "--quiet"])
-    calls = sum(int(m) for m in api_ms.findall(create.stderr + destroy.stderr))
+    calls = sum(float(m) for m in api_ms.findall(create.stderr + destroy.stderr))
+    # Inside each process: from the command's start to its end, minus its API calls.
+    for verb, proc in (("create", create), ("destroy", destroy)):
+        total = float(total_ms.search(proc.stderr).group(1))
+        in_process[verb].append(total - sum(float(m) for m in api_ms.findall(proc.stderr)))
     sandboxer.append(t1 + t2)
     overhead.append(t1 + t2 - calls)
     # docker CLI: the same container life.
@@ -55,6 +61,9 @@ print(f"docker run -d + rm -f     median {d:8.1f} ms")
 print(f"ratio sandboxer/docker           {s / d:8.2f}   (target <= 1.0)")
 print(f"sandboxer time outside Engine API calls: median {o:.1f} ms over its 2 processes")
 print(f"  of which process start-up (sandboxer --version): 2 x {startup:.1f} ms")
-print(f"  sandboxer's own work (libcurl loading, profile, ledger commits, HTTP): "
+print(f"  sandboxer's own work (profile, ledger commits, HTTP, libcurl init): "
       f"{o - 2 * startup:.1f} ms for the 2 commands (target < 10 ms per command)")
+print(f"  inside the processes, from the command's start to its end, beyond the API calls: "
+      f"create {statistics.median(in_process['create']):.1f} ms, "
+      f"destroy {statistics.median(in_process['destroy']):.1f} ms")
 PY
