@@ -42,7 +42,10 @@ for i in range(pairs):
     calls = sum(float(m) for m in api_ms.findall(create.stderr + destroy.stderr))
     # Inside each process: from the command's start to its end, minus its API calls.
     for verb, proc in (("create", create), ("destroy", destroy)):
-        total = float(total_ms.search(proc.stderr).group(1))
+        found = total_ms.search(proc.stderr)
+        if not found:
+            sys.exit(f"no timing line in the {verb} log:\n{proc.stderr}")
+        total = float(found.group(1))
         in_process[verb].append(total - sum(float(m) for m in api_ms.findall(proc.stderr)))
     sandboxer.append(t1 + t2)
     overhead.append(t1 + t2 - calls)

@@ -4,19 +4,24 @@
 # every protocol curl knows, and loading the ~30 libraries that pulls in costs 5-10 ms at every
 # command that talks HTTP (docs/architecture.md).
 #
-# It uses a private apt source list and state under .deps/apt, so the system's apt configuration is
-# left as it is. Run again, it fetches the source only when Debian has a newer version (a security
-# fix). Without network it keeps what is there, or says so and exits 0: the build then falls back
-# to opening the system's libcurl at run time.
+# It uses a private apt source list, state and cache under .deps/apt, so the system's apt
+# configuration and cache are left as they are. Run again, it fetches the source only when Debian
+# has a newer version (a security fix). Without network it keeps what is there, or says so and
+# exits 0: the build then falls back to opening the system's libcurl at run time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=$PWD/.deps
 apt_dir=$deps/apt
 logs=$deps/logs
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/sources" "$logs"
-cat >"$apt_dir/sources/debian-src.sources" <<'EOF'
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/sources" "$apt_dir/cache" "$logs"
+# The system's own Debian mirror when it names one (a local mirror or proxy may be the only way
+# out), else deb.debian.org; SANDBOXER_DEBIAN_MIRROR overrides both.
+system_mirror=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
+  grep -v '^[[:space:]]*#' | grep -oE '(https?|file)://[^ ]*/debian/?( |$)' | head -n 1 | tr -d ' ' || true)
+mirror=${SANDBOXER_DEBIAN_MIRROR:-${system_mirror:-http://deb.debian.org/debian}}
+cat >"$apt_dir/sources/debian-src.sources" <<EOF
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
@@ -28,7 +33,7 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 apt_options=(-q -o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt_dir/sources"
-             -o "Dir::State::Lists=$apt_dir/lists")
+             -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache")
 [ "$(id -u)" -ne 0 ] || apt_options+=(-o APT::Sandbox::User=root)
 
 have=""
@@ -42,11 +47,13 @@ give_up() {
   exit 0
 }
 
-timeout 120 apt-get "${apt_options[@]}" update >"$logs/apt-update.log" 2>&1 ||
-  give_up "apt-get update for Debian's source packages failed (see $logs/apt-update.log)"
-newest=$(apt-cache "${apt_options[@]}" showsrc curl 2>/dev/null |
+# apt-get update exits 0 when an index could not be fetched (it only warns), and 100 when none
+# could: either way, what counts is whether the index (fresh, or from an earlier run) knows curl.
+timeout 120 apt-get "${apt_options[@]}" update >"$logs/apt-update.log" 2>&1 || true
+newest=$({ apt-cache "${apt_options[@]}" showsrc curl 2>/dev/null || true; } |
   awk '/^Version:/ {print $2}' | sort -V | tail -n 1)
-[ -n "$newest" ] || give_up "Debian's source index has no curl"
+[ -n "$newest" ] ||
+  give_up "Debian's source index for curl could not be fetched (see $logs/apt-update.log)"
 if [ "$have" = "$newest" ]; then
   exit 0
 fi

@@ -19,4 +19,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 # The source of the static, HTTP-only libcurl the build links (cmake/static_curl.cmake).
-scripts/fetch-curl-source.sh
+"$(dirname "$0")/fetch-curl-source.sh"

@@ -102,9 +102,10 @@ private:
 
 class CurlTransport : public Transport {
 public:
-  // Loading libcurl and its ~30 libraries and curl_global_init() take some 12-15 ms (see
-  // curl_on_demand.cpp); started on a thread of its own when a driver opens the transport, that
-  // overlaps with what the core does before the first request (a ledger commit, with its fsyncs).
+  // curl_global_init() (OpenSSL's init, ~1 ms) and, when libcurl is opened on demand, loading it
+  // and its ~30 libraries (5-15 ms, curl_on_demand.cpp): started on a thread of its own when a
+  // driver opens the transport, that overlaps with what the core does before the first request (a
+  // ledger commit, with its fsyncs).
   CurlTransport() : m_loader([] { curl_global_init(CURL_GLOBAL_DEFAULT); }) {}
   ~CurlTransport() override { wait_loaded(); }
 
