@@ -4,13 +4,13 @@
 # (its wall time minus the time spent in Engine API calls, from its debug log). The target is per
 # command, beyond process start-up (docs/drivers/docker.md, "Own overhead"); bench/docker_overhead.sh
 # measures it without the engine's noise.
-# Needs a Docker Engine and the image sandboxer-test:busybox (scripts/start-docker.sh makes both).
+# Needs a Docker Engine and the image sandboxer/busybox:local (scripts/start-docker.sh makes both).
 # Usage: bench/docker.sh [path/to/sandboxer] [pairs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-build/sandboxer}")
 PAIRS=${2:-20}
-docker image inspect sandboxer-test:busybox >/dev/null
+docker image inspect sandboxer/busybox:local >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 . bench/lib.sh
@@ -50,7 +50,7 @@ for i in range(pairs):
     sandboxer.append(t1 + t2)
     overhead.append(t1 + t2 - calls)
     # docker CLI: the same container life.
-    t3, run = timed(["docker", "run", "-d", "--stop-timeout", "0", "sandboxer-test:busybox",
+    t3, run = timed(["docker", "run", "-d", "--stop-timeout", "0", "sandboxer/busybox:local",
                      "sleep", "infinity"])
     t4, _ = timed(["docker", "rm", "-f", run.stdout.strip()])
     docker.append(t3 + t4)

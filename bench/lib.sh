@@ -5,6 +5,6 @@ write_docker_bench_profile() {
   cat >"$1/profiles/bench.yaml" <<'YAML'
 driver: docker
 ttl: { default: 30m }
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s }
+docker: { image: sandboxer/busybox:local, command: [sleep, infinity], pull: never, stop_timeout: 0s }
 YAML
 }

@@ -3,13 +3,13 @@
 # `docker rm -f` of N such containers in one call. Prints each wall time and its ratio to
 # `docker rm -f`. The sandboxes are made with sandboxer (30m TTL) and expired by running reap with
 # SANDBOXER_FAKE_NOW two hours ahead.
-# Needs a Docker Engine and the image sandboxer-test:busybox (scripts/start-docker.sh makes both).
+# Needs a Docker Engine and the image sandboxer/busybox:local (scripts/start-docker.sh makes both).
 # Usage: bench/reap.sh [path/to/sandboxer] [count]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-build/sandboxer}")
 COUNT=${2:-100}
-docker image inspect sandboxer-test:busybox >/dev/null
+docker image inspect sandboxer/busybox:local >/dev/null
 WORK=$(mktemp -d)
 LEDGERS=()
 cleanup() {
@@ -23,7 +23,7 @@ mkdir -p "$WORK/profiles"
 cat >"$WORK/profiles/bench.yaml" <<'EOF2'
 driver: docker
 ttl: { default: 30m }
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s,
+docker: { image: sandboxer/busybox:local, command: [sleep, infinity], pull: never, stop_timeout: 0s,
           network: none }
 EOF2
 

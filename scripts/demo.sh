@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Sets up and runs the main job: build sandboxer, create a sandbox from the default profile, exec in
-# it, snapshot it, restore the snapshot into a new sandbox, and destroy both.
+# it, snapshot it, restore the snapshot into a new sandbox, and destroy both. The default profile is a
+# container on the local Docker Engine: start-docker.sh starts dockerd if none answers and builds its
+# image offline. The snapshot stays afterwards, as snapshots do: `sandboxer snapshots rm` removes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/start-docker.sh
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 
@@ -16,5 +19,6 @@ SNAP=$(sandboxer snapshot "$ID" --name first -o json | jq -r .id)
 COPY=$(sandboxer restore "$SNAP" -o json | jq -r .id)
 sandboxer exec "$COPY" -- cat greeting.txt
 sandboxer list
+sandboxer snapshots
 sandboxer destroy "$ID" "$COPY"
 sandboxer status "$ID"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes a Docker Engine answer on /var/run/docker.sock for the tests: installs docker.io from Debian
 # if needed, starts dockerd in the background if nothing answers, and builds the local test image
-# sandboxer-test:busybox with `docker import` from a busybox-static rootfs (no registry is reachable,
+# sandboxer/busybox:local with `docker import` from a busybox-static rootfs (no registry is reachable,
 # so nothing is ever pulled). Prints a reason and exits 0 without docker when it cannot be had, so the
 # docker tests skip (exit 125) instead of failing the whole suite.
 set -euo pipefail
@@ -25,7 +25,7 @@ if ! docker version >/dev/null 2>&1; then
     exit 0
   fi
 fi
-if ! docker image inspect sandboxer-test:busybox >/dev/null 2>&1; then
+if ! docker image inspect sandboxer/busybox:local >/dev/null 2>&1; then
   root=$(mktemp -d)
   mkdir -p "$root/bin" "$root/tmp" "$root/etc" "$root/root"
   cp "$(command -v busybox)" "$root/bin/busybox"
@@ -35,7 +35,7 @@ if ! docker image inspect sandboxer-test:busybox >/dev/null 2>&1; then
   echo 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"
   echo 'nobody:x:65534:65534:nobody:/:/bin/false' >>"$root/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
-  tar -C "$root" -c . | docker import --change 'CMD ["sh"]' - sandboxer-test:busybox >/dev/null
+  tar -C "$root" -c . | docker import --change 'CMD ["sh"]' - sandboxer/busybox:local >/dev/null
   rm -rf "$root"
 fi
-echo "start-docker: engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), image sandboxer-test:busybox ready"
+echo "start-docker: engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), image sandboxer/busybox:local ready"

@@ -171,6 +171,19 @@ Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_i
   return labels;
 }
 
+// What every driver is asked to make for `record`. The sandbox's own id is in its environment, so
+// a script inside can name the sandbox it ran in whatever the backend.
+CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id) {
+  CreateRequest request;
+  request.sandbox_id = record.id;
+  request.name = record.name;
+  request.labels = ownership_labels(record, ledger_id);
+  request.env = record.env;
+  request.env["SANDBOXER_ID"] = record.id;
+  request.expires_at = record.expires_at;
+  return request;
+}
+
 } // namespace
 
 nlohmann::json secret_refs_of(const Profile& profile) {
@@ -310,12 +323,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   }
   m_events.deliver();
 
-  CreateRequest request;
-  request.sandbox_id = record.id;
-  request.name = record.name;
-  request.labels = ownership_labels(record, ledger_id);
-  request.env = record.env;
-  request.expires_at = record.expires_at;
+  CreateRequest request = create_request(record, ledger_id);
   request.from_snapshot = from_snapshot;
   Stopwatch driver_time;
   try {
@@ -583,12 +591,7 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
   m_events.deliver();
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
-  CreateRequest request;
-  request.sandbox_id = record.id;
-  request.name = record.name;
-  request.labels = ownership_labels(record, ledger_id);
-  request.env = record.env;
-  request.expires_at = record.expires_at;
+  CreateRequest request = create_request(record, ledger_id);
   request.from_snapshot = backend_ref;
   request.replaces = record.backend_id;
   CreateResult result;

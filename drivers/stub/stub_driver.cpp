@@ -203,7 +203,6 @@ public:
     for (const auto& [key, value] : request.env) {
       command.env_set[key] = value;
     }
-    command.env_set["SANDBOXER_ID"] = sandbox.sandbox_id;
     command.cwd = dir / "fs";
     if (request.workdir) {
       command.cwd = *command.cwd / fs::path(*request.workdir).relative_path();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The docker driver against a real Docker Engine (started by scripts/start-docker.sh) and the local
-# image sandboxer-test:busybox. Checked as a user would, with the docker CLI on the side.
+# image sandboxer/busybox:local. Checked as a user would, with the docker CLI on the side.
 . "$(dirname "$0")/lib.sh"
 docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
 
 cat >"$PROFILES/box.yaml" <<'EOF2'
 driver: docker
@@ -11,7 +11,7 @@ ttl: { default: 30m, max: 2h }
 labels: { team: e2e }
 env: { FROM_PROFILE: yes-profile }
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sleep, infinity]
   pull: never
   cpus: 0.5
@@ -73,6 +73,9 @@ expect_contains "$OUT$ERR" "executable file not found"
 expect_code 127 sbx exec box1 -- sh -c no-such-command
 expect_code 0 sbx exec -e FROM_CLI=yes-cli -w /tmp box1 -- sh -c 'echo $FROM_PROFILE $FROM_SPEC $FROM_CLI $(pwd)'
 [ "$OUT" = "yes-profile yes-spec yes-cli /tmp" ] || fail "env/workdir: $OUT"
+# Every sandbox knows its own id.
+expect_code 0 sbx exec box1 -- sh -c 'echo $SANDBOXER_ID'
+[ "$OUT" = "$ID" ] || fail "SANDBOXER_ID: $OUT"
 # A large output keeps its bytes and its order across frames.
 expect_code 0 sbx exec box1 -- sh -c 'seq 1 20000'
 [ "$(wc -l <<<"$OUT")" = 20000 ] && [ "$(tail -1 <<<"$OUT")" = 20000 ] || fail "large output"
@@ -92,6 +95,9 @@ expect_code 0 sbx restore "box1:s1" --name box2 -o json
 ID2=$(jq -r .id <<<"$OUT")
 expect_code 0 sbx exec box2 -- cat /root/mark
 [ "$OUT" = before ] || fail "restored content: $OUT"
+# The snapshot image carries box1's environment; the restored sandbox has its own id.
+expect_code 0 sbx exec box2 -- sh -c 'echo $SANDBOXER_ID'
+[ "$OUT" = "$ID2" ] || fail "SANDBOXER_ID after restore: $OUT (box1 is $ID)"
 [ "$(docker inspect -f '{{.HostConfig.Memory}}' "$(jq -r .backend_id <<<"$(sbx status box2 -o json)")")" = \
   $((64 * 1024 * 1024)) ] || fail "restore lost the profile's limits"
 
@@ -136,7 +142,7 @@ docker image inspect "$SNAP_REF" >/dev/null 2>&1 && fail "snapshots rm left the 
 cat >"$PROFILES/never-ready.yaml" <<'EOF2'
 driver: docker
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sleep, infinity]
   pull: never
   readiness: { command: [test, -e, /nonexistent], timeout: 1s, interval: 100ms }
@@ -152,7 +158,7 @@ expect_contains "$ERR" "readiness command did not succeed"
 cat >"$PROFILES/exits.yaml" <<'EOF2'
 driver: docker
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sh, -c, "exit 3"]
   pull: never
   readiness: { command: [sh, -c, "sleep 0.3"], timeout: 5s }

@@ -3,7 +3,7 @@
 # says what to do, and exit code 4. Needs the engine and image of test_docker.sh.
 . "$(dirname "$0")/lib.sh"
 docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
 
 LEDGER_ID=""
 FAKE_PID=""
@@ -30,7 +30,7 @@ expect_one_line_error() {
 
 cat >"$PROFILES/box.yaml" <<'EOF2'
 driver: docker
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, memory: 8m }
+docker: { image: sandboxer/busybox:local, command: [sleep, infinity], pull: never, memory: 8m }
 EOF2
 
 # Permission denied on the socket: a user outside the docker group. As root, that user is nobody
@@ -103,7 +103,7 @@ CID=$(jq -r .backend_id <<<"$OUT")
 LEDGER_ID=$(ledger_jq .ledger_id)
 expect_code 0 sbx snapshot taken --name s
 docker rm -f "$CID" >/dev/null
-FOREIGN=$(docker create --name "$ID" sandboxer-test:busybox sleep infinity)
+FOREIGN=$(docker create --name "$ID" sandboxer/busybox:local sleep infinity)
 expect_code 4 sbx restore taken:s --in-place taken
 expect_one_line_error "a container named $ID already exists"
 expect_contains "$ERR" "docker rm -f $ID"
@@ -127,7 +127,7 @@ expect_code 0 sbx destroy small
 cat >"$PROFILES/hog.yaml" <<'EOF2'
 driver: docker
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sh, -c, "sleep 1; x=a; while :; do x=$x$x; done"]
   pull: never
   memory: 8m

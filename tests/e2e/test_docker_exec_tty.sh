@@ -4,13 +4,13 @@
 # starts, and the new size (44x132) when the local terminal is resized while it runs (SIGWINCH).
 . "$(dirname "$0")/lib.sh"
 docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
 command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
 
 cat >"$PROFILES/tty.yaml" <<'EOF2'
 driver: docker
 ttl: { default: 30m }
-docker: { image: sandboxer-test:busybox, command: [sleep, infinity], pull: never, stop_timeout: 0s }
+docker: { image: sandboxer/busybox:local, command: [sleep, infinity], pull: never, stop_timeout: 0s }
 EOF2
 CID=""
 cleanup() {

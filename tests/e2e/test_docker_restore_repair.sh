@@ -6,7 +6,7 @@
 # one state a kill cannot be timed into is made by hand with the docker CLI.
 . "$(dirname "$0")/lib.sh"
 docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
 
 # Ready at once, unless /snapshotted exists and /ready does not: a container restored from a
 # snapshot taken after `touch /snapshotted` never gets ready, and its restore waits (60 s) in the
@@ -15,7 +15,7 @@ cat >"$PROFILES/swap.yaml" <<'EOF2'
 driver: docker
 ttl: { default: 30m }
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sleep, infinity]
   pull: never
   stop_timeout: 0s

@@ -4,13 +4,13 @@
 # --orphans=destroy; a container of this ledger without a record is an orphan.
 . "$(dirname "$0")/lib.sh"
 docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer-test:busybox >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
 
 cat >"$PROFILES/box.yaml" <<'EOF2'
 driver: docker
 ttl: { default: 30m, max: 2h }
 docker:
-  image: sandboxer-test:busybox
+  image: sandboxer/busybox:local
   command: [sleep, infinity]
   pull: never
   network: none
@@ -35,9 +35,9 @@ KEEP=$(sbx create --profile box --ttl 1h --quiet)
 
 # Bystanders: one without any label of ours, one with another ledger's labels (made with the
 # Engine API, as another sandboxer would).
-PLAIN=$(docker run -d --label "$TAG=1" --network none sandboxer-test:busybox sleep 300)
+PLAIN=$(docker run -d --label "$TAG=1" --network none sandboxer/busybox:local sleep 300)
 FOREIGN=$(curl -sf --unix-socket /var/run/docker.sock -H 'Content-Type: application/json' \
-  -d '{"Image": "sandboxer-test:busybox", "Cmd": ["sleep", "300"], "HostConfig": {"NetworkMode": "none"},
+  -d '{"Image": "sandboxer/busybox:local", "Cmd": ["sleep", "300"], "HostConfig": {"NetworkMode": "none"},
        "Labels": {"'"$TAG"'": "1", "sandboxer.id": "sbx-foreign00000", "sandboxer.ledger": "ldg-another00000"}}' \
   http://localhost/v1.41/containers/create | jq -r .Id)
 [ -n "$FOREIGN" ] && [ "$FOREIGN" != null ] || fail "could not create the foreign container"

@@ -73,6 +73,9 @@ TEST_F(Lifecycle, CreateRecordsIntentThenOutcome) {
   EXPECT_EQ(meta["labels"]["sandboxer.id"], r.id);
   EXPECT_EQ(meta["labels"]["sandboxer.ledger"], stored.ledger_id);
   EXPECT_EQ(meta["labels"]["sandboxer.expires_at"], "2026-12-02T12:30:00Z");
+  // The sandbox is told its own id; the ledger keeps only the profile's environment.
+  EXPECT_EQ(meta["env"]["SANDBOXER_ID"], r.id);
+  EXPECT_FALSE(stored.sandboxes[0].env.contains("SANDBOXER_ID"));
 }
 
 TEST_F(Lifecycle, TtlIsCappedAndTheCapReported) {

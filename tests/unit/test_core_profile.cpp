@@ -787,19 +787,26 @@ TEST(ProfileExamples, EveryExampleLoads) {
     EXPECT_TRUE(profile.resolved.contains(profile.driver)) << "example without its driver section";
     names.insert(entry.path().stem().string());
   }
-  for (const char* expected : {"default", "stub-faulty", "base", "ci", "docker-debian",
+  for (const char* expected : {"default", "stub", "stub-faulty", "base", "ci", "docker-debian",
                                "compose-remote", "qemu-tiny", "e2b-base", "modal-small"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
 }
 
-TEST(ProfileExamples, DefaultIsTheStub) {
+TEST(ProfileExamples, DefaultIsADockerContainerThatNeedsNoRegistry) {
   Profile profile = load_profile(k_examples_dir / "default.yaml", {});
-  EXPECT_EQ(profile.driver, "stub");
-  EXPECT_EQ(profile.driver_spec, json::object());
+  EXPECT_EQ(profile.driver, "docker");
+  EXPECT_EQ(profile.driver_spec["image"], "sandboxer/busybox:local");
+  EXPECT_EQ(profile.driver_spec["pull"], "never");
   EXPECT_EQ(profile.ttl.default_ttl, Seconds(30 * 60));
   EXPECT_EQ(profile.ttl.max_ttl, Seconds(4 * 3600));
   EXPECT_FALSE(profile.labels.empty());
+}
+
+TEST(ProfileExamples, StubNeedsNoEngine) {
+  Profile profile = load_profile(k_examples_dir / "stub.yaml", {});
+  EXPECT_EQ(profile.driver, "stub");
+  EXPECT_EQ(profile.driver_spec, json::object());
 }
 
 TEST(ProfileExamples, CiExtendsBase) {
@@ -827,7 +834,7 @@ TEST(ProfileExamples, CloudExamplesReferenceTheirKeys) {
   EXPECT_EQ(modal.secrets.at("token_id").source, "MODAL_TOKEN_ID");
   EXPECT_EQ(modal.secrets.at("token_secret").source, "MODAL_TOKEN_SECRET");
   Profile docker = load_profile(k_examples_dir / "docker-debian.yaml", {});
-  EXPECT_EQ(docker.driver_spec, (json{{"image", "sandboxer-test:busybox"},
+  EXPECT_EQ(docker.driver_spec, (json{{"image", "sandboxer/busybox:local"},
                                       {"command", {"sleep", "infinity"}},
                                       {"cpus", 1},
                                       {"memory", "256m"}}));

@@ -121,7 +121,7 @@ protected:
       section["host"] = "unix:///fake/docker.sock";
     }
     if (!section.contains("image")) {
-      section["image"] = "sandboxer-test:busybox";
+      section["image"] = "sandboxer/busybox:local";
     }
     const auto& factory = drivers::docker::docker_factory();
     DriverContext context;
@@ -173,10 +173,10 @@ TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
       {.sandbox_id = "sbx-abc", .name = "box1", .labels = labels, .env = {{"FROM_PROFILE", "2"}}});
   EXPECT_TRUE(engine.done());
   EXPECT_EQ(result.backend_id, "c1");
-  EXPECT_EQ(result.info["image"], "sandboxer-test:busybox");
+  EXPECT_EQ(result.info["image"], "sandboxer/busybox:local");
 
   json body = json::parse(engine.sent[0].body);
-  EXPECT_EQ(body["Image"], "sandboxer-test:busybox");
+  EXPECT_EQ(body["Image"], "sandboxer/busybox:local");
   EXPECT_EQ(body["Labels"], json(labels));
   EXPECT_EQ(body["Cmd"], json({"sleep", "infinity"}));
   EXPECT_EQ(body["Env"], json({"FROM_PROFILE=2", "FROM_SPEC=1"}));
@@ -214,10 +214,10 @@ TEST_F(DockerDriverTest, CreateFromASnapshotUsesItsImage) {
 
 TEST_F(DockerDriverTest, AMissingImageIsPulledOnlyWhenTheEngineSaysSo) {
   auto driver = open({{"pull", "if-missing"}});
-  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  json no_image = {{"message", "No such image: sandboxer/busybox:local"}};
   engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
-  engine.expect_raw("POST", "/images/create?fromImage=sandboxer-test&tag=busybox", 200,
+  engine.expect("GET", "/images/sandboxer%2Fbusybox%3Alocal/json", 404, no_image);
+  engine.expect_raw("POST", "/images/create?fromImage=sandboxer%2Fbusybox&tag=local", 200,
                     R"({"status":"Downloading"})"
                     "\n");
   engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
@@ -229,9 +229,9 @@ TEST_F(DockerDriverTest, AMissingImageIsPulledOnlyWhenTheEngineSaysSo) {
 
 TEST_F(DockerDriverTest, AMissingImageWithPullNeverSaysWhatToDo) {
   auto driver = open({{"pull", "never"}});
-  json no_image = {{"message", "No such image: sandboxer-test:busybox"}};
+  json no_image = {{"message", "No such image: sandboxer/busybox:local"}};
   engine.expect("POST", "/containers/create?name=sbx-abc", 404, no_image);
-  engine.expect("GET", "/images/sandboxer-test%3Abusybox/json", 404, no_image);
+  engine.expect("GET", "/images/sandboxer%2Fbusybox%3Alocal/json", 404, no_image);
   try {
     driver->create({.sandbox_id = "sbx-abc"});
     FAIL() << "create succeeded";
