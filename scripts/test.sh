@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up and runs the whole test suite: installs the build dependencies, builds with warnings as
-# errors, runs every unit and end-to-end test, then does it again under ASan/UBSan.
+# Sets up and runs the whole test suite: installs the build dependencies, checks the C++ follows
+# .clang-format, builds with warnings as errors, runs every unit and end-to-end test, then does it
+# again under ASan/UBSan.
 # Usage: scripts/test.sh [--no-asan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/check-format.sh
 # A real Docker Engine for the docker driver's tests (they skip, exit 125, without one).
 scripts/start-docker.sh
 

@@ -33,7 +33,8 @@ public:
                       std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
 
   // A response whose status is not one the caller expected, as a DriverError naming `what`:
-  // "E2B create sandbox: <message> (HTTP 401, code 401)". A timeout over the plan's cap is Kind::refused.
+  // "E2B create sandbox: <message> (HTTP 401, code 401)". A timeout over the plan's cap is
+  // Kind::refused.
   [[noreturn]] void fail(const http::Response& response, const std::string& what) const;
 
   const Endpoints& endpoints() const { return m_endpoints; }
