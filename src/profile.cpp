@@ -756,6 +756,9 @@ private:
                                        "\"_\", not starting with a digit)",
                                        key));
     }
+    if (key == "SANDBOXER_ID") {
+      fail_at_key(pointer, "env.SANDBOXER_ID: reserved: sandboxer sets it to the sandbox's id");
+    }
   }
 
   // `labels` or `env`: a map of text to text. A null value removes what a parent set.
