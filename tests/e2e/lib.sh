@@ -16,6 +16,13 @@ sbx() { "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" "$@"; }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# require_docker: skips the test (exit 125) unless a Docker Engine answers and has the image that
+# scripts/start-docker.sh builds.
+require_docker() {
+  docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
+  docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+}
+
 # expect_code N CMD...: runs CMD, fails unless it exits with N. Its stdout is in $OUT, stderr in $ERR.
 expect_code() {
   local want=$1; shift

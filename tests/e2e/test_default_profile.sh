@@ -3,8 +3,7 @@
 # container of the offline-built image with the profile's limits, the sandbox knows its own id,
 # and the container's PID 1 ends on SIGTERM (so destroy does not wait out the grace period).
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 
 cp "$SANDBOXER_SOURCE_DIR/profiles/default.yaml" "$PROFILES/"
 CID=""

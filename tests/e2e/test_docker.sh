@@ -2,8 +2,7 @@
 # The docker driver against a real Docker Engine (started by scripts/start-docker.sh) and the local
 # image sandboxer/busybox:local. Checked as a user would, with the docker CLI on the side.
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 
 cat >"$PROFILES/box.yaml" <<'EOF2'
 driver: docker

@@ -2,8 +2,7 @@
 # The docker driver's error messages of issue 3 point 6, as a user meets them: each one line that
 # says what to do, and exit code 4. Needs the engine and image of test_docker.sh.
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 
 LEDGER_ID=""
 FAKE_PID=""

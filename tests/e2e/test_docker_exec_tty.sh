@@ -3,8 +3,7 @@
 # for the user's: the command's terminal gets the local terminal's size (33x111) when the exec
 # starts, and the new size (44x132) when the local terminal is resized while it runs (SIGWINCH).
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
 
 cat >"$PROFILES/tty.yaml" <<'EOF2'

@@ -5,8 +5,7 @@
 # destroy. The kill is real (kill -9 while the new container waits for its readiness command); the
 # one state a kill cannot be timed into is made by hand with the docker CLI.
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 
 # Ready at once, unless /snapshotted exists and /ready does not: a container restored from a
 # snapshot taken after `touch /snapshotted` never gets ready, and its restore waits (60 s) in the

@@ -3,8 +3,7 @@
 # reap; a container without labels and one labelled with another ledger's id are left alone, even by
 # --orphans=destroy; a container of this ledger without a record is an orphan.
 . "$(dirname "$0")/lib.sh"
-docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+require_docker
 
 cat >"$PROFILES/box.yaml" <<'EOF2'
 driver: docker
