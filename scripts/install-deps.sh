@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev dpkg-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev
   jq python3 util-linux procps openssl ca-certificates
 )
@@ -18,5 +18,3 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# The source of the static, HTTP-only libcurl the build links (cmake/static_curl.cmake).
-"$(dirname "$0")/fetch-curl-source.sh"

@@ -5,7 +5,7 @@
 namespace sandboxer {
 
 // Why libcurl could not be loaded (see curl_on_demand.cpp), or empty: it was, or it has not been
-// needed yet, or it is linked in (curl_linked.cpp; cmake/static_curl.cmake chooses).
+// needed yet.
 std::string curl_load_error();
 
 } // namespace sandboxer

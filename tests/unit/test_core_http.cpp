@@ -1,4 +1,4 @@
-// The libcurl transport itself, whichever way it was built (cmake/static_curl.cmake): TLS is there
+// The libcurl transport itself (Debian's libcurl, opened on demand): TLS is there
 // and verified, plain HTTP and errors come back as the drivers expect.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
