@@ -94,7 +94,28 @@ const Clock& system_clock() {
   return clock;
 }
 
+bool representable(TimePoint t) {
+  static constexpr auto k_first = sys_days(year(0) / January / 1);
+  static constexpr auto k_last = sys_days(year(9999) / December / 31) + days(1);
+  return t >= k_first && t < k_last;
+}
+
+std::optional<TimePoint> add_checked(TimePoint t, std::chrono::seconds d) {
+  seconds::rep sum = 0;
+  if (__builtin_add_overflow(t.time_since_epoch().count(), d.count(), &sum)) {
+    return std::nullopt;
+  }
+  TimePoint result{seconds(sum)};
+  return representable(result) ? std::optional(result) : std::nullopt;
+}
+
 std::string format_time(TimePoint t) {
+  if (!representable(t)) {
+    throw Error(ExitCode::runtime,
+                fmt::format("time {}s after 1970 is outside the years 0000-9999 and cannot be "
+                            "written; nothing was changed",
+                            t.time_since_epoch().count()));
+  }
   // Hand-rolled rather than fmt/strftime: the ledger formats several times per record, and
   // this runs on every write of a ledger with many thousands of them.
   const auto day = floor<days>(t);
@@ -157,7 +178,10 @@ std::optional<TimePoint> parse_time(std::string_view text) {
   if (!ymd.ok() || *h > 23 || *mi > 59 || *s > 60) {
     return std::nullopt;
   }
-  return sys_days(ymd) + hours(*h) + minutes(*mi) + seconds(*s) - *offset;
+  const TimePoint t = sys_days(ymd) + hours(*h) + minutes(*mi) + seconds(*s) - *offset;
+  // An offset or a leap second can carry a time past year 9999 (or before 0000): refused here, so
+  // every time read can be written back.
+  return representable(t) ? std::optional(t) : std::nullopt;
 }
 
 } // namespace sandboxer

@@ -45,9 +45,8 @@ bool read_number(std::string_view text, size_t& pos, std::uint64_t limit, std::u
   return pos > start;
 }
 
-} // namespace
-
-std::optional<Seconds> parse_duration(std::string_view text) {
+// parse_duration without the 100-year bound (still refusing what does not fit in 64 bits).
+std::optional<Seconds> parse_unbounded(std::string_view text) {
   constexpr auto k_max = static_cast<std::uint64_t>(std::numeric_limits<Seconds::rep>::max());
   if (text.empty()) {
     return std::nullopt;
@@ -73,6 +72,26 @@ std::optional<Seconds> parse_duration(std::string_view text) {
     ++pos;
   }
   return Seconds(static_cast<Seconds::rep>(total));
+}
+
+} // namespace
+
+std::optional<Seconds> parse_duration(std::string_view text) {
+  auto parsed = parse_unbounded(text);
+  if (!parsed || *parsed > k_max_duration) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+std::string duration_problem(std::string_view text) {
+  // Digits and units only, but too many of them for 64 bits: also "too long", not "malformed".
+  bool huge = text.size() > 18 && !text.empty() && text[0] >= '0' && text[0] <= '9' &&
+              text.find_first_not_of("0123456789wdhms") == std::string_view::npos;
+  if ((parse_unbounded(text) && !parse_duration(text)) || (huge && !parse_unbounded(text))) {
+    return "(longer than 100 years: at most 36500d)";
+  }
+  return "(use 90s, 15m, 2h, 1d, 1h30m)";
 }
 
 std::string format_duration(Seconds d) {
@@ -156,10 +175,14 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
 std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text) {
   if (text.size() > 2 && text.ends_with("ms")) {
     std::string_view digits = text.substr(0, text.size() - 2);
-    if (digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    size_t pos = 0;
+    std::uint64_t ms = 0;
+    constexpr auto k_max_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(k_max_duration).count());
+    if (!read_number(digits, pos, k_max_ms, ms) || pos != digits.size()) {
       return std::nullopt;
     }
-    return std::chrono::milliseconds(std::stol(std::string(digits)));
+    return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(ms));
   }
   if (auto seconds = parse_duration(text)) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(*seconds);

@@ -54,6 +54,26 @@ public:
 };
 NullProgress g_null_progress;
 
+// now + the duration stored under `key` of the creation entry ("ttl", "ttl_max"), or nullopt when
+// there is none. Durations are bounded (k_max_duration), so only a clock far in the future could
+// make the deadline unwritable: refused before anything is recorded.
+std::optional<TimePoint> deadline_after(TimePoint now, const nlohmann::json& details,
+                                        const char* key) {
+  const auto it = details.find(key);
+  if (it == details.end() || !it->is_string()) {
+    return std::nullopt;
+  }
+  const std::string text = it->get<std::string>();
+  const auto duration = parse_duration(text);
+  const auto deadline = duration ? add_checked(now, *duration) : std::nullopt;
+  if (!deadline) {
+    throw UsageError(fmt::format("{} {} from now ({}) is not a time sandboxer can record (years "
+                                 "0000-9999, durations up to 100 years)",
+                                 key, text, format_time(now)));
+  }
+  return deadline;
+}
+
 [[noreturn]] void throw_not_found(const Ledger& ledger, const std::string& id_or_name) {
   throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list' shows them)",
                                   id_or_name, ledger.file().string()));
@@ -283,12 +303,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   record.owner = current_owner();
   record.idempotency_key = options.idempotency_key;
   const auto& details = record.history.front().details;
-  if (details.value("ttl", nlohmann::json()).is_string()) {
-    record.expires_at = now + *parse_duration(details["ttl"].get<std::string>());
-  }
-  if (details.value("ttl_max", nlohmann::json()).is_string()) {
-    record.max_expires_at = now + *parse_duration(details["ttl_max"].get<std::string>());
-  }
+  record.expires_at = deadline_after(now, details, "ttl");
+  record.max_expires_at = deadline_after(now, details, "ttl_max");
   record.history.front().time = now;
   record.history.front().actor = m_actor;
 
@@ -658,8 +674,13 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
                                   record.id));
   }
   TimePoint now = m_clock.now();
-  TimePoint wanted =
-      options.to ? *options.to : *record.expires_at + options.by.value_or(Seconds(0));
+  std::optional<TimePoint> wanted_or_none =
+      options.to ? options.to : add_checked(*record.expires_at, options.by.value_or(Seconds(0)));
+  if (!wanted_or_none) {
+    throw UsageError(fmt::format("extending {} by {} would go past the year 9999", record.id,
+                                 format_duration(options.by.value_or(Seconds(0)))));
+  }
+  TimePoint wanted = *wanted_or_none;
   if (wanted <= now) {
     throw UsageError(
         fmt::format("the new deadline {} of {} is in the past", format_time(wanted), record.id));

@@ -35,8 +35,6 @@ const std::vector<std::string> k_driver_names = {"docker", "compose-ssh", "vm-pa
 
 const std::vector<std::string> k_sink_types = {"jsonl", "http", "stdout", "exec"};
 
-constexpr const char* k_duration_hint = "(use 90s, 15m, 2h, 1d, 1h30m)";
-
 // A profile without any `ttl` still gets a deadline, so a forgotten sandbox is reaped.
 constexpr Seconds k_default_ttl{3600};
 
@@ -673,7 +671,8 @@ private:
     std::string text = text_of(value, pointer).value_or(value.dump());
     auto duration = parse_duration(text);
     if (!duration) {
-      fail_at(pointer, fmt::format("{}: invalid duration \"{}\" {}", field, text, k_duration_hint));
+      fail_at(pointer,
+              fmt::format("{}: invalid duration \"{}\" {}", field, text, duration_problem(text)));
     }
     return *duration;
   }

@@ -61,7 +61,7 @@ Seconds duration_option(const std::string& option, const std::string& text) {
   auto parsed = parse_duration(text);
   if (!parsed) {
     throw UsageError(
-        fmt::format("{}: invalid duration \"{}\" (use 90s, 15m, 2h, 1d, 1h30m)", option, text));
+        fmt::format("{}: invalid duration \"{}\" {}", option, text, duration_problem(text)));
   }
   return *parsed;
 }

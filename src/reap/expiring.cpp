@@ -6,33 +6,40 @@
 #include "src/reap/internal.hpp"
 
 namespace sandboxer::reap {
+namespace {
+
+void warn_one(Run& run, SandboxRecord& record, TimePoint now) {
+  if (!needs_expiring_warning(record, now, run.options.expiring_window)) {
+    return;
+  }
+  ReapItem item = item_of(record, "expiring");
+  std::string left = format_duration(*record.expires_at - now);
+  item.reason = "expires in " + left;
+  if (run.options.dry_run) {
+    item.outcome = "planned";
+  } else if (settle_seen(run, record, [&](SandboxRecord& r) {
+               r.transition(r.state, now, run.actor,
+                            fmt::format("expires in {}, at {}", left, format_time(*r.expires_at)),
+                            {{"expiring",
+                              {{"expires_at", format_time(*r.expires_at)},
+                               {"window", format_duration(run.options.expiring_window)}}}});
+             })) {
+    item.outcome = "warned";
+    ++run.report.expiring;
+    spdlog::info("reap {}: expires in {} (at {})", record.id, left,
+                 format_time(*record.expires_at));
+  } else {
+    return; // changed meanwhile: the next run looks again
+  }
+  run.report.items.push_back(std::move(item));
+}
+
+} // namespace
 
 void warn_expiring(Run& run) {
   TimePoint now = run.clock.now();
   for (auto& record : run.seen.sandboxes) {
-    if (!needs_expiring_warning(record, now, run.options.expiring_window)) {
-      continue;
-    }
-    ReapItem item = item_of(record, "expiring");
-    std::string left = format_duration(*record.expires_at - now);
-    item.reason = "expires in " + left;
-    if (run.options.dry_run) {
-      item.outcome = "planned";
-    } else if (settle_seen(run, record, [&](SandboxRecord& r) {
-                 r.transition(r.state, now, run.actor,
-                              fmt::format("expires in {}, at {}", left, format_time(*r.expires_at)),
-                              {{"expiring",
-                                {{"expires_at", format_time(*r.expires_at)},
-                                 {"window", format_duration(run.options.expiring_window)}}}});
-               })) {
-      item.outcome = "warned";
-      ++run.report.expiring;
-      spdlog::info("reap {}: expires in {} (at {})", record.id, left,
-                   format_time(*record.expires_at));
-    } else {
-      continue; // changed meanwhile: the next run looks again
-    }
-    run.report.items.push_back(std::move(item));
+    guard_record(run, record, "expiring", [&] { warn_one(run, record, now); });
   }
 }
 

@@ -38,6 +38,12 @@ ReapItem item_of(const SandboxRecord& record, std::string action);
 bool settle_seen(Run& run, SandboxRecord& record,
                  const std::function<void(SandboxRecord&)>& change);
 
+// Runs one step of the run on one record. Whatever it throws (an odd record, a driver's surprise)
+// becomes that record's failed item, logged and counted (exit 6), and the sweep goes on: nothing
+// about one record may stop the others being reaped.
+void guard_record(Run& run, const SandboxRecord& record, const char* action,
+                  const std::function<void()>& step);
+
 // Settles records stuck in creating, destroying or snapshotting (src/reap/repair.cpp).
 void repair_stuck(Run& run);
 // Reports orphans (or queues their destroy in `destroys`) and marks vanished records destroyed

@@ -36,7 +36,7 @@ std::map<std::string, Backend> backends_of(const LedgerData& data,
       if (!find_driver(driver).capabilities().list_by_label) {
         return;
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       spdlog::warn("reap --orphans: {}", e.what());
       return;
     }
@@ -48,7 +48,7 @@ std::map<std::string, Backend> backends_of(const LedgerData& data,
   for (const auto& profile : profiles) {
     try {
       add(profile.driver, check_profile_driver(profile), secret_refs_of(profile), profile.name);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       spdlog::warn("reap --orphans: skipping profile {}: {}", profile.path.string(), e.what());
     }
   }
@@ -96,7 +96,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
   try {
     resources = run.engine.list_remote(backend.driver, backend.spec, backend.secret_refs,
                                        {{"sandboxer.ledger", run.ledger_id}});
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     ReapItem item;
     item.id = "-";
     item.driver = backend.driver;
@@ -142,7 +142,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       if (run.engine.backend_status(probe).state == BackendStatus::State::missing) {
         continue; // destroyed between the listing and now
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       spdlog::warn("reap --orphans: status of {}: {}", resource.backend_id, e.what());
     }
     ++run.report.orphans;
@@ -199,7 +199,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       } else {
         continue; // changed meanwhile: the next run looks again
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       item.outcome = "failed";
       item.reason = log::redact(e.what());
       ++run.report.failures;

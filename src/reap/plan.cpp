@@ -30,6 +30,27 @@ T plan_field(const nlohmann::json& item, size_t index, const char* key, const ch
   }
 }
 
+// One record's place in the plan, if it has one.
+void plan_destroy(const SandboxRecord& record, TimePoint now, const ReapOptions& options,
+                  std::vector<ReapItem>& items) {
+  if (!is_due(record, now, options.grace, options.skew)) {
+    return;
+  }
+  auto next = next_attempt_at(record);
+  if (next && now < *next) {
+    ReapItem item = reap::item_of(record, "wait");
+    item.outcome = "waiting";
+    item.reason = fmt::format("destroy failed {} time(s); next attempt at {}", item.attempt,
+                              format_time(*next));
+    items.push_back(std::move(item));
+    return;
+  }
+  ReapItem item = reap::item_of(record, "destroy");
+  item.outcome = "planned";
+  item.reason = "ttl expired at " + format_time(*record.expires_at);
+  items.push_back(std::move(item));
+}
+
 } // namespace
 
 ReapItem reap::item_of(const SandboxRecord& record, std::string action) {
@@ -51,22 +72,15 @@ std::vector<ReapItem> plan_destroys(const LedgerData& data, TimePoint now,
                                     const ReapOptions& options) {
   std::vector<ReapItem> items;
   for (const auto& record : data.sandboxes) {
-    if (!is_due(record, now, options.grace, options.skew)) {
-      continue;
-    }
-    auto next = next_attempt_at(record);
-    if (next && now < *next) {
-      ReapItem item = reap::item_of(record, "wait");
-      item.outcome = "waiting";
-      item.reason = fmt::format("destroy failed {} time(s); next attempt at {}", item.attempt,
-                                format_time(*next));
+    try {
+      plan_destroy(record, now, options, items);
+    } catch (const std::exception& e) {
+      // One odd record is reported (exit 6) and the others are still planned.
+      ReapItem item = reap::item_of(record, "check");
+      item.outcome = "failed";
+      item.reason = e.what();
       items.push_back(std::move(item));
-      continue;
     }
-    ReapItem item = reap::item_of(record, "destroy");
-    item.outcome = "planned";
-    item.reason = "ttl expired at " + format_time(*record.expires_at);
-    items.push_back(std::move(item));
   }
   return items;
 }

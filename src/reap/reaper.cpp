@@ -29,7 +29,20 @@ std::optional<std::string> due_blocker(const SandboxRecord& record, TimePoint no
   return std::nullopt;
 }
 
+void run_one_unguarded(Run& run, Work& work);
+
+// A destroy that throws anything fails its own item, never the worker thread (an exception
+// escaping a std::thread would terminate the whole run).
 void run_one(Run& run, Work& work) {
+  try {
+    run_one_unguarded(run, work);
+  } catch (const std::exception& e) {
+    work.item.outcome = "failed";
+    work.item.reason = log::redact(e.what());
+  }
+}
+
+void run_one_unguarded(Run& run, Work& work) {
   ReapItem& item = work.item;
   if (work.orphan) {
     try {
@@ -142,6 +155,20 @@ void prune(Run& run) {
 
 } // namespace
 
+void reap::guard_record(Run& run, const SandboxRecord& record, const char* action,
+                        const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    ReapItem item = item_of(record, action);
+    item.outcome = "failed";
+    item.reason = log::redact(e.what());
+    ++run.report.failures;
+    spdlog::error("reap {}: {} failed: {}", record.id, action, item.reason);
+    run.report.items.push_back(std::move(item));
+  }
+}
+
 bool reap::settle_seen(Run& run, SandboxRecord& record,
                        const std::function<void(SandboxRecord&)>& change) {
   auto settled = run.engine.settle(record.id, record.history.size(), change);
@@ -191,6 +218,10 @@ ReapReport Reaper::run(const ReapOptions& options) {
     }
     reap::warn_expiring(run);
     for (auto& item : plan_destroys(run.seen, m_clock.now(), options)) {
+      if (item.outcome == "failed") {
+        ++report.failures;
+        spdlog::error("reap {}: cannot plan its destroy: {}", item.id, item.reason);
+      }
       if (item.action == "destroy") {
         work.push_back({std::move(item), std::nullopt});
       } else {

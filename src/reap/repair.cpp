@@ -64,60 +64,65 @@ Settlement settle_by_status(Run& run, const SandboxRecord& record) {
   }
 }
 
+// Settles one stuck record, if it is stuck.
+void repair_one(Run& run, SandboxRecord& record, TimePoint now, const std::string& host) {
+  if (!is_stuck(record, now, run.options.stuck_after, host)) {
+    return;
+  }
+  ReapItem item = item_of(record, "repair");
+  item.reason =
+      fmt::format("{} since {}", to_string(record.state), format_time(record.history.back().time));
+  if (run.options.dry_run) {
+    item.outcome = "planned";
+    run.report.items.push_back(std::move(item));
+    return;
+  }
+  try {
+    Settlement settlement = record.state == State::creating && record.backend_id.empty()
+                                ? settle_create(run, record)
+                                : settle_by_status(run, record);
+    item.reason = settlement.reason;
+    if (!settlement.to) {
+      item.outcome = "skipped";
+      spdlog::warn("reap {}: repair skipped: {}", record.id, settlement.reason);
+    } else {
+      State was = record.state;
+      bool settled = settle_seen(run, record, [&](SandboxRecord& r) {
+        if (!settlement.backend_id.empty()) {
+          r.backend_id = settlement.backend_id;
+        }
+        if (*settlement.to == State::failed) {
+          r.error = settlement.reason;
+        }
+        r.transition(*settlement.to, run.clock.now(), run.actor, settlement.reason,
+                     {{"repair", true}});
+      });
+      if (settled) {
+        item.outcome = to_string(*settlement.to);
+        ++run.report.repaired;
+        spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(was), item.outcome,
+                     settlement.reason);
+      } else {
+        item.outcome = "skipped";
+        item.reason = "changed while being repaired";
+      }
+    }
+  } catch (const std::exception& e) {
+    item.outcome = "failed";
+    item.reason = log::redact(e.what());
+    ++run.report.failures;
+    spdlog::error("reap {}: repair failed: {}", record.id, item.reason);
+  }
+  run.report.items.push_back(std::move(item));
+}
+
 } // namespace
 
 void repair_stuck(Run& run) {
   TimePoint now = run.clock.now();
   std::string host = current_owner().host;
   for (auto& record : run.seen.sandboxes) {
-    if (!is_stuck(record, now, run.options.stuck_after, host)) {
-      continue;
-    }
-    ReapItem item = item_of(record, "repair");
-    item.reason = fmt::format("{} since {}", to_string(record.state),
-                              format_time(record.history.back().time));
-    if (run.options.dry_run) {
-      item.outcome = "planned";
-      run.report.items.push_back(std::move(item));
-      continue;
-    }
-    try {
-      Settlement settlement = record.state == State::creating && record.backend_id.empty()
-                                  ? settle_create(run, record)
-                                  : settle_by_status(run, record);
-      item.reason = settlement.reason;
-      if (!settlement.to) {
-        item.outcome = "skipped";
-        spdlog::warn("reap {}: repair skipped: {}", record.id, settlement.reason);
-      } else {
-        State was = record.state;
-        bool settled = settle_seen(run, record, [&](SandboxRecord& r) {
-          if (!settlement.backend_id.empty()) {
-            r.backend_id = settlement.backend_id;
-          }
-          if (*settlement.to == State::failed) {
-            r.error = settlement.reason;
-          }
-          r.transition(*settlement.to, run.clock.now(), run.actor, settlement.reason,
-                       {{"repair", true}});
-        });
-        if (settled) {
-          item.outcome = to_string(*settlement.to);
-          ++run.report.repaired;
-          spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(was), item.outcome,
-                       settlement.reason);
-        } else {
-          item.outcome = "skipped";
-          item.reason = "changed while being repaired";
-        }
-      }
-    } catch (const Error& e) {
-      item.outcome = "failed";
-      item.reason = log::redact(e.what());
-      ++run.report.failures;
-      spdlog::error("reap {}: repair failed: {}", record.id, item.reason);
-    }
-    run.report.items.push_back(std::move(item));
+    guard_record(run, record, "repair", [&] { repair_one(run, record, now, host); });
   }
 }
 

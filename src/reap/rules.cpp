@@ -1,6 +1,7 @@
 // The rules of reap as pure functions of a record and the time, so that each one is unit-tested
 // with an injected clock (tests/unit/test_core_reap_rules.cpp).
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -76,8 +77,13 @@ bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_hos
   if (!std::regex_search(actor, match, actor_pattern) || match[1] != this_host) {
     return false; // another host, or no pid: only the age tells
   }
-  long pid = std::stol(match[2]);
-  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) {
+  // A pid too large for pid_t (an edited or corrupted record) names no live process.
+  const std::string digits = match[2];
+  pid_t pid = 0;
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), pid).ec != std::errc()) {
+    return false;
+  }
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) {
     return false;
   }
   // A pid that lives on but is no longer sandboxer was reused by another program.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <gtest/gtest.h>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <sandboxer/clock.hpp>
+#include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/ledger.hpp>
 #include <sandboxer/owner.hpp>
@@ -954,6 +956,67 @@ TEST(ClockParse, RejectsGarbage) {
         "2026-12-02X11:51:32Z", "1764676292"}) {
     EXPECT_EQ(parse_time(text), std::nullopt) << "\"" << text << "\"";
   }
+}
+
+// Issue 13: a deadline past year 9999 was written as "'),.-12-24T06:34:00Z" and every later read
+// of the ledger failed. The formatter refuses what the reader would refuse.
+TEST(ClockFormat, RefusesYearsOutside0000To9999) {
+  using namespace std::chrono;
+  EXPECT_EQ(format_time(sys_days{year(9999) / December / 31} + 23h + 59min + 59s),
+            "9999-12-31T23:59:59Z");
+  EXPECT_EQ(format_time(sys_days{year(0) / January / 1}), "0000-01-01T00:00:00Z");
+  for (TimePoint t : {TimePoint(sys_days{year(10000) / January / 1}),
+                      TimePoint(sys_days{year(-1) / December / 31}),
+                      TimePoint(seconds(std::numeric_limits<seconds::rep>::max() / 2))}) {
+    EXPECT_FALSE(representable(t));
+    try {
+      format_time(t);
+      ADD_FAILURE() << "an unwritable time was formatted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside the years 0000-9999"), std::string::npos);
+    }
+  }
+}
+
+TEST(ClockParse, RefusesWhatCannotBeWrittenBack) {
+  EXPECT_EQ(parse_time("9999-12-31T23:59:60Z"), std::nullopt);
+  EXPECT_EQ(parse_time("9999-12-31T23:30:00-01:00"), std::nullopt);
+  EXPECT_EQ(parse_time("0000-01-01T00:30:00+01:00"), std::nullopt);
+  EXPECT_EQ(format_time(*parse_time("9999-12-31T23:59:59Z")), "9999-12-31T23:59:59Z");
+}
+
+TEST(ClockArithmetic, AddCheckedStaysWritable) {
+  const TimePoint now = at("2026-12-02T11:51:32Z");
+  EXPECT_EQ(add_checked(now, std::chrono::seconds(60)), at("2026-12-02T11:52:32Z"));
+  EXPECT_EQ(add_checked(now, k_max_duration), at("2126-11-08T11:51:32Z"));
+  EXPECT_EQ(add_checked(at("9990-01-01T00:00:00Z"), k_max_duration), std::nullopt);
+  EXPECT_EQ(add_checked(now, std::chrono::seconds(std::numeric_limits<std::int64_t>::max())),
+            std::nullopt);
+  EXPECT_EQ(add_checked(TimePoint(std::chrono::seconds(std::numeric_limits<std::int64_t>::max())),
+                        std::chrono::seconds(1)),
+            std::nullopt);
+}
+
+// A record whose deadline cannot be written makes the commit fail cleanly: the ledger on disk is
+// the previous one, readable.
+TEST(LedgerCommit, UnwritableTimeLeavesTheLedgerAsItWas) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  {
+    auto tx = ledger.begin();
+    tx.data().sandboxes.push_back(small_record("sbx-aaaaaaaaaaaa", "ok", State::running));
+    tx.commit();
+  }
+  {
+    auto tx = ledger.begin();
+    SandboxRecord bad = small_record("sbx-bbbbbbbbbbbb", "bad", State::running);
+    bad.expires_at = TimePoint(std::chrono::sys_days{std::chrono::year(12000) / 1 / 1});
+    tx.data().sandboxes.push_back(bad);
+    EXPECT_THROW(tx.commit(), Error);
+  }
+  LedgerData data = ledger.read();
+  ASSERT_EQ(data.sandboxes.size(), 1u);
+  EXPECT_EQ(data.sandboxes[0].id, "sbx-aaaaaaaaaaaa");
 }
 
 TEST(ClockSystem, FakeNowFromTheEnvironment) {
