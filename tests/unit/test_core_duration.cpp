@@ -49,7 +49,8 @@ TEST(DurationParse, BoundedToOneHundredYears) {
   EXPECT_EQ(parse_duration("36500d"), k_max_duration);
   EXPECT_EQ(parse_duration("36500d1s"), std::nullopt);
   EXPECT_EQ(parse_duration("5214w"), Seconds(5214LL * 7 * 86400));
-  for (const char* text : {"9223372036854775807s", "2914000d", "99999999999999999999s", "5215w1d"}) {
+  for (const char* text :
+       {"9223372036854775807s", "2914000d", "99999999999999999999s", "5215w1d"}) {
     EXPECT_EQ(parse_duration(text), std::nullopt) << text;
     EXPECT_EQ(parse_duration_ms(text), std::nullopt) << text;
     EXPECT_EQ(duration_problem(text), "(longer than 100 years: at most 36500d)") << text;

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <gtest/gtest.h>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
