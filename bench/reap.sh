@@ -2,12 +2,12 @@
 # reap of N (default 100) expired Docker sandboxes with --parallel 1, 4 and 8, against
 # `docker rm -f` of N such containers in one call. Prints each wall time and its ratio to
 # `docker rm -f`. The sandboxes are made with sandboxer (30m TTL) and expired by running reap with
-# SANDBOXER_FAKE_NOW two hours ahead.
+# SANDBOXER_FAKE_NOW two hours ahead, which only the test build (sandboxer-testclock) honours.
 # Needs a Docker Engine and the image sandboxer/busybox:local (scripts/start-docker.sh makes both).
-# Usage: bench/reap.sh [path/to/sandboxer] [count]
+# Usage: bench/reap.sh [path/to/sandboxer-testclock] [count]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=$(realpath "${1:-build/sandboxer}")
+BIN=$(realpath "${1:-build/tests/sandboxer-testclock}")
 COUNT=${2:-100}
 docker image inspect sandboxer/busybox:local >/dev/null
 WORK=$(mktemp -d)

@@ -1,4 +1,7 @@
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <spdlog/spdlog.h>
 #include <fmt/format.h>
 
 #include <sandboxer/clock.hpp>
@@ -11,12 +14,20 @@ using namespace std::chrono;
 
 constexpr const char* k_fake_now_env = "SANDBOXER_FAKE_NOW";
 
+std::atomic<bool> g_fake_now_allowed{false};
+
 class SystemClock final : public Clock {
 public:
   // The environment is read on every call so that a test can move time with setenv().
   TimePoint now() const override {
     const char* fake = std::getenv(k_fake_now_env);
-    if (fake && *fake) {
+    if (fake && *fake && !g_fake_now_allowed) {
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        spdlog::warn("{} is ignored: only test builds (sandboxer-testclock) honour it",
+                     k_fake_now_env);
+      });
+    } else if (fake && *fake) {
       if (auto t = parse_time(fake)) {
         return *t;
       }
@@ -88,6 +99,10 @@ std::optional<seconds> take_offset(std::string_view text, size_t& pos) {
 }
 
 } // namespace
+
+void allow_fake_now() {
+  g_fake_now_allowed = true;
+}
 
 const Clock& system_clock() {
   static const SystemClock clock;

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <iostream>
 
+#include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
 
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
   const auto process_started = std::chrono::steady_clock::now();
   // A reader that goes away (sandboxer list | head) must not kill a ledger write.
   std::signal(SIGPIPE, SIG_IGN);
+#ifdef SANDBOXER_TEST_CLOCK
+  allow_fake_now(); // tests/CMakeLists.txt: the sandboxer-testclock build only
+#endif
 
   CLI::App app{"sandboxer: provision sandboxes from profiles, track their TTL, reap the expired"};
   app.name("sandboxer");

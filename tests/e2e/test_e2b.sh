@@ -175,7 +175,8 @@ GBID=$(jq -r .backend_id <<<"$OUT")
 curl -sf -X POST -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d '{"timeout": 0}' \
   "$FAKE_URL/sandboxes/$GBID/timeout" >/dev/null
 LATER=$(date -u -d '+10 minutes' +%Y-%m-%dT%H:%M:%SZ)
-SANDBOXER_FAKE_NOW="$LATER" run 0 sbx -v reap -o json
+# Only the test build honours SANDBOXER_FAKE_NOW.
+SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW="$LATER" run 0 sbx -v reap -o json
 [ "$(fake sandboxes | jq "has(\"$SBID\") or has(\"$GBID\")")" = false ] || fail "reap left sandboxes"
 for name in short gone; do
   [ "$(ledger_jq --arg n "$name" '.sandboxes[] | select(.name == $n) | .state')" = destroyed ] ||

@@ -2,6 +2,8 @@
 # Stress: 200 stub sandboxes with random TTLs, three reapers and more creates running at once.
 # At the end every expired sandbox was destroyed exactly once (by its history and by the stub's
 # destroy call counter) and the ledger parses.
+# Moves the clock with SANDBOXER_FAKE_NOW, which only the test build honours.
+SANDBOXER=${SANDBOXER_TESTCLOCK:?set SANDBOXER_TESTCLOCK to the sandboxer-testclock binary (CTest does)}
 . "$(dirname "$0")/lib.sh"
 
 # A failure threshold no run reaches: it only makes the stub count its destroy calls.

@@ -2,6 +2,8 @@
 # reap with the stub driver at chosen instants (SANDBOXER_FAKE_NOW): expiry and skew, dry run and
 # saved plans, --max-destroy, a failing destroy retried with backoff, a create killed mid-call and
 # repaired, orphans reported then destroyed, a second reaper, metrics and retention.
+# Moves the clock with SANDBOXER_FAKE_NOW, which only the test build honours.
+SANDBOXER=${SANDBOXER_TESTCLOCK:?set SANDBOXER_TESTCLOCK to the sandboxer-testclock binary (CTest does)}
 . "$(dirname "$0")/lib.sh"
 
 T0=2026-12-02T12:00:00Z

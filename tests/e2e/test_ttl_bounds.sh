@@ -54,4 +54,12 @@ expect_code 0 sbx reap -o json
   fail "the expired sandbox was not reaped next to the odd record: $OUT"
 [ "$(jq -r --arg id "$ODD" '.items[] | select(.id == $id and .action == "repair") | .outcome' <<<"$OUT")" = running ] ||
   fail "the odd record was not repaired: $OUT"
+
+# The installed binary ignores SANDBOXER_FAKE_NOW (only sandboxer-testclock honours it): a stray
+# variable cannot make cron's reap destroy a sandbox that has not expired.
+FRESH=$(sbx create --profile open --ttl 10m --quiet)
+SANDBOXER_FAKE_NOW=2099-01-01T00:00:00Z expect_code 0 sbx reap -o json
+[ "$(jq -r --arg id "$FRESH" '[.items[] | select(.id == $id and .action == "destroy")] | length' <<<"$OUT")" = 0 ] ||
+  fail "SANDBOXER_FAKE_NOW moved the installed binary's clock: $OUT"
+expect_contains "$ERR" "SANDBOXER_FAKE_NOW is ignored"
 echo "ok"

@@ -1021,6 +1021,7 @@ TEST(LedgerCommit, UnwritableTimeLeavesTheLedgerAsItWas) {
 
 TEST(ClockSystem, FakeNowFromTheEnvironment) {
   ScopedEnv env;
+  allow_fake_now();
   env.set("SANDBOXER_FAKE_NOW", "2030-01-02T03:04:05Z");
   const Clock& clock = system_clock();
   EXPECT_EQ(&clock, &system_clock());
