@@ -1,8 +1,8 @@
 #include <atomic>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <mutex>
 #include <spdlog/spdlog.h>
-#include <fmt/format.h>
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
