@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unordered_map>
 #include <utility>
 
 #include <sandboxer/error.hpp>
@@ -693,6 +694,9 @@ using RecordSink = std::function<void(SandboxRecord&)>;
 void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope scope,
                     const RecordSink& sink) {
   expect(in, Kind::array, "sandboxes", "an array");
+  // Two records with one id (a hand merge, a bad restore) would make every lookup by id pick one
+  // of them silently, and a destroy settle the wrong one: refused like any other corruption.
+  std::unordered_map<std::string, size_t> index_of_id;
   in.array([&](size_t index) {
     const size_t start = in.offset();
     SandboxRecord record;
@@ -706,6 +710,12 @@ void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope
     } catch (SyntaxError& e) {
       e.message += fmt::format(", in sandboxes[{}]", index);
       throw;
+    }
+    auto [first, inserted] = index_of_id.emplace(record.id, index);
+    if (!inserted) {
+      throw LedgerError(
+          corrupt_message(file, fmt::format("sandboxes[{}] and sandboxes[{}] have the same id {}",
+                                            first->second, index, record.id)));
     }
     sink(record);
   });

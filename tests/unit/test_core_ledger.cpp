@@ -591,6 +591,19 @@ TEST_F(LedgerCorrupt, SyntaxErrorInsideARecord) {
                            ": unexpected character '?', in sandboxes[0])" + restore_hint());
 }
 
+// Issue 13: two records with one id were read, and lookups by id picked one of them.
+TEST_F(LedgerCorrupt, DuplicateRecordIds) {
+  const std::string text = read_file(m_ledger.file());
+  const auto open = text.find('[');
+  const auto close = text.rfind(']');
+  ASSERT_NE(open, std::string::npos);
+  const std::string record = text.substr(open + 1, close - open - 1);
+  const std::string doubled = text.substr(0, close) + "," + record + text.substr(close);
+  expect_refused(doubled, "ledger " + file() +
+                              " is corrupt (sandboxes[0] and sandboxes[1] have the same id " +
+                              full_record().id + ")" + restore_hint());
+}
+
 TEST_F(LedgerCorrupt, NotAnObject) {
   expect_refused("[]", "ledger " + file() +
                            " is corrupt (is an array, expected an object at the top level)" +
