@@ -74,6 +74,13 @@ std::optional<TimePoint> deadline_after(TimePoint now, const nlohmann::json& det
   return deadline;
 }
 
+// The ledger could not record what the backend did: not a backend failure, so no failure entry
+// follows (it would misstate the backend, and the same commit would likely fail again).
+class OutcomeNotRecorded : public Error {
+public:
+  using Error::Error;
+};
+
 [[noreturn]] void throw_not_found(const Ledger& ledger, const std::string& id_or_name) {
   throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list' shows them)",
                                   id_or_name, ledger.file().string()));
@@ -345,7 +352,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   try {
     CreateResult result = driver_time.time([&] { return opened.driver->create(request); });
     bool destroyed_meanwhile = false;
-    record = update(record.id, [&](SandboxRecord& r) {
+    record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
       r.backend_id = result.backend_id;
       r.info = result.info;
       destroyed_meanwhile = r.state != State::creating;
@@ -363,6 +370,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
       throw Error(ExitCode::runtime,
                   fmt::format("sandbox {} was destroyed while it was being created", record.id));
     }
+  } catch (const OutcomeNotRecorded&) {
+    throw;
   } catch (const Error& e) {
     record_failure(record.id, e, State::failed, m_actor, "", driver_time.details(started));
     throw;
@@ -412,10 +421,12 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
         spdlog::info("{}: already gone from the backend", record.id);
       }
     }
-    update(record.id, [&](SandboxRecord& r) {
+    record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
       r.error.reset();
       r.transition(State::destroyed, m_clock.now(), actor, reason, driver_time.details(started));
     });
+  } catch (const OutcomeNotRecorded&) {
+    throw;
   } catch (const Error& e) {
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
     // where it was, with the error in its history.
@@ -813,14 +824,35 @@ ExpiredDestroy Engine::destroy_expired(
   return result;
 }
 
+SandboxRecord Engine::record_outcome(const std::string& id, const std::string& backend_id,
+                                     const char* done,
+                                     const std::function<void(SandboxRecord&)>& change) {
+  try {
+    return update(id, change);
+  } catch (const Error& e) {
+    throw OutcomeNotRecorded(
+        e.code(), fmt::format("sandbox {}: the backend {} it (backend id {}), but the ledger "
+                              "could not record that: {}. The record still shows the operation in "
+                              "progress; 'sandboxer reap' settles it from the backend, or run "
+                              "'sandboxer destroy {}'",
+                              id, done, backend_id.empty() ? "-" : backend_id, e.what(), id));
+  }
+}
+
 void Engine::record_failure(const std::string& id, const Error& error, State to,
                             const std::string& actor, const std::string& what,
                             nlohmann::json details) {
   std::string message = log::redact(error.what());
-  update(id, [&](SandboxRecord& r) {
-    r.error = message;
-    r.transition(to, m_clock.now(), actor, what + message, std::move(details));
-  });
+  try {
+    update(id, [&](SandboxRecord& r) {
+      r.error = message;
+      r.transition(to, m_clock.now(), actor, what + message, std::move(details));
+    });
+  } catch (const Error& e) {
+    // The caller's error is the one to report; the record keeps its transitional state, which
+    // reap repairs.
+    spdlog::error("{}: could not record the failure in the ledger: {}", id, log::redact(e.what()));
+  }
 }
 
 std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expected_history_size,

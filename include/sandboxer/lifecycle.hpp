@@ -144,8 +144,14 @@ private:
   Opened open_driver(const SandboxRecord& record) const;
   // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
   SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
+  // update() of the outcome of a backend call that succeeded (`done`: "created", "destroyed").
+  // When that commit fails, the backend has done its part while the ledger still shows the
+  // intent: the error then names the sandbox and its backend resource, and says how to settle it.
+  SandboxRecord record_outcome(const std::string& id, const std::string& backend_id,
+                               const char* done, const std::function<void(SandboxRecord&)>& change);
   // A backend call failed: records the redacted error on `id` and moves it to `to`, with the
-  // reason `what` + the error. The caller rethrows.
+  // reason `what` + the error. The caller rethrows its error; a failure to record it is logged,
+  // never thrown over it.
   void record_failure(const std::string& id, const Error& error, State to, const std::string& actor,
                       const std::string& what, nlohmann::json details);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,

@@ -62,4 +62,28 @@ SANDBOXER_FAKE_NOW=2099-01-01T00:00:00Z expect_code 0 sbx reap -o json
 [ "$(jq -r --arg id "$FRESH" '[.items[] | select(.id == $id and .action == "destroy")] | length' <<<"$OUT")" = 0 ] ||
   fail "SANDBOXER_FAKE_NOW moved the installed binary's clock: $OUT"
 expect_contains "$ERR" "SANDBOXER_FAKE_NOW is ignored"
+
+# The backend made the sandbox but the outcome commit failed (here: the lock is held past
+# --lock-timeout): the error names the sandbox and its backend id, says how to settle it, and no
+# "failed" entry misstates a backend that succeeded. reap then finds it running.
+stub_profile slow <<EOF2
+  root: $WORK/backend
+  latency: { create: 1500ms }
+EOF2
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" --lock-timeout 1 create \
+  --profile slow --quiet >"$WORK/slow.out" 2>"$WORK/slow.err" &
+creator=$!
+sleep 0.7
+flock "$STATE/ledger.lock" sleep 3
+rc=0
+wait "$creator" || rc=$?
+[ "$rc" = 5 ] || fail "create whose outcome could not be recorded: exit $rc: $(cat "$WORK/slow.err")"
+SLOW=$(ledger_jq '.sandboxes[] | select(.profile.name == "slow") | .id')
+expect_contains "$(cat "$WORK/slow.err")" "sandbox $SLOW: the backend created it (backend id"
+expect_contains "$(cat "$WORK/slow.err")" "'sandboxer reap' settles it"
+[ "$(ledger_jq --arg id "$SLOW" '.sandboxes[] | select(.id == $id) | .state')" = creating ] ||
+  fail "the record of a created sandbox is not left creating"
+expect_code 0 sbx reap --stuck-after 0s -o json
+[ "$(ledger_jq --arg id "$SLOW" '.sandboxes[] | select(.id == $id) | .state')" = running ] ||
+  fail "reap did not settle the created sandbox: $OUT"
 echo "ok"
