@@ -1,7 +1,9 @@
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,12 +51,26 @@ void make_private_dirs(const fs::path& path) {
 void write_file_atomically(const fs::path& path, const std::string& text, unsigned mode,
                            bool durable) {
   // A dot-file beside the target: same filesystem for rename(), and globbing readers (the
-  // textfile collector reads *.prom, the outbox *.json) never see it.
-  fs::path temp =
-      path.parent_path() / fmt::format(".{}.{}.tmp", path.filename().string(), ::getpid());
-  FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  // textfile collector reads *.prom, the outbox *.json) never see it. Its name is random and it
+  // is created with O_EXCL|O_NOFOLLOW: in a directory another user can write (a metrics
+  // directory, say), a name planted in advance as a symlink is never followed, so root's write
+  // cannot be redirected to another file.
+  fs::path temp;
+  int raw = -1;
+  for (int attempt = 0; attempt < 16 && raw < 0; ++attempt) {
+    std::uint64_t nonce = 0;
+    if (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce)) {
+      fail("draw a random temp name for", path, errno);
+    }
+    temp = path.parent_path() / fmt::format(".{}.{:016x}.tmp", path.filename().string(), nonce);
+    raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (raw < 0 && errno != EEXIST) {
+      fail("write", path, errno);
+    }
+  }
+  FileDescriptor fd(raw);
   if (fd.get() < 0) {
-    fail("write", path, errno);
+    fail("create a temp file for", path, EEXIST);
   }
   try {
     write_all(fd.get(), text, path);

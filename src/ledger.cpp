@@ -1014,6 +1014,28 @@ void Ledger::Transaction::commit() {
   m_ledger->write(m_data);
 }
 
+namespace {
+
+// Another user who can write the state directory can swap the ledger, the lock file or the
+// outbox's files under root's feet, or plant symlinks there: no write is safe in it. Refused,
+// not warned about: cron's output is rarely read.
+void refuse_shared_state_dir(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw LedgerError(
+        fmt::format("cannot inspect state directory {}: {}", dir.string(), errno_text()));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw LedgerError(fmt::format(
+        "state directory {} is writable by {} (mode {:04o}): another user could replace the "
+        "ledger or plant symlinks in it; run 'chmod go-w {}' or choose a private --state-dir",
+        dir.string(), (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777,
+        dir.string()));
+  }
+}
+
+} // namespace
+
 Ledger::Transaction Ledger::begin() const {
   std::error_code ec;
   // Only a directory created here is narrowed to 0700: an existing one was chosen by the user.
@@ -1027,6 +1049,7 @@ Ledger::Transaction Ledger::begin() const {
                                   "--state-dir or $SANDBOXER_STATE_DIR",
                                   m_state_dir.string(), ec.message()));
   }
+  refuse_shared_state_dir(m_state_dir);
   auto guard = m_lock.acquire();
   // Reading under the lock also means that a corrupt ledger throws here, before anyone can
   // commit over it.

@@ -61,9 +61,12 @@ std::string event_id_of(std::string_view name) {
   return std::string(dash == std::string_view::npos ? stem : stem.substr(dash + 1));
 }
 
-// Writes a new file and makes its content durable before the ledger commit that needs it.
+// Writes a new file and makes its content durable before the ledger commit that needs it. The
+// name is a fresh event id: O_EXCL|O_NOFOLLOW refuse anything already there, a planted symlink
+// above all.
 void write_synced(const fs::path& path, const std::string& text) {
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  FileDescriptor fd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   size_t written = 0;
   while (fd.get() >= 0 && written < text.size()) {
     ssize_t n = ::write(fd.get(), text.data() + written, text.size() - written);
