@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -75,31 +76,75 @@ std::vector<char*> as_pointers(std::vector<std::string>& strings) {
   return pointers;
 }
 
+// posix_spawn* return an error number instead of setting errno.
+void check_spawn(int rc, const char* what) {
+  if (rc != 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot prepare a subprocess ({}): {}", what, strerror(rc)));
+  }
+}
+
 class Spawner {
 public:
-  Spawner() {
-    posix_spawn_file_actions_init(&m_actions);
-    posix_spawnattr_init(&m_attr);
+  explicit Spawner(bool own_group) {
+    check_spawn(posix_spawn_file_actions_init(&m_actions), "file actions");
+    if (int rc = posix_spawnattr_init(&m_attr); rc != 0) {
+      posix_spawn_file_actions_destroy(&m_actions);
+      check_spawn(rc, "attributes");
+    }
     // The parent ignores SIGPIPE; the child should not inherit that.
     sigset_t defaults;
     sigemptyset(&defaults);
     sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigdefault(&m_attr, &defaults);
     sigset_t empty;
     sigemptyset(&empty);
-    posix_spawnattr_setsigmask(&m_attr, &empty);
-    posix_spawnattr_setflags(&m_attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+    if (own_group) {
+      // A process group of its own, so that a deadline ends the program and everything it
+      // started (a hook's background `sleep &` holding our pipe), not the program alone.
+      flags |= POSIX_SPAWN_SETPGROUP;
+      check(posix_spawnattr_setpgroup(&m_attr, 0), "process group");
+    }
+    check(posix_spawnattr_setsigdefault(&m_attr, &defaults), "signal defaults");
+    check(posix_spawnattr_setsigmask(&m_attr, &empty), "signal mask");
+    check(posix_spawnattr_setflags(&m_attr, flags), "flags");
   }
   ~Spawner() {
     posix_spawn_file_actions_destroy(&m_actions);
     posix_spawnattr_destroy(&m_attr);
   }
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+
+  // Throws (after the destructor's cleanup) when a file action or attribute was refused.
+  static void check(int rc, const char* what) { check_spawn(rc, what); }
+
   posix_spawn_file_actions_t m_actions;
   posix_spawnattr_t m_attr;
 };
 
 void set_nonblocking(int fd) {
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot make a pipe non-blocking: {}", strerror(errno)));
+  }
+}
+
+using clock = std::chrono::steady_clock;
+
+// After a SIGTERM, the time a program gets before SIGKILL.
+constexpr auto k_term_grace = std::chrono::seconds(2);
+// After the program itself exited, how long output still held open by something it left behind
+// is read before we stop listening.
+constexpr auto k_drain_after_exit = std::chrono::milliseconds(250);
+// After SIGKILL, how long the kernel gets to deliver it before we stop waiting (a process stuck
+// in uninterruptible sleep cannot be reaped, and must not hang sandboxer).
+constexpr auto k_reap_bound = std::chrono::seconds(5);
+
+int ms_until(clock::time_point t) {
+  return static_cast<int>(std::clamp<long long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count(), 0, 60'000));
 }
 
 } // namespace
@@ -110,20 +155,28 @@ Result run(const Command& command) {
   }
   spdlog::debug("run: {}", fmt::join(command.argv, " "));
 
+  // A program reading a terminal stays in the terminal's foreground group (job control would stop
+  // it otherwise); every other one gets its own group.
+  const bool own_group = !(command.stdin_fd >= 0 && isatty(command.stdin_fd));
   Pipe out_pipe, err_pipe, in_pipe;
-  Spawner spawner;
+  Spawner spawner(own_group);
   auto* actions = &spawner.m_actions;
   if (command.stdin_fd >= 0) {
-    posix_spawn_file_actions_adddup2(actions, command.stdin_fd, STDIN_FILENO);
+    Spawner::check(posix_spawn_file_actions_adddup2(actions, command.stdin_fd, STDIN_FILENO),
+                   "stdin");
   } else if (command.stdin_data) {
-    posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO);
+    Spawner::check(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO),
+                   "stdin");
   } else {
-    posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    Spawner::check(
+        posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0), "stdin");
   }
-  posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO);
+  Spawner::check(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO),
+                 "stdout");
+  Spawner::check(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO),
+                 "stderr");
   if (command.cwd) {
-    posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str());
+    Spawner::check(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
   }
 
   std::vector<std::string> argv_strings = command.argv;
@@ -149,11 +202,49 @@ Result run(const Command& command) {
     set_nonblocking(in_pipe.fds[1]);
   }
 
-  using clock = std::chrono::steady_clock;
+  // The deadline applies to the whole group: SIGTERM, then SIGKILL k_term_grace later.
+  auto signal_all = [&](int sig) { ::kill(own_group ? -pid : pid, sig); };
   auto deadline = command.timeout ? std::optional(clock::now() + *command.timeout) : std::nullopt;
   std::optional<clock::time_point> kill_at;
+  bool killed = false;
+  auto on_deadline = [&] {
+    if (!kill_at) {
+      result.timed_out = true;
+      signal_all(SIGTERM);
+      kill_at = clock::now() + k_term_grace;
+    } else if (!killed) {
+      signal_all(SIGKILL);
+      killed = true;
+    }
+  };
+  auto next_signal_at = [&]() -> std::optional<clock::time_point> {
+    if (killed) {
+      return std::nullopt;
+    }
+    return kill_at ? kill_at : deadline;
+  };
+
+  int status = 0;
+  bool reaped = false;
+  std::optional<clock::time_point> stop_reading_at;
+  auto try_reap = [&] {
+    if (reaped) {
+      return;
+    }
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) {
+      reaped = true;
+      // Whatever still holds the pipes was left behind by the program: read what is already
+      // there, then stop listening instead of waiting for its end.
+      stop_reading_at = clock::now() + k_drain_after_exit;
+    }
+  };
+
   char buffer[65536];
   while (out_pipe.fds[0] >= 0 || err_pipe.fds[0] >= 0) {
+    if (killed || (stop_reading_at && clock::now() >= *stop_reading_at)) {
+      break; // after SIGKILL, or once the program is gone: nothing more is worth waiting for
+    }
     pollfd fds[3];
     int count = 0;
     int out_index = -1, err_index = -1, in_index = -1;
@@ -169,25 +260,25 @@ Result run(const Command& command) {
       in_index = count;
       fds[count++] = {in_pipe.fds[1], POLLOUT, 0};
     }
-    int wait_ms = -1;
-    if (deadline) {
-      auto target = kill_at ? *kill_at : *deadline;
-      wait_ms = std::max<int>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(target - clock::now()).count());
+    // Wake up for the next signal, the end of the drain, and every 50 ms to notice the program's
+    // exit while something it left behind keeps the pipes open.
+    int wait_ms = 50;
+    if (auto at = next_signal_at()) {
+      wait_ms = std::min(wait_ms, ms_until(*at));
+    }
+    if (stop_reading_at) {
+      wait_ms = std::min(wait_ms, ms_until(*stop_reading_at));
     }
     int ready = poll(fds, count, wait_ms);
     if (ready < 0 && errno != EINTR) {
       break;
     }
-    if (ready == 0 && deadline) {
-      if (!kill_at) {
-        result.timed_out = true;
-        kill(pid, SIGTERM);
-        kill_at = clock::now() + std::chrono::seconds(2);
-      } else {
-        kill(pid, SIGKILL);
-        deadline.reset();
-      }
+    if (auto at = next_signal_at(); at && clock::now() >= *at) {
+      on_deadline();
+      continue;
+    }
+    if (ready <= 0) {
+      try_reap();
       continue;
     }
     auto drain = [&](int index, Pipe& pipe, std::string& sink,
@@ -219,25 +310,41 @@ Result run(const Command& command) {
     }
   }
   in_pipe.close_write();
+  out_pipe.close_read();
+  err_pipe.close_read();
 
-  // The child may close its output and keep running: the timeout still applies to the wait.
-  int status = 0;
-  while (true) {
-    pid_t done = waitpid(pid, &status, deadline ? WNOHANG : 0);
-    if (done == pid || (done < 0 && errno != EINTR)) {
+  // The program may close its output and keep running: the deadline still applies to the wait,
+  // and after SIGKILL the wait is bounded.
+  std::optional<clock::time_point> give_up_at;
+  while (!reaped) {
+    if (!next_signal_at() && !killed) {
+      // No deadline: wait as long as the program runs (a user's command in `exec`).
+      pid_t done = waitpid(pid, &status, 0);
+      if (done == pid || (done < 0 && errno != EINTR)) {
+        reaped = true;
+      }
+      continue;
+    }
+    try_reap();
+    if (reaped) {
       break;
     }
-    if (done == 0 && clock::now() >= (kill_at ? *kill_at : *deadline)) {
-      result.timed_out = true;
-      kill(pid, kill_at ? SIGKILL : SIGTERM);
-      if (kill_at) {
-        deadline.reset();
-      } else {
-        kill_at = clock::now() + std::chrono::seconds(2);
-      }
-    } else if (done == 0) {
-      usleep(10000);
+    if (auto at = next_signal_at(); at && clock::now() >= *at) {
+      on_deadline();
     }
+    if (killed) {
+      give_up_at = give_up_at ? give_up_at : std::optional(clock::now() + k_reap_bound);
+      if (clock::now() >= *give_up_at) {
+        spdlog::warn("run: {} (pid {}) did not end within {} s of SIGKILL; not waiting longer",
+                     command.argv[0], pid, k_reap_bound.count());
+        result.timed_out = true;
+        return result;
+      }
+    }
+    usleep(10000);
+  }
+  if (own_group && !killed && result.timed_out) {
+    signal_all(SIGKILL); // what the group left behind after the program answered SIGTERM
   }
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);

@@ -1,4 +1,8 @@
+#include <chrono>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <string>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/proc.hpp>
@@ -68,6 +72,44 @@ TEST(Proc, TimeoutAppliesAfterTheChildClosesItsOutput) {
   proc::Command command{.argv = {"sh", "-c", "exec >/dev/null 2>&1; sleep 30"}};
   command.timeout = std::chrono::milliseconds(200);
   EXPECT_TRUE(proc::run(command).timed_out);
+}
+
+// Whether `pid` is gone or a zombie (a container's PID 1 may never reap what it inherits).
+bool ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) {
+    return true;
+  }
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+// Issue 13: a hook that leaves a background child holding stdout made every command wait
+// forever. The program's own end is what counts: output held open by what it left behind is
+// not waited for.
+TEST(Proc, OutputHeldByALeftoverIsNotWaitedFor) {
+  auto started = std::chrono::steady_clock::now();
+  auto result = proc::run(
+      {.argv = {"sh", "-c", "sleep 60 & echo done"}, .timeout = std::chrono::seconds(30)});
+  EXPECT_EQ(result.out, "done\n");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_FALSE(result.timed_out);
+  // Generous: the point is "not 30 s (the deadline), not 60 s (the leftover)".
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+}
+
+// At the deadline the whole process group goes, not just the program: nothing it started keeps
+// running, and run() returns although a leftover held the pipes.
+TEST(Proc, DeadlineKillsTheWholeGroup) {
+  auto result = proc::run({.argv = {"sh", "-c", "sleep 60 & echo $!; trap '' TERM; sleep 60"},
+                           .timeout = std::chrono::milliseconds(300)});
+  EXPECT_TRUE(result.timed_out);
+  pid_t leftover = std::stoi(result.out);
+  for (int i = 0; i < 200 && !ended(leftover); ++i) {
+    usleep(10000);
+  }
+  EXPECT_TRUE(ended(leftover)) << "pid " << leftover << " survived the deadline";
 }
 
 TEST(Proc, MissingProgramIsAnErrorNamingIt) {
