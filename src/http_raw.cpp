@@ -1,6 +1,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <netdb.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -39,6 +40,10 @@ UrlParts split_url(const std::string& url) {
 
 int connect_unix(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("cannot open a socket for {}: {}", path, strerror(errno)));
+  }
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof address.sun_path) {
@@ -117,7 +122,23 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
   std::string received;
   size_t end = std::string::npos;
   char buffer[4096];
+  // The answer to the upgrade is bounded by the request's timeout (an engine that accepts the
+  // connection and never answers must not hang `exec`); the stream that follows is not: it lasts
+  // as long as the user's command.
+  const auto answer_by = std::chrono::steady_clock::now() + request.timeout;
   while ((end = received.find("\r\n\r\n")) == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        answer_by - std::chrono::steady_clock::now());
+    pollfd ready{stream->fd, POLLIN, 0};
+    int polled = left.count() > 0 ? poll(&ready, 1, static_cast<int>(left.count())) : 0;
+    if (polled < 0 && errno == EINTR) {
+      continue;
+    }
+    if (polled <= 0) {
+      throw DriverError(DriverError::Kind::timeout,
+                        fmt::format("{} {}: no response within {} ms", request.method, parts.target,
+                                    request.timeout.count()));
+    }
     ssize_t n = recv(stream->fd, buffer, sizeof buffer, 0);
     if (n <= 0) {
       throw DriverError(DriverError::Kind::error, "connection closed before the response headers");
@@ -127,7 +148,11 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
       throw DriverError(DriverError::Kind::error, "response headers too large");
     }
   }
-  std::sscanf(received.c_str(), "HTTP/%*s %ld", &stream->status);
+  if (std::sscanf(received.c_str(), "HTTP/%*s %ld", &stream->status) != 1) {
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("{} {}: not an HTTP response: {}", request.method, parts.target,
+                                  received.substr(0, std::min<size_t>(end, 100))));
+  }
   spdlog::debug("{} {} -> {} (hijacked)", request.method, parts.target, stream->status);
   std::string body = received.substr(end + 4);
   if (stream->status != 101 && stream->status != 200) {
