@@ -2,8 +2,9 @@
 # Makes a Docker Engine answer on /var/run/docker.sock for the tests: installs docker.io from Debian
 # if needed, starts dockerd in the background if nothing answers, and builds the local test image
 # sandboxer/busybox:local with `docker import` from a busybox-static rootfs (no registry is reachable,
-# so nothing is ever pulled). Prints a reason and exits 0 without docker when it cannot be had, so the
-# docker tests skip (exit 125) instead of failing the whole suite.
+# so nothing is ever pulled). When the engine cannot be had it prints a reason and exits 0, so that
+# the docker tests skip (exit 125) on a developer's machine; under CI=true it exits 1 instead: a CI
+# run without its engine must fail, not pass with its docker tests skipped.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -22,6 +23,7 @@ if ! docker version >/dev/null 2>&1; then
   if ! docker version >/dev/null 2>&1; then
     echo "start-docker: dockerd did not come up; see /tmp/sandboxer-dockerd/dockerd.log" >&2
     tail -20 /tmp/sandboxer-dockerd/dockerd.log >&2 || true
+    [ "${CI:-}" = true ] && exit 1
     exit 0
   fi
 fi

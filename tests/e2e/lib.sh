@@ -1,9 +1,21 @@
 # Shared helpers of the end-to-end tests: a fresh state dir and profiles dir per test, the binary
-# under test as $SANDBOXER, and small assertions. Tests return 125 to be counted as skipped.
+# under test as $SANDBOXER, and small assertions. A test whose component is missing returns 125 to
+# be counted as skipped, except under CI=true, where a missing component fails the test: a CI run
+# that skipped its Docker or jq tests must not pass.
 set -euo pipefail
 
+# skip REASON: skips the test (exit 125), or fails it under CI=true.
+skip() {
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL: $1 (CI=true: a missing component is a failure, not a skip)" >&2
+    exit 1
+  fi
+  echo "skipped: $1"
+  exit 125
+}
+
 : "${SANDBOXER:?set SANDBOXER to the sandboxer binary (CTest does)}"
-command -v jq >/dev/null || { echo "jq is missing"; exit 125; }
+command -v jq >/dev/null || skip "jq is missing"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sandboxer-e2e.XXXXXX")
 STATE="$WORK/state"
@@ -19,8 +31,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # require_docker: skips the test (exit 125) unless a Docker Engine answers and has the image that
 # scripts/start-docker.sh builds.
 require_docker() {
-  docker version >/dev/null 2>&1 || { echo "no Docker Engine answers"; exit 125; }
-  docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || { echo "no test image"; exit 125; }
+  docker version >/dev/null 2>&1 || skip "no Docker Engine answers"
+  docker image inspect sandboxer/busybox:local >/dev/null 2>&1 || skip "no test image sandboxer/busybox:local"
 }
 
 # expect_code N CMD...: runs CMD, fails unless it exits with N. Its stdout is in $OUT, stderr in $ERR.

@@ -4,7 +4,7 @@
 # starts, and the new size (44x132) when the local terminal is resized while it runs (SIGWINCH).
 . "$(dirname "$0")/lib.sh"
 require_docker
-command -v python3 >/dev/null || { echo "python3 is missing"; exit 125; }
+command -v python3 >/dev/null || skip "python3 is missing"
 
 cat >"$PROFILES/tty.yaml" <<'EOF2'
 driver: docker

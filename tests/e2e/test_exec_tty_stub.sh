@@ -4,7 +4,7 @@
 # the user's; with the stub driver the command runs here on that same terminal, so it can show
 # the mode it sees.
 . "$(dirname "$0")/lib.sh"
-command -v script >/dev/null || { echo "script(1) is missing"; exit 125; }
+command -v script >/dev/null || skip "script(1) is missing"
 stub_profile dev <<<'  root: '"$WORK/backend"
 expect_code 0 sbx create --profile dev --name t
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <limits>
 #include <map>
@@ -675,18 +676,60 @@ TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {
             "cannot read ledger " + ledger.file().string() + ": Is a directory");
 }
 
-TEST(LedgerFile, PermissionDeniedNamesPathAndErrno) {
-  if (::geteuid() == 0) {
-    GTEST_SKIP() << "root reads files whatever their mode";
+// Runs `check` (which returns what went wrong, or "") as an unprivileged user: root reads files
+// whatever their mode, so as root it runs in a child that drops to nobody (65534) first.
+std::string as_unprivileged(const std::function<std::string()>& check) {
+  if (::geteuid() != 0) {
+    return check();
   }
-  TempDir dir;
-  Ledger ledger(dir / "state", 1s);
-  ledger.begin().commit();
-  std::filesystem::permissions(ledger.file(), std::filesystem::perms::none);
-  EXPECT_EQ(error_of([&] { ledger.read(); }),
-            "cannot read ledger " + ledger.file().string() +
-                ": Permission denied; check that it belongs to you and is readable (its mode "
-                "should be 0600)");
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    return "pipe failed";
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string problem;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      problem = "cannot drop to uid 65534";
+    } else {
+      problem = check();
+    }
+    (void)!::write(fds[1], problem.data(), problem.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string problem;
+  char buffer[512];
+  ssize_t n = 0;
+  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
+    problem.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return "the unprivileged child did not exit cleanly";
+  }
+  return problem;
+}
+
+// As root it runs as nobody (issue 13: it used to be skipped, so it never ran in CI).
+TEST(LedgerFile, PermissionDeniedNamesPathAndErrno) {
+  EXPECT_EQ(as_unprivileged([] {
+              TempDir dir;
+              Ledger ledger(dir / "state", 1s);
+              ledger.begin().commit();
+              std::filesystem::permissions(ledger.file(), std::filesystem::perms::none);
+              const std::string expected =
+                  "cannot read ledger " + ledger.file().string() +
+                  ": Permission denied; check that it belongs to you and is readable (its mode "
+                  "should be 0600)";
+              const std::string got = error_of([&] { ledger.read(); });
+              return got == expected ? std::string() : "got: " + got;
+            }),
+            "");
 }
 
 TEST(LedgerFile, LargeLedgerRoundTrips) {
