@@ -244,6 +244,7 @@ public:
 
   // Converts `node`, found at `pointer`, whose entry starts at `where`.
   json convert(const YAML::Node& node, const std::string& pointer, const std::string& where) {
+    guard(node, where);
     if (!pointer.empty()) {
       m_doc.info[pointer].location = where;
       m_doc.info[pointer].entry_location = where;
@@ -251,10 +252,14 @@ public:
     switch (node.Type()) {
     case YAML::NodeType::Scalar:
       return convert_scalar(node, pointer);
-    case YAML::NodeType::Sequence:
+    case YAML::NodeType::Sequence: {
+      Descent descent(*this, node);
       return convert_sequence(node, pointer);
-    case YAML::NodeType::Map:
+    }
+    case YAML::NodeType::Map: {
+      Descent descent(*this, node);
       return convert_map(node, pointer);
+    }
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       break;
@@ -262,7 +267,46 @@ public:
     return nullptr;
   }
 
+  // Aliases make the parsed tree a graph: `a: &a [*a]` is a cycle (a walk never ends), and nine
+  // nested aliases of nine items (a 400-byte "billion laughs") expand to 10^9 nodes. A profile
+  // is a few dozen nodes; these bounds leave room for very large ones.
+  static constexpr size_t k_max_depth = 64;
+  static constexpr size_t k_max_nodes = 50000;
+
 private:
+  // The containers being converted, outermost first: a node met again on this path is a cycle.
+  class Descent {
+  public:
+    Descent(Converter& converter, const YAML::Node& node) : m_converter(converter) {
+      m_converter.m_path.push_back(node);
+    }
+    ~Descent() { m_converter.m_path.pop_back(); }
+    Descent(const Descent&) = delete;
+    Descent& operator=(const Descent&) = delete;
+
+  private:
+    Converter& m_converter;
+  };
+
+  void guard(const YAML::Node& node, const std::string& where) {
+    if (++m_nodes > k_max_nodes) {
+      fail(where, fmt::format("the profile expands to more than {} values (aliases repeated "
+                              "inside aliases?); write it out plainly",
+                              k_max_nodes));
+    }
+    if (m_path.size() >= k_max_depth) {
+      fail(where, fmt::format("nested more than {} levels deep", k_max_depth));
+    }
+    if (node.IsSequence() || node.IsMap()) {
+      for (const auto& open : m_path) {
+        if (open.is(node)) {
+          fail(where, "an alias refers to a list or map that contains it (a cycle); a profile "
+                      "must be a tree");
+        }
+      }
+    }
+  }
+
   json convert_scalar(const YAML::Node& node, const std::string& pointer) {
     const std::string& raw = node.Scalar();
     std::string where = location(m_file, node.Mark());
@@ -307,6 +351,8 @@ private:
 
   const fs::path& m_file;
   Document& m_doc;
+  std::vector<YAML::Node> m_path;
+  size_t m_nodes = 0;
 };
 
 std::string read_text(const fs::path& file) {
