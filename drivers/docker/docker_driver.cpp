@@ -1,5 +1,6 @@
 #include "drivers/docker/docker_driver.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -195,10 +196,14 @@ public:
       }
       throw;
     }
-    return {id,
-            {{"image", image},
-             {"container", request.sandbox_id},
-             {"engine", m_api.endpoint().describe()}}};
+    json info = {{"image", image},
+                 {"container", request.sandbox_id},
+                 {"engine", m_api.endpoint().describe()}};
+    // Kept so that destroy can tell this ledger's leftovers from another's (remove_leftovers).
+    if (auto ledger = request.labels.find("sandboxer.ledger"); ledger != request.labels.end()) {
+      info["ledger"] = ledger->second;
+    }
+    return {id, info};
   }
 
   void destroy(const SandboxHandle& sandbox) override {
@@ -309,11 +314,14 @@ public:
     }
     std::vector<RemoteResource> found;
     for (const auto& container : m_api.list_containers(filters)) {
+      // The engine filters; a proxy or an engine that ignores the filter must still not make
+      // reap act on containers that are not ours.
+      if (!carries(container, selector)) {
+        continue;
+      }
       RemoteResource resource;
       resource.backend_id = container.value("Id", "");
-      if (container["Labels"].is_object()) {
-        resource.labels = container["Labels"].get<Labels>();
-      }
+      resource.labels = string_labels(container);
       resource.state = container.value("State", "");
       found.push_back(std::move(resource));
     }
@@ -326,6 +334,30 @@ private:
   LockFile swap_lock(const std::string& sandbox_id) const {
     return LockFile(m_data_dir / ("restore-in-place-" + sandbox_id + ".lock"), Seconds(0),
                     "restore --in-place of " + sandbox_id);
+  }
+
+  // The string labels of a container as the list endpoint returns it ("Labels" at the top).
+  static Labels string_labels(const json& container) {
+    Labels labels;
+    const auto it = container.find("Labels");
+    if (it != container.end() && it->is_object()) {
+      for (const auto& [key, value] : it->items()) {
+        if (value.is_string()) {
+          labels[key] = value.get<std::string>();
+        }
+      }
+    }
+    return labels;
+  }
+
+  // Whether the listed container carries every label of `wanted`, checked here, not trusted to
+  // the engine's filter.
+  static bool carries(const json& container, const Labels& wanted) {
+    const Labels labels = string_labels(container);
+    return std::all_of(wanted.begin(), wanted.end(), [&](const auto& entry) {
+      auto found = labels.find(entry.first);
+      return found != labels.end() && found->second == entry.second;
+    });
   }
 
   static std::string label_of(const json& inspect, const std::string& key) {
@@ -392,6 +424,13 @@ private:
   // Best effort: the sandbox's own container is already dealt with, so a failure here only warns.
   bool remove_leftovers(const SandboxHandle& sandbox) {
     json containers;
+    // Only containers of this sandbox, of this ledger when the record knows it (records made
+    // before it was kept in info have only the id, which is random and unique).
+    Labels ours = {{"sandboxer.id", sandbox.sandbox_id}};
+    if (sandbox.info.is_object() && sandbox.info.contains("ledger") &&
+        sandbox.info["ledger"].is_string()) {
+      ours["sandboxer.ledger"] = sandbox.info["ledger"].get<std::string>();
+    }
     try {
       containers = m_api.list_containers({{"sandboxer.id", sandbox.sandbox_id}});
     } catch (const DriverError& e) {
@@ -404,6 +443,12 @@ private:
     for (const auto& container : containers) {
       std::string id = container.value("Id", "");
       if (id.empty() || id == sandbox.backend_id) {
+        continue;
+      }
+      if (!carries(container, ours)) {
+        spdlog::warn("docker: {}: the engine listed container {} for the label filter, but it "
+                     "does not carry this sandbox's labels; left alone",
+                     sandbox.sandbox_id, id.substr(0, 12));
         continue;
       }
       spdlog::info("docker: {}: removing container {}, left by an interrupted restore --in-place",

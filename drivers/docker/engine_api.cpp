@@ -41,6 +41,31 @@ std::string engine_message(const http::Response& response) {
   return text.empty() ? fmt::format("HTTP {}", response.status) : text;
 }
 
+// The engine's JSON answer. Anything else (a proxy's HTML error page, a truncated body) is a
+// backend error (exit 4) naming the call, never an internal error.
+json answer_of(const http::Response& response, std::string_view call) {
+  auto body = json::parse(response.body, nullptr, false);
+  if (body.is_discarded()) {
+    std::string text = response.body.substr(0, 100);
+    throw DriverError(Kind::error,
+                      fmt::format("docker: {}: the engine's answer (HTTP {}) is not "
+                                  "JSON: {}",
+                                  call, response.status, text.empty() ? "(empty)" : text));
+  }
+  return body;
+}
+
+// The "Id" of an answer to a create, commit or exec.
+std::string id_in(const http::Response& response, std::string_view call) {
+  json body = answer_of(response, call);
+  if (!body.is_object() || !body.contains("Id") || !body["Id"].is_string() ||
+      body["Id"].get<std::string>().empty()) {
+    throw DriverError(Kind::error, fmt::format("docker: {}: the engine's answer has no \"Id\": {}",
+                                               call, body.dump().substr(0, 100)));
+  }
+  return body["Id"].get<std::string>();
+}
+
 } // namespace
 
 std::string Endpoint::describe() const {
@@ -164,7 +189,7 @@ std::optional<json> EngineApi::inspect_image(const std::string& image) {
   if (response.status != 200) {
     fail("cannot inspect image " + image, response);
   }
-  return json::parse(response.body);
+  return answer_of(response, "inspect image");
 }
 
 void EngineApi::pull_image(const std::string& image, Progress& progress) {
@@ -240,11 +265,11 @@ std::optional<std::string> EngineApi::create_container(const std::string& name, 
   if (response.status != 201) {
     fail("cannot create container " + name, response);
   }
-  return json::parse(response.body).at("Id").get<std::string>();
+  return id_in(response, "create container");
 }
 
 void EngineApi::start_container(const std::string& id) {
-  auto response = call("POST", "/containers/" + id + "/start");
+  auto response = call("POST", "/containers/" + url_encode(id) + "/start");
   if (response.status != 204 && response.status != 304) {
     fail("cannot start container " + id.substr(0, 12), response);
   }
@@ -258,7 +283,7 @@ std::optional<json> EngineApi::inspect_container(const std::string& id) {
   if (response.status != 200) {
     fail("cannot inspect container " + id.substr(0, 12), response);
   }
-  return json::parse(response.body);
+  return answer_of(response, "inspect container");
 }
 
 void EngineApi::stop_container(const std::string& id, int grace_seconds) {
@@ -317,7 +342,7 @@ json EngineApi::list_containers(const json& label_filters) {
   if (response.status != 200) {
     fail("cannot list containers", response);
   }
-  return json::parse(response.body);
+  return answer_of(response, "list containers");
 }
 
 std::string EngineApi::commit(const std::string& container, const std::string& repo,
@@ -333,7 +358,7 @@ std::string EngineApi::commit(const std::string& container, const std::string& r
   if (response.status != 201) {
     fail("cannot commit container " + container.substr(0, 12), response);
   }
-  return json::parse(response.body).at("Id").get<std::string>();
+  return id_in(response, "commit");
 }
 
 bool EngineApi::remove_image(const std::string& image) {
@@ -358,13 +383,14 @@ std::string EngineApi::create_exec(const std::string& container, const json& bod
   if (response.status != 201) {
     fail("cannot create an exec in " + container.substr(0, 12), response);
   }
-  return json::parse(response.body).at("Id").get<std::string>();
+  return id_in(response, "create exec");
 }
 
 void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
   http::Request request;
   request.method = "POST";
-  request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
+  request.url =
+      fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, url_encode(exec_id));
   request.unix_socket = m_endpoint.socket_path;
   request.headers.emplace_back("Content-Type", "application/json");
   request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
@@ -390,7 +416,8 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   std::optional<TerminalSize> size = tty ? io.terminal_size() : std::nullopt;
   http::Request request;
   request.method = "POST";
-  request.url = fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, exec_id);
+  request.url =
+      fmt::format("{}/v{}/exec/{}/start", m_endpoint.base_url, k_api_version, url_encode(exec_id));
   request.unix_socket = m_endpoint.socket_path;
   request.headers = {
       {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
@@ -481,8 +508,8 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
 }
 
 bool EngineApi::resize_exec(const std::string& exec_id, TerminalSize size) {
-  auto response =
-      call("POST", fmt::format("/exec/{}/resize?h={}&w={}", exec_id, size.rows, size.cols));
+  auto response = call(
+      "POST", fmt::format("/exec/{}/resize?h={}&w={}", url_encode(exec_id), size.rows, size.cols));
   if (response.status == 200 || response.status == 201 || response.status == 204) {
     return true;
   }
@@ -492,11 +519,11 @@ bool EngineApi::resize_exec(const std::string& exec_id, TerminalSize size) {
 }
 
 json EngineApi::inspect_exec(const std::string& exec_id) {
-  auto response = call("GET", "/exec/" + exec_id + "/json");
+  auto response = call("GET", "/exec/" + url_encode(exec_id) + "/json");
   if (response.status != 200) {
     fail("cannot inspect exec", response);
   }
-  return json::parse(response.body);
+  return answer_of(response, "inspect exec");
 }
 
 bool EngineApi::had_oom_event(const std::string& container,

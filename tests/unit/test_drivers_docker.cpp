@@ -332,6 +332,24 @@ TEST_F(DockerDriverTest, DestroyOfAContainerAlreadyGoneIsNotFound) {
   EXPECT_TRUE(engine.done());
 }
 
+// Issue 13: an answer that is not JSON (a proxy's error page) was an "internal error" (exit 1);
+// it is a backend error (exit 4) naming the call.
+TEST_F(DockerDriverTest, AnswersThatAreNotJsonAreBackendErrors) {
+  auto driver = open();
+  engine.expect_raw("GET", "/containers/c1/json", 200, "<html>bad gateway</html>");
+  try {
+    driver->status(handle());
+    ADD_FAILURE() << "a non-JSON answer was accepted";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.code(), ExitCode::backend);
+    EXPECT_NE(std::string(e.what()).find("inspect container: the engine's answer (HTTP 200) is "
+                                         "not JSON: <html>bad gateway</html>"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(engine.done());
+}
+
 TEST_F(DockerDriverTest, StatusMapsTheEngineState) {
   auto driver = open();
   using State = BackendStatus::State;
@@ -428,15 +446,21 @@ TEST_F(DockerDriverTest, StatusOfAContainerGoneInARestoreInPlaceNamesTheNewOne) 
 
 TEST_F(DockerDriverTest, DestroyRemovesWhatAnInterruptedRestoreInPlaceLeft) {
   auto driver = open({{"stop_timeout", "0s"}});
+  const json ours = {{"sandboxer.id", "sbx-abc"}};
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
-  expect_leftover_list(json::array({{{"Id", "c1"}}, {{"Id", "c2"}}}));
+  // c9 and c8 come back although they do not match the filter (a proxy or an engine that ignores
+  // filters): they are not removed (issue 13).
+  expect_leftover_list(json::array({{{"Id", "c1"}, {"Labels", ours}},
+                                    {{"Id", "c2"}, {"Labels", ours}},
+                                    {{"Id", "c9"}, {"Labels", {{"sandboxer.id", "sbx-other"}}}},
+                                    {{"Id", "c8"}}}));
   engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
   // The recorded container already gone, the new one of the restore still there: destroyed, not
   // "already gone".
   engine.expect("DELETE", "/containers/c1?v=1&force=1", 404, {{"message", "No such container"}});
-  expect_leftover_list(json::array({{{"Id", "c2"}}}));
+  expect_leftover_list(json::array({{{"Id", "c2"}, {"Labels", ours}}}));
   engine.expect("DELETE", "/containers/c2?v=1&force=1", 204);
   EXPECT_NO_THROW(driver->destroy(handle()));
   EXPECT_TRUE(engine.done());
@@ -453,10 +477,17 @@ TEST_F(DockerDriverTest, DestroyRemovesWhatAnInterruptedRestoreInPlaceLeft) {
 TEST_F(DockerDriverTest, ListRemoteFiltersByEveryLabel) {
   json filters = {{"label", {"sandboxer.ledger=L1", "sandboxer.profile=box"}}};
   std::string query = "/containers/json?all=1&filters=";
-  engine.expect("GET", query + "PLACEHOLDER", 200,
-                json::array({{{"Id", "c1"},
-                              {"State", "running"},
-                              {"Labels", {{"sandboxer.ledger", "L1"}, {"x", "y"}}}}}));
+  engine.expect(
+      "GET", query + "PLACEHOLDER", 200,
+      json::array(
+          {{{"Id", "c1"},
+            {"State", "running"},
+            {"Labels", {{"sandboxer.ledger", "L1"}, {"sandboxer.profile", "box"}, {"x", "y"}}}},
+           // Not matching the filter, yet returned: never reported as ours.
+           {{"Id", "c2"},
+            {"State", "running"},
+            {"Labels", {{"sandboxer.ledger", "L2"}, {"sandboxer.profile", "box"}}}},
+           {{"Id", "c3"}, {"State", "running"}}}));
   // The filter is URL-encoded JSON: compare it decoded.
   class Decoding : public http::Transport {
   public:
