@@ -45,6 +45,7 @@ json container_body(const Spec& spec, const std::string& image, const CreateRequ
   if (spec.pids_limit) {
     host["PidsLimit"] = *spec.pids_limit;
   }
+  host["Init"] = spec.init;
   if (!spec.cap_add.empty()) {
     host["CapAdd"] = spec.cap_add;
   }

@@ -1,5 +1,6 @@
 #include "drivers/docker/spec.hpp"
 
+#include <charconv>
 #include <fmt/format.h>
 #include <regex>
 
@@ -14,7 +15,7 @@ using nlohmann::json;
 const std::vector<std::string> k_keys = {
     "image",    "command",      "entrypoint", "env",       "workdir",      "user",      "cpus",
     "memory",   "pids_limit",   "network",    "ports",     "mounts",       "read_only", "cap_add",
-    "cap_drop", "security_opt", "pull",       "readiness", "stop_timeout", "host"};
+    "cap_drop", "security_opt", "pull",       "readiness", "stop_timeout", "host",      "init"};
 
 std::string string_at(const json& section, const std::string& key, const std::string& pointer) {
   const json& value = section.at(key);
@@ -98,10 +99,23 @@ Port port_at(const json& value, const std::string& pointer) {
   if (!std::regex_match(text, m, form)) {
     throw SpecError(pointer, "expected a port: 8080, 9000:8080, 127.0.0.1:9000:8080 or 53/udp");
   }
+  // The regex admits any digits: a number outside 1-65535 is the user's mistake, located, not
+  // an overflow.
+  auto number = [&](const std::ssub_match& digits, const char* which) {
+    int parsed = 0;
+    const std::string text_of_digits = digits.str();
+    auto [end, ec] = std::from_chars(text_of_digits.data(),
+                                     text_of_digits.data() + text_of_digits.size(), parsed);
+    if (ec != std::errc() || parsed < 1 || parsed > 65535) {
+      throw SpecError(pointer,
+                      fmt::format("{} port {} is not between 1 and 65535", which, text_of_digits));
+    }
+    return parsed;
+  };
   Port port;
-  port.container_port = std::stoi(m[3]);
+  port.container_port = number(m[3], "container");
   if (m[2].matched) {
-    port.host_port = std::stoi(m[2]);
+    port.host_port = number(m[2], "host");
   }
   if (m[1].matched) {
     port.host_ip = m[1];
@@ -286,6 +300,12 @@ Spec parse_spec(const json& section) {
     spec.stop_timeout = std::chrono::duration_cast<std::chrono::seconds>(
         millis_at(section["stop_timeout"], "/stop_timeout"));
   }
+  if (section.contains("init")) {
+    if (!section["init"].is_boolean()) {
+      throw SpecError("/init", "expected true or false");
+    }
+    spec.init = section["init"].get<bool>();
+  }
   if (section.contains("host")) {
     spec.host = string_at(section, "host", "/host");
     if (!spec.host->starts_with("unix://") && !spec.host->starts_with("tcp://")) {
@@ -355,6 +375,7 @@ json to_json(const Spec& spec) {
                       {"interval", fmt::format("{}ms", spec.readiness->interval.count())}};
   }
   j["stop_timeout"] = fmt::format("{}s", spec.stop_timeout.count());
+  j["init"] = spec.init;
   if (spec.host) {
     j["host"] = *spec.host;
   }

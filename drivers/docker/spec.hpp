@@ -54,6 +54,11 @@ struct Spec {
   Pull pull = Pull::if_missing;
   std::optional<Readiness> readiness;
   std::chrono::seconds stop_timeout{10};
+  // An init process (the engine's docker-init, tini) as PID 1: it forwards SIGTERM to the
+  // command and reaps zombies, so a command that ignores SIGTERM as PID 1 (sleep) does not make
+  // every destroy wait out stop_timeout. On by default; `init: false` for images that bring
+  // their own.
+  bool init = true;
   std::optional<std::string> host; // overrides DOCKER_HOST: unix:///path or tcp://host:port
 };
 

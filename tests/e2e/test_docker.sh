@@ -49,6 +49,8 @@ done
 
 # Resource limits really applied, read back from the engine.
 [ "$(docker inspect -f '{{.HostConfig.Memory}}' "$CID")" = $((64 * 1024 * 1024)) ] || fail "memory"
+# An init process as PID 1 by default (issue 13): destroy does not wait out a SIGTERM-deaf command.
+[ "$(docker inspect -f '{{.HostConfig.Init}}' "$CID")" = true ] || fail "no init process"
 [ "$(docker inspect -f '{{.HostConfig.NanoCpus}}' "$CID")" = 500000000 ] || fail "cpus"
 [ "$(docker inspect -f '{{.HostConfig.PidsLimit}}' "$CID")" = 50 ] || fail "pids"
 [ "$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$CID")" = none ] || fail "network"

@@ -186,6 +186,31 @@ TEST_F(DockerDriverTest, CreateSendsTheContainerWithLabelsLimitsAndName) {
   EXPECT_EQ(host["PidsLimit"], 50);
   EXPECT_EQ(host["NetworkMode"], "none");
   EXPECT_EQ(host["CapDrop"], json({"NET_RAW"}));
+  // An init process by default, so that destroy does not wait out the grace period of a
+  // command that ignores SIGTERM as PID 1 (issue 13).
+  EXPECT_EQ(host["Init"], true);
+  EXPECT_EQ(result.info["ledger"], "L1");
+}
+
+TEST_F(DockerDriverTest, SpecInitIsOverridableAndPortsAreBounded) {
+  const auto& factory = drivers::docker::docker_factory();
+  EXPECT_EQ(factory.parse_spec({{"image", "x"}})["init"], true);
+  EXPECT_EQ(factory.parse_spec({{"image", "x"}, {"init", false}})["init"], false);
+  auto pointer_of = [&](const json& section) -> std::string {
+    try {
+      factory.parse_spec(section);
+    } catch (const SpecError& e) {
+      return e.pointer() + ": " + e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(pointer_of({{"image", "x"}, {"init", "yes"}}), "/init: expected true or false");
+  // Used to be std::stoi: out_of_range, an "internal error".
+  EXPECT_EQ(pointer_of({{"image", "x"}, {"ports", {"99999999999999999999:80"}}}),
+            "/ports/0: host port 99999999999999999999 is not between 1 and 65535");
+  EXPECT_EQ(pointer_of({{"image", "x"}, {"ports", {"70000"}}}),
+            "/ports/0: container port 70000 is not between 1 and 65535");
+  EXPECT_EQ(pointer_of({{"image", "x"}, {"ports", {"127.0.0.1:9000:8080/udp"}}}), "accepted");
 }
 
 TEST_F(DockerDriverTest, CreateRemovesTheContainerWhenStartFails) {
