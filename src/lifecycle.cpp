@@ -8,6 +8,7 @@
 #include <sandboxer/files.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/names.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/reap.hpp>
 #include <sandboxer/registry.hpp>
@@ -296,9 +297,21 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
                                  const std::optional<std::string>& from_snapshot,
                                  std::vector<std::string> notices) {
   const auto started = Stopwatch::now();
+  if (options.name) {
+    if (auto problem = name_problem(*options.name)) {
+      throw UsageError(
+          fmt::format("--name \"{}\": invalid name: {}", printable(*options.name), *problem));
+    }
+  }
   for (const auto& [key, value] : options.labels) {
+    if (auto problem = label_key_problem(key)) {
+      throw UsageError(fmt::format("label \"{}\": invalid key: {}", printable(key), *problem));
+    }
     if (key.starts_with("sandboxer.")) {
       throw UsageError(fmt::format("label \"{}\": the prefix \"sandboxer.\" is reserved", key));
+    }
+    if (auto problem = label_value_problem(value)) {
+      throw UsageError(fmt::format("label \"{}\": invalid value: {}", key, *problem));
     }
     record.labels[key] = value;
   }

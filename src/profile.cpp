@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/names.hpp>
 #include <sandboxer/profile.hpp>
 #include <sandboxer/sha256.hpp>
 
@@ -89,16 +90,6 @@ bool is_variable_name(std::string_view name) {
   }
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
-bool is_label_key(std::string_view key) {
-  if (key.empty()) {
-    return false;
-  }
-  return std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '/' || c == '-';
   });
 }
 
@@ -782,11 +773,9 @@ private:
   }
 
   void check_label_key(const std::string& key, const std::string& pointer) const {
-    if (!is_label_key(key)) {
+    if (auto problem = label_key_problem(key)) {
       fail_at_key(pointer,
-                  fmt::format("labels: invalid label key \"{}\" (use letters, digits, \".\", "
-                              "\"_\", \"/\" and \"-\")",
-                              key));
+                  fmt::format("labels: invalid label key \"{}\" ({})", printable(key), *problem));
     }
     if (key.starts_with("sandboxer.")) {
       fail_at_key(pointer, fmt::format("labels.{}: the \"sandboxer.\" prefix is reserved for the "
@@ -828,6 +817,11 @@ private:
       if (!text) {
         fail_at(pointer, fmt::format("{}.{}: expected a text value, not a {}", field, key,
                                      value.is_object() ? "map" : "list"));
+      }
+      if (field == "labels") {
+        if (auto problem = label_value_problem(*text)) {
+          fail_at(pointer, fmt::format("labels.{}: invalid value: {}", key, *problem));
+        }
       }
       result[key] = *text;
     }

@@ -1,14 +1,27 @@
 #include "commands/output.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 #include <iostream>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/names.hpp>
 
 namespace sandboxer::commands {
 namespace {
 
-void print_table(const Table& table) {
+void print_table(const Table& raw) {
+  // Names, labels and errors come from users and backends: a newline or an escape sequence in one
+  // must not forge rows or rewrite the terminal.
+  Table table;
+  table.headers = raw.headers;
+  for (const auto& row : raw.rows) {
+    auto& escaped = table.rows.emplace_back();
+    for (const auto& cell : row) {
+      escaped.push_back(printable(cell));
+    }
+  }
   size_t columns = table.headers.size();
   for (const auto& row : table.rows) {
     columns = std::max(columns, row.size());
@@ -41,16 +54,59 @@ void print_table(const Table& table) {
   std::cout << text;
 }
 
-bool needs_quotes(const std::string& s) {
-  if (s.empty() || s == "true" || s == "false" || s == "null" || s == "~" || s == "yes" ||
-      s == "no") {
-    return true;
+// Whether `s` may be written as a plain YAML scalar and read back, by a YAML 1.1 or 1.2 reader,
+// as the same string. Deliberately narrow: a word that starts with a letter and holds only
+// letters, digits and "._/-", and is none of the words YAML 1.1 reads as booleans or null. Every
+// other string is quoted, so `yes`, `on`, `null`, `~`, `0x10`, `012`, `1e3` and times stay text.
+bool is_plain_safe(const std::string& s) {
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) {
+    return false;
   }
-  if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == ' ' ||
-      s.back() == ' ') {
-    return true;
+  const bool word = std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '/' ||
+           c == '-';
+  });
+  if (!word) {
+    return false;
   }
-  return s.find_first_of(":#{}[],&*!|>'\"%@`\n\t") != std::string::npos;
+  std::string lower;
+  for (char c : s) {
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  static const char* const k_special[] = {"y",   "n",    "yes",   "no",  "on",
+                                          "off", "true", "false", "null"};
+  return std::none_of(std::begin(k_special), std::end(k_special),
+                      [&](const char* special) { return lower == special; });
+}
+
+// A YAML double-quoted scalar. Unlike JSON's escaping, DEL and the C1 controls (U+0080-U+009F,
+// except U+0085) are escaped too: YAML does not allow them raw.
+std::string yaml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[i + 1]));
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string yaml_string(const std::string& s) {
+  return is_plain_safe(s) ? s : yaml_quoted(s);
 }
 
 bool is_block(const nlohmann::json& v) {
@@ -66,14 +122,13 @@ std::string inline_value(const nlohmann::json& v) {
     return "[]";
   }
   if (v.is_string()) {
-    const auto& s = v.get_ref<const std::string&>();
-    return needs_quotes(s) ? nlohmann::json(s).dump() : s;
+    return yaml_string(v.get_ref<const std::string&>());
   }
   return v.dump();
 }
 
 std::string yaml_key(const std::string& key) {
-  return needs_quotes(key) ? nlohmann::json(key).dump() : key;
+  return yaml_string(key);
 }
 
 void yaml_block(const nlohmann::json& v, int indent, std::string& out) {
