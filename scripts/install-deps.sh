@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev
+  clang libclang-rt-14-dev
   jq python3 python3-yaml curl util-linux bsdutils procps openssl ca-certificates
 )
 missing=()

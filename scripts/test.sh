@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: installs the build dependencies, checks the C++ follows
 # .clang-format, builds with warnings as errors, runs every unit and end-to-end test, then does it
-# again under ASan/UBSan.
+# again under ASan/UBSan, then runs each libFuzzer target for a bounded time (scripts/fuzz.sh).
 # Usage: scripts/test.sh [--no-asan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,5 +38,7 @@ run_preset() {
 run_preset default
 if [ "${1:-}" != "--no-asan" ]; then
   run_preset asan
+  # Each parser of untrusted input, fuzzed from its seed corpus; any finding fails the run.
+  scripts/fuzz.sh "${SANDBOXER_FUZZ_SECONDS:-60}"
 fi
 echo "all tests passed"

@@ -19,6 +19,8 @@
 #include <sandboxer/profile.hpp>
 #include <sandboxer/sha256.hpp>
 
+#include "src/json/utf8.hpp"
+
 namespace sandboxer {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -67,6 +69,25 @@ std::string location(const fs::path& file, const YAML::Mark& mark) {
     return file.string() + ":1:1";
   }
   return fmt::format("{}:{}:{}", file.string(), mark.line + 1, mark.column + 1);
+}
+
+// Profiles become JSON (the ledger stores the resolved profile): text that is not UTF-8 (raw
+// bytes, or an escape such as "\udc00" that yaml-cpp turns into a lone surrogate) is refused
+// where it is, instead of failing later as an internal error. Found by fuzz/fuzz_profile.
+void require_utf8(const std::string& text, const std::string& where) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    if (bytes[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t length = json_text::utf8_sequence_length(bytes + i, text.size() - i);
+    if (length == 0) {
+      fail(where, fmt::format("text is not valid UTF-8 (byte 0x{:02x} at offset {} of the value)",
+                              bytes[i], i));
+    }
+    i += length;
+  }
 }
 
 // A JSON pointer reference token: "~" and "/" are escaped as RFC 6901 says.
@@ -301,6 +322,7 @@ private:
   json convert_scalar(const YAML::Node& node, const std::string& pointer) {
     const std::string& raw = node.Scalar();
     std::string where = location(m_file, node.Mark());
+    require_utf8(raw, where);
     std::string text = expand_variables(raw, where);
     if (!pointer.empty()) {
       m_doc.info[pointer].location = where;
@@ -331,6 +353,7 @@ private:
         fail(where, "keys must be plain words, not maps or lists");
       }
       const std::string& name = key.Scalar();
+      require_utf8(name, where);
       // yaml-cpp keeps both entries of a repeated key; a silent "last one wins" hides typos.
       if (object.contains(name)) {
         fail(where, fmt::format("duplicate key \"{}\"", name));

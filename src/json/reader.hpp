@@ -3,6 +3,7 @@
 // A strict RFC 8259 reader (including UTF-8 validity) that walks the text without building a
 // document: the caller reads each value straight into its own structs.
 
+#include <charconv>
 #include <cstdint>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
