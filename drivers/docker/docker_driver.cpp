@@ -166,14 +166,40 @@ public:
     return result;
   }
 
+  // POST /containers/create. When the engine does not answer in time it may still make the
+  // container: it is removed by its name (the sandbox id) before the failure is reported, so a
+  // create recorded as failed leaves nothing running. If that removal fails too, the container
+  // carries the ownership labels, and `reap --orphans` finds it.
+  std::optional<std::string> create_or_clean_up(const std::string& name, const json& body) {
+    try {
+      return m_api.create_container(name, body);
+    } catch (const DriverError& e) {
+      if (e.kind() != Kind::timeout) {
+        throw;
+      }
+      try {
+        if (m_api.remove_container(name, true)) {
+          spdlog::info("docker: {}: removed the container the engine made after the create "
+                       "timed out",
+                       name);
+        }
+      } catch (const DriverError& cleanup) {
+        spdlog::warn("docker: {}: the create timed out and the container the engine may have "
+                     "made could not be removed ({}); 'sandboxer reap --orphans' will find it",
+                     name, cleanup.what());
+      }
+      throw;
+    }
+  }
+
   // `image_checked`: the image is known to be on the engine, so a missing one is not pulled.
   CreateResult create_container(const CreateRequest& request, const std::string& image,
                                 bool image_checked) {
     json body = container_body(m_spec, image, request);
-    auto created = m_api.create_container(request.sandbox_id, body);
+    auto created = create_or_clean_up(request.sandbox_id, body);
     if (!created && !image_checked) {
       ensure_image(image, request.from_snapshot.has_value());
-      created = m_api.create_container(request.sandbox_id, body);
+      created = create_or_clean_up(request.sandbox_id, body);
     }
     if (!created) {
       throw DriverError(Kind::error, fmt::format("docker: image {} disappeared from the engine "

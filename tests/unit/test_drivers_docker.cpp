@@ -213,6 +213,39 @@ TEST_F(DockerDriverTest, SpecInitIsOverridableAndPortsAreBounded) {
   EXPECT_EQ(pointer_of({{"image", "x"}, {"ports", {"127.0.0.1:9000:8080/udp"}}}), "accepted");
 }
 
+// Issue 13: a create that timed out was recorded failed while the engine might still make the
+// container. It is removed by its name before the timeout is reported.
+TEST_F(DockerDriverTest, CreateThatTimesOutRemovesTheContainerByName) {
+  class TimingOut : public http::Transport {
+  public:
+    explicit TimingOut(FakeEngine& inner) : m_inner(inner) {}
+    http::Response send(const http::Request& request) override {
+      if (request.method == "POST" && request.url.find("/containers/create") != std::string::npos) {
+        throw DriverError(DriverError::Kind::timeout, "docker: the engine did not answer in time");
+      }
+      return m_inner.send(request);
+    }
+
+  private:
+    FakeEngine& m_inner;
+  } timing_out(engine);
+  DriverContext context;
+  context.progress = &progress;
+  context.data_dir = data_dir;
+  auto driver = drivers::docker::open_docker_driver(
+      drivers::docker::docker_factory().parse_spec(
+          {{"image", "x"}, {"pull", "never"}, {"host", "unix:///fake/docker.sock"}}),
+      context, timing_out);
+  engine.expect("DELETE", "/containers/sbx-abc?v=1&force=1", 204);
+  try {
+    driver->create({.sandbox_id = "sbx-abc"});
+    FAIL() << "create succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::timeout);
+  }
+  EXPECT_TRUE(engine.done());
+}
+
 TEST_F(DockerDriverTest, CreateRemovesTheContainerWhenStartFails) {
   auto driver = open({{"pull", "never"}});
   engine.expect("POST", "/containers/create?name=sbx-abc", 201, {{"Id", "c1"}});
