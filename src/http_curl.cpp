@@ -18,7 +18,21 @@ struct Transfer {
   const Request* request;
   Response* response;
   bool stopped_by_caller = false;
+  std::optional<std::chrono::steady_clock::time_point> answer_by;
+  bool unanswered = false; // set when answer_by passed without a header
 };
+
+// libcurl's progress callback, used only for Request::answer_timeout: aborts the transfer when
+// no header has arrived by then.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* transfer = static_cast<Transfer*>(user);
+  if (transfer->answer_by && transfer->response->headers.empty() &&
+      std::chrono::steady_clock::now() > *transfer->answer_by) {
+    transfer->unanswered = true;
+    return 1;
+  }
+  return 0;
+}
 
 size_t on_write(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
@@ -144,6 +158,12 @@ public:
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(request.connect_timeout.count()));
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (request.answer_timeout) {
+      transfer.answer_by = std::chrono::steady_clock::now() + *request.answer_timeout;
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -169,8 +189,12 @@ public:
       std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
       spdlog::debug("{} {}{} -> {} ({:.1f} ms)", request.method, redacted_url(request.url), where,
                     detail, ms);
-      auto kind =
-          code == CURLE_OPERATION_TIMEDOUT ? DriverError::Kind::timeout : DriverError::Kind::error;
+      if (transfer.unanswered) {
+        detail = fmt::format("no response within {} ms", request.answer_timeout->count());
+      }
+      auto kind = code == CURLE_OPERATION_TIMEDOUT || transfer.unanswered
+                      ? DriverError::Kind::timeout
+                      : DriverError::Kind::error;
       throw DriverError(kind, log::redact(fmt::format("{} {}{}: {}", request.method,
                                                       redacted_url(request.url), where, detail)));
     }

@@ -125,7 +125,8 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
   // The answer to the upgrade is bounded by the request's timeout (an engine that accepts the
   // connection and never answers must not hang `exec`); the stream that follows is not: it lasts
   // as long as the user's command.
-  const auto answer_by = std::chrono::steady_clock::now() + request.timeout;
+  const auto answer_within = request.answer_timeout.value_or(request.timeout);
+  const auto answer_by = std::chrono::steady_clock::now() + answer_within;
   while ((end = received.find("\r\n\r\n")) == std::string::npos) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         answer_by - std::chrono::steady_clock::now());
@@ -137,7 +138,7 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
     if (polled <= 0) {
       throw DriverError(DriverError::Kind::timeout,
                         fmt::format("{} {}: no response within {} ms", request.method, parts.target,
-                                    request.timeout.count()));
+                                    answer_within.count()));
     }
     ssize_t n = recv(stream->fd, buffer, sizeof buffer, 0);
     if (n <= 0) {

@@ -43,6 +43,10 @@ std::string engine_message(const http::Response& response) {
 
 // The engine's JSON answer. Anything else (a proxy's HTML error page, a truncated body) is a
 // backend error (exit 4) naming the call, never an internal error.
+// How long the engine may take to answer an exec's start (its headers): the command then runs
+// as long as it runs. A busy engine answers in milliseconds; a hung one never does.
+constexpr std::chrono::seconds k_exec_answer_timeout{60};
+
 json answer_of(const http::Response& response, std::string_view call) {
   auto body = json::parse(response.body, nullptr, false);
   if (body.is_discarded()) {
@@ -394,8 +398,9 @@ void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
   request.unix_socket = m_endpoint.socket_path;
   request.headers.emplace_back("Content-Type", "application/json");
   request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
-  // A command may run for as long as the sandbox lives.
+  // A command may run for as long as the sandbox lives; the engine's answer to the start may not.
   request.timeout = std::chrono::hours(24 * 7);
+  request.answer_timeout = k_exec_answer_timeout;
   StreamDemuxer demuxer(io);
   request.on_body = [&](std::string_view chunk) {
     if (tty) {
@@ -422,6 +427,7 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   request.headers = {
       {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
   request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
+  request.answer_timeout = k_exec_answer_timeout;
   auto stream = http::hijack(request);
   StreamDemuxer demuxer(io);
   auto deliver = [&](std::string_view bytes) { tty ? io.out(bytes) : demuxer.feed(bytes); };

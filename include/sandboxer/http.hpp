@@ -21,6 +21,10 @@ struct Request {
   std::string body;
   std::chrono::milliseconds timeout{30000};
   std::chrono::milliseconds connect_timeout{10000};
+  // When set, the response's headers must arrive within this, though the body may then stream
+  // for up to `timeout`: a long-running command's output (docker exec) is bounded by its own
+  // deadline, while a server that accepts the request and never answers is not waited for.
+  std::optional<std::chrono::milliseconds> answer_timeout;
   std::optional<std::string> unix_socket; // the Docker Engine's socket, for instance
   // When set, the response body is handed over as it arrives instead of being collected; return
   // false to stop the transfer.

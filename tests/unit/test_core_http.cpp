@@ -1,7 +1,12 @@
 // The libcurl transport itself (Debian's libcurl, opened on demand): TLS is there
 // and verified, plain HTTP and errors come back as the drivers expect.
+#include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
@@ -62,6 +67,66 @@ TEST(CurlTransport, NothingListeningIsAnErrorThatNamesTheAddress) {
     FAIL() << "a request to a missing socket succeeded";
   } catch (const DriverError& e) {
     EXPECT_NE(std::string(e.what()).find("no.sock"), std::string::npos) << e.what();
+  }
+}
+
+// A unix socket that accepts connections (the kernel completes them) and never answers: a hung
+// engine.
+class SilentServer {
+public:
+  explicit SilentServer(const std::filesystem::path& path) : m_path(path) {
+    m_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+    EXPECT_EQ(::bind(m_fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    EXPECT_EQ(::listen(m_fd, 8), 0);
+  }
+  ~SilentServer() { ::close(m_fd); }
+  SilentServer(const SilentServer&) = delete;
+  SilentServer& operator=(const SilentServer&) = delete;
+
+private:
+  std::filesystem::path m_path;
+  int m_fd = -1;
+};
+
+// Issue 13: docker exec's start had a week-long timeout and no bound on the engine's answer, so
+// a hung engine made exec wait forever. answer_timeout bounds the headers, not the body.
+TEST(CurlTransport, AnAnswerTimeoutBoundsAServerThatNeverAnswers) {
+  testing::TempDir dir;
+  SilentServer server(dir / "hung.sock");
+  http::Request request;
+  request.method = "POST";
+  request.url = "http://docker/v1.41/exec/x/start";
+  request.unix_socket = (dir / "hung.sock").string();
+  request.timeout = std::chrono::hours(1);
+  request.answer_timeout = std::chrono::milliseconds(300);
+  try {
+    http::curl_transport().send(request);
+    FAIL() << "a request nobody answered succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::timeout);
+    EXPECT_NE(std::string(e.what()).find("no response within 300 ms"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RawStream, AnUpgradeNobodyAnswersTimesOut) {
+  testing::TempDir dir;
+  SilentServer server(dir / "hung.sock");
+  http::Request request;
+  request.method = "POST";
+  request.url = "http://docker/v1.41/exec/x/start";
+  request.unix_socket = (dir / "hung.sock").string();
+  request.answer_timeout = std::chrono::milliseconds(300);
+  try {
+    http::hijack(request);
+    FAIL() << "an upgrade nobody answered succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::timeout);
+    EXPECT_NE(std::string(e.what()).find("no response within 300 ms"), std::string::npos)
+        << e.what();
   }
 }
 
