@@ -35,9 +35,11 @@ for value in yes no on off y n null '~' 0x10 012 1e3 '' ':' '- x' '#' ' lead' 't
   args+=(--label "k$((${#args[@]} / 2))=$value")
 done
 expect_code 0 sbx create --profile box --name web-1.test_x "${args[@]}" --quiet
-expect_code 0 sbx list -o json
+# Both at one instant (the test clock), so that time-derived fields (seconds_left) agree.
+NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW=$NOW expect_code 0 sbx list -o json
 echo "$OUT" >"$WORK/list.json"
-expect_code 0 sbx list -o yaml
+SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW=$NOW expect_code 0 sbx list -o yaml
 echo "$OUT" >"$WORK/list.yaml"
 /usr/bin/python3 - "$WORK/list.json" "$WORK/list.yaml" <<'PY' || fail "-o yaml does not say what -o json says"
 import json, sys, yaml

@@ -68,13 +68,18 @@ expect_contains "$ERR" "SANDBOXER_FAKE_NOW is ignored"
 # "failed" entry misstates a backend that succeeded. reap then finds it running.
 stub_profile slow <<EOF2
   root: $WORK/backend
-  latency: { create: 1500ms }
+  latency: { create: 4s }
 EOF2
 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" --lock-timeout 1 create \
   --profile slow --quiet >"$WORK/slow.out" 2>"$WORK/slow.err" &
 creator=$!
-sleep 0.7
-flock "$STATE/ledger.lock" sleep 3
+# Once its intent is recorded (the backend call then takes 4 s), hold the ledger lock past the
+# outcome commit's --lock-timeout.
+for _ in $(seq 200); do
+  [ "$(ledger_jq '[.sandboxes[] | select(.profile.name == "slow")] | length')" = 1 ] && break
+  sleep 0.05
+done
+flock "$STATE/ledger.lock" sleep 6
 rc=0
 wait "$creator" || rc=$?
 [ "$rc" = 5 ] || fail "create whose outcome could not be recorded: exit $rc: $(cat "$WORK/slow.err")"
