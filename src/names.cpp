@@ -4,6 +4,8 @@
 
 #include <sandboxer/names.hpp>
 
+#include "src/json/utf8.hpp"
+
 namespace sandboxer {
 namespace {
 
@@ -13,28 +15,17 @@ bool is_name_char(char c) {
 }
 
 // Decodes the UTF-8 sequence at `pos` into `code`, advancing `pos`; false when it is not valid
-// UTF-8 (overlong forms, surrogates and values past U+10FFFF included).
+// UTF-8 (the JSON reader's check: overlong forms, surrogates, values past U+10FFFF).
 bool next_code_point(std::string_view text, size_t& pos, std::uint32_t& code) {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  size_t length = lead < 0x80           ? 1
-                  : (lead >> 5) == 0x6  ? 2
-                  : (lead >> 4) == 0xE  ? 3
-                  : (lead >> 3) == 0x1E ? 4
-                                        : 0;
-  if (length == 0 || pos + length > text.size()) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data()) + pos;
+  const size_t length =
+      bytes[0] < 0x80 ? 1 : json_text::utf8_sequence_length(bytes, text.size() - pos);
+  if (length == 0) {
     return false;
   }
-  code = length == 1 ? lead : lead & (0x7F >> length);
+  code = length == 1 ? bytes[0] : bytes[0] & (0x7F >> length);
   for (size_t i = 1; i < length; ++i) {
-    const auto next = static_cast<unsigned char>(text[pos + i]);
-    if ((next & 0xC0) != 0x80) {
-      return false;
-    }
-    code = (code << 6) | (next & 0x3F);
-  }
-  static constexpr std::uint32_t k_smallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < k_smallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-    return false;
+    code = (code << 6) | (bytes[i] & 0x3F);
   }
   pos += length;
   return true;

@@ -103,11 +103,11 @@ public:
       // A process group of its own, so that a deadline ends the program and everything it
       // started (a hook's background `sleep &` holding our pipe), not the program alone.
       flags |= POSIX_SPAWN_SETPGROUP;
-      check(posix_spawnattr_setpgroup(&m_attr, 0), "process group");
+      check_spawn(posix_spawnattr_setpgroup(&m_attr, 0), "process group");
     }
-    check(posix_spawnattr_setsigdefault(&m_attr, &defaults), "signal defaults");
-    check(posix_spawnattr_setsigmask(&m_attr, &empty), "signal mask");
-    check(posix_spawnattr_setflags(&m_attr, flags), "flags");
+    check_spawn(posix_spawnattr_setsigdefault(&m_attr, &defaults), "signal defaults");
+    check_spawn(posix_spawnattr_setsigmask(&m_attr, &empty), "signal mask");
+    check_spawn(posix_spawnattr_setflags(&m_attr, flags), "flags");
   }
   ~Spawner() {
     posix_spawn_file_actions_destroy(&m_actions);
@@ -115,9 +115,6 @@ public:
   }
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
-
-  // Throws (after the destructor's cleanup) when a file action or attribute was refused.
-  static void check(int rc, const char* what) { check_spawn(rc, what); }
 
   posix_spawn_file_actions_t m_actions;
   posix_spawnattr_t m_attr;
@@ -162,21 +159,17 @@ Result run(const Command& command) {
   Spawner spawner(own_group);
   auto* actions = &spawner.m_actions;
   if (command.stdin_fd >= 0) {
-    Spawner::check(posix_spawn_file_actions_adddup2(actions, command.stdin_fd, STDIN_FILENO),
-                   "stdin");
+    check_spawn(posix_spawn_file_actions_adddup2(actions, command.stdin_fd, STDIN_FILENO), "stdin");
   } else if (command.stdin_data) {
-    Spawner::check(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO),
-                   "stdin");
+    check_spawn(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO), "stdin");
   } else {
-    Spawner::check(
-        posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0), "stdin");
+    check_spawn(posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0),
+                "stdin");
   }
-  Spawner::check(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO),
-                 "stdout");
-  Spawner::check(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO),
-                 "stderr");
+  check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
+  check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
   if (command.cwd) {
-    Spawner::check(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
+    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
   }
 
   std::vector<std::string> argv_strings = command.argv;

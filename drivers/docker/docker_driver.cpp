@@ -343,12 +343,13 @@ public:
     for (const auto& container : m_api.list_containers(filters)) {
       // The engine filters; a proxy or an engine that ignores the filter must still not make
       // reap act on containers that are not ours.
-      if (!carries(container, selector)) {
+      Labels labels = string_labels(container);
+      if (!carries(labels, selector)) {
         continue;
       }
       RemoteResource resource;
       resource.backend_id = container.value("Id", "");
-      resource.labels = string_labels(container);
+      resource.labels = std::move(labels);
       resource.state = container.value("State", "");
       found.push_back(std::move(resource));
     }
@@ -377,10 +378,9 @@ private:
     return labels;
   }
 
-  // Whether the listed container carries every label of `wanted`, checked here, not trusted to
-  // the engine's filter.
-  static bool carries(const json& container, const Labels& wanted) {
-    const Labels labels = string_labels(container);
+  // Whether `labels` hold every label of `wanted`: checked here, not trusted to the engine's
+  // filter.
+  static bool carries(const Labels& labels, const Labels& wanted) {
     return std::all_of(wanted.begin(), wanted.end(), [&](const auto& entry) {
       auto found = labels.find(entry.first);
       return found != labels.end() && found->second == entry.second;
@@ -459,7 +459,7 @@ private:
       ours["sandboxer.ledger"] = sandbox.info["ledger"].get<std::string>();
     }
     try {
-      containers = m_api.list_containers({{"sandboxer.id", sandbox.sandbox_id}});
+      containers = m_api.list_containers(ours);
     } catch (const DriverError& e) {
       spdlog::warn("docker: {}: could not look for containers left by an interrupted restore "
                    "--in-place: {}",
@@ -472,7 +472,7 @@ private:
       if (id.empty() || id == sandbox.backend_id) {
         continue;
       }
-      if (!carries(container, ours)) {
+      if (!carries(string_labels(container), ours)) {
         spdlog::warn("docker: {}: the engine listed container {} for the label filter, but it "
                      "does not carry this sandbox's labels; left alone",
                      sandbox.sandbox_id, id.substr(0, 12));
