@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <sandboxer/http.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
 #include "src/curl_on_demand.hpp"
@@ -19,13 +20,19 @@ struct Transfer {
   Response* response;
   bool stopped_by_caller = false;
   std::optional<std::chrono::steady_clock::time_point> answer_by;
-  bool unanswered = false; // set when answer_by passed without a header
+  bool unanswered = false;  // set when answer_by passed without a header
+  bool interrupted = false; // a signal arrived (interrupt.hpp)
 };
 
-// libcurl's progress callback, used only for Request::answer_timeout: aborts the transfer when
-// no header has arrived by then.
+// libcurl's progress callback (called about once a second, and at each chunk): aborts the
+// transfer when a signal asks the operation to stop, or when no header has arrived by
+// Request::answer_timeout.
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* transfer = static_cast<Transfer*>(user);
+  if (interrupt::requested()) {
+    transfer->interrupted = true;
+    return 1;
+  }
   if (transfer->answer_by && transfer->response->headers.empty() &&
       std::chrono::steady_clock::now() > *transfer->answer_by) {
     transfer->unanswered = true;
@@ -160,10 +167,10 @@ public:
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     if (request.answer_timeout) {
       transfer.answer_by = std::chrono::steady_clock::now() + *request.answer_timeout;
-      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
-      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     }
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -185,6 +192,9 @@ public:
             .count();
 
     std::string where = request.unix_socket ? fmt::format(" (via {})", *request.unix_socket) : "";
+    if (transfer.interrupted) {
+      throw Interrupted(interrupt::last_signal());
+    }
     if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && transfer.stopped_by_caller)) {
       std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
       spdlog::debug("{} {}{} -> {} ({:.1f} ms)", request.method, redacted_url(request.url), where,

@@ -962,13 +962,21 @@ const SandboxRecord* LedgerData::find(const std::string& id_or_name) const {
       return &record;
     }
   }
-  // Names are reused once a sandbox is gone, so only a live record answers to its name.
+  // Names are reused once a sandbox is gone: a name answers with its live record, else with the
+  // newest record that bore it, so `history NAME` and a second `destroy NAME` still reach it.
+  const SandboxRecord* newest = nullptr;
   for (const auto& record : sandboxes) {
-    if (record.name == id_or_name && is_live(record.state)) {
+    if (record.name != id_or_name) {
+      continue;
+    }
+    if (is_live(record.state)) {
       return &record;
     }
+    if (!newest || record.created_at >= newest->created_at) {
+      newest = &record;
+    }
   }
-  return nullptr;
+  return newest;
 }
 
 std::string new_sandbox_id() {

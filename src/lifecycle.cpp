@@ -6,6 +6,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/files.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/names.hpp>
@@ -385,8 +386,29 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     }
   } catch (const OutcomeNotRecorded&) {
     throw;
+  } catch (const Interrupted& e) {
+    // The operator (or a CI cancel) stopped it: undo what the backend made, whatever it got to,
+    // and say so in the record. Neither may be cut short by the signal itself.
+    interrupt::Shield cleanup;
+    std::string what = e.what();
+    try {
+      size_t removed = remove_resources(record, opened);
+      what += removed ? fmt::format("; removed the {} backend resource(s) it had made", removed)
+                      : "; the backend had made nothing";
+    } catch (const Error& undo) {
+      what += fmt::format("; what the backend made could not be removed ({}): 'sandboxer "
+                          "destroy {}' or 'sandboxer reap --orphans' finishes it",
+                          log::redact(undo.what()), record.id);
+    }
+    nlohmann::json failure = driver_time.details(started);
+    failure["interrupted"] = interrupt::signal_name(e.signal());
+    record_failure(record.id, Error(e.code(), what), State::failed, m_actor, "",
+                   std::move(failure));
+    remember_failed(record.id);
+    throw Interrupted(e.signal());
   } catch (const Error& e) {
     record_failure(record.id, e, State::failed, m_actor, "", driver_time.details(started));
+    remember_failed(record.id);
     throw;
   }
   for (const auto& notice : notices) {
@@ -413,6 +435,41 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
   return get(record.id);
 }
 
+void Engine::remember_failed(const std::string& id) {
+  try {
+    m_failed_record = get(id);
+  } catch (const Error&) {
+    m_failed_record.reset(); // the error being thrown is what matters
+  }
+}
+
+size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened) {
+  std::vector<std::string> backend_ids;
+  if (opened.factory->capabilities().list_by_label) {
+    for (const auto& found : opened.driver->list_remote({{"sandboxer.id", record.id}})) {
+      backend_ids.push_back(found.backend_id);
+    }
+  }
+  if (!record.backend_id.empty() &&
+      std::find(backend_ids.begin(), backend_ids.end(), record.backend_id) == backend_ids.end()) {
+    backend_ids.push_back(record.backend_id);
+  }
+  size_t removed = 0;
+  for (const auto& backend_id : backend_ids) {
+    SandboxHandle handle = handle_of(record);
+    handle.backend_id = backend_id;
+    try {
+      opened.driver->destroy(handle);
+      ++removed;
+    } catch (const DriverError& e) {
+      if (e.kind() != DriverError::Kind::not_found) {
+        throw;
+      }
+    }
+  }
+  return removed;
+}
+
 // Calls the backend for a record whose intent (`intent`) is already committed, and records the
 // outcome: destroyed, or back to the state before the intent with the error.
 void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
@@ -432,6 +489,14 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
           throw;
         }
         spdlog::info("{}: already gone from the backend", record.id);
+      }
+    } else if (find_driver(record.driver).capabilities().list_by_label) {
+      // A create interrupted before it recorded its backend id (a SIGKILL, a crash) may still
+      // have made something: the backend is asked by label before the sandbox is called gone.
+      Opened opened = open_driver(record);
+      size_t removed = driver_time.time([&] { return remove_resources(record, opened); });
+      if (removed) {
+        spdlog::info("{}: removed {} backend resource(s) found by its label", record.id, removed);
       }
     }
     record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
@@ -774,13 +839,30 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
     });
   };
   int status = -1;
+  const int signals_before = interrupt::count();
   try {
     status = driver_time.time([&] { return opened.driver->exec(handle_of(record), request, io); });
+  } catch (const Interrupted& e) {
+    // The driver could not hand the signal on, or its stream was cut: the end is recorded anyway.
+    interrupt::Shield recording;
+    exec["interrupted"] = interrupt::signal_name(e.signal());
+    record_end(nullptr,
+               fmt::format("{} interrupted by {}", summary, interrupt::signal_name(e.signal())));
+    throw;
   } catch (const Error& e) {
+    interrupt::Shield recording;
     std::string message = log::redact(e.what());
     exec["error"] = message;
     record_end(nullptr, summary + " failed: " + message);
     throw;
+  }
+  interrupt::Shield recording;
+  if (interrupt::count() != signals_before) {
+    // The signal went on to the command (as it would to a local one): its own exit is the end.
+    const std::string name = interrupt::signal_name(interrupt::last_signal());
+    exec["interrupted"] = name;
+    record_end(status, fmt::format("{} interrupted by {}, exited {}", summary, name, status));
+    return status;
   }
   record_end(status, fmt::format("{} exited {}", summary, status));
   return status;

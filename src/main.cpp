@@ -7,6 +7,7 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
 #include "commands/commands.hpp"
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
   const auto process_started = std::chrono::steady_clock::now();
   // A reader that goes away (sandboxer list | head) must not kill a ledger write.
   std::signal(SIGPIPE, SIG_IGN);
+  // Ctrl-C, a CI cancel, a closed terminal: the operation stops in order (interrupt.hpp).
+  interrupt::install();
 #ifdef SANDBOXER_TEST_CLOCK
   allow_fake_now(); // tests/CMakeLists.txt: the sandboxer-testclock build only
 #endif
@@ -98,10 +101,13 @@ int main(int argc, char** argv) {
         try {
           code = runner(context);
         } catch (...) {
-          // What the failed command committed is in the outbox: deliver it as any command would.
+          // What the failed command committed is in the outbox: deliver it as any command would
+          // (within the delivery's own time budget, even after a signal).
+          interrupt::Shield delivering;
           context.events().deliver();
           throw;
         }
+        interrupt::Shield delivering;
         context.events().deliver();
         spdlog::debug("timing: {} total {:.1f} ms", sub->get_name(),
                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -

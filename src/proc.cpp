@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/proc.hpp>
 
 extern char** environ;
@@ -217,6 +218,23 @@ Result run(const Command& command) {
     return kill_at ? kill_at : deadline;
   };
 
+  // Signals to sandboxer: forwarded to the program, or the end of it (like a deadline, at once).
+  int signals_seen = interrupt::count();
+  bool stopped_by_signal = false;
+  auto on_interrupt = [&] {
+    if (interrupt::count() == signals_seen) {
+      return;
+    }
+    signals_seen = interrupt::count();
+    if (command.on_interrupt == Command::OnInterrupt::forward) {
+      result.interrupted_by = interrupt::last_signal();
+      signal_all(result.interrupted_by);
+    } else if (interrupt::requested() && !stopped_by_signal) {
+      stopped_by_signal = true;
+      deadline = clock::now();
+    }
+  };
+
   int status = 0;
   bool reaped = false;
   std::optional<clock::time_point> stop_reading_at;
@@ -266,6 +284,7 @@ Result run(const Command& command) {
     if (ready < 0 && errno != EINTR) {
       break;
     }
+    on_interrupt();
     if (auto at = next_signal_at(); at && clock::now() >= *at) {
       on_deadline();
       continue;
@@ -310,11 +329,13 @@ Result run(const Command& command) {
   // and after SIGKILL the wait is bounded.
   std::optional<clock::time_point> give_up_at;
   while (!reaped) {
+    on_interrupt();
     if (!next_signal_at() && !killed) {
-      // No deadline: wait as long as the program runs (a user's command in `exec`).
-      pid_t done = waitpid(pid, &status, 0);
-      if (done == pid || (done < 0 && errno != EINTR)) {
-        reaped = true;
+      // No deadline: wait as long as the program runs (a user's command in `exec`), waking up to
+      // forward signals.
+      try_reap();
+      if (!reaped) {
+        usleep(10000);
       }
       continue;
     }
@@ -330,6 +351,9 @@ Result run(const Command& command) {
       if (clock::now() >= *give_up_at) {
         spdlog::warn("run: {} (pid {}) did not end within {} s of SIGKILL; not waiting longer",
                      command.argv[0], pid, k_reap_bound.count());
+        if (stopped_by_signal) {
+          throw Interrupted(interrupt::last_signal());
+        }
         result.timed_out = true;
         return result;
       }
@@ -338,6 +362,9 @@ Result run(const Command& command) {
   }
   if (own_group && !killed && result.timed_out) {
     signal_all(SIGKILL); // what the group left behind after the program answered SIGTERM
+  }
+  if (stopped_by_signal) {
+    throw Interrupted(interrupt::last_signal());
   }
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);

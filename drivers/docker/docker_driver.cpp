@@ -1,12 +1,15 @@
 #include "drivers/docker/docker_driver.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <spdlog/spdlog.h>
 #include <thread>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/engine_api.hpp"
@@ -107,6 +110,68 @@ public:
   void err(std::string_view bytes) override { text.append(bytes); }
   std::string text;
 };
+
+// The runtime reports a command it could not start (not found, not executable) as text in the
+// exec's stream and exit code 126. That text is held back while the output could still be it, so
+// that exec_start_failure() can turn it into the shell's contract (127 / 126 and one clear line)
+// instead of passing the runtime's words on as the command's output.
+class StartFailureFilter : public ExecIo {
+public:
+  explicit StartFailureFilter(ExecIo& inner) : m_inner(inner) {}
+  void out(std::string_view bytes) override { take(bytes, false); }
+  void err(std::string_view bytes) override { take(bytes, true); }
+  int stdin_fd() const override { return m_inner.stdin_fd(); }
+  std::optional<TerminalSize> terminal_size() const override { return m_inner.terminal_size(); }
+  int resize_fd() const override { return m_inner.resize_fd(); }
+  // The held-back text when the stream was nothing but a start failure; else flushes it.
+  std::optional<std::string> finish() {
+    if (m_passing || m_held.empty()) {
+      return std::nullopt;
+    }
+    if (m_held.starts_with(k_marker)) {
+      return m_held;
+    }
+    flush();
+    return std::nullopt;
+  }
+
+private:
+  static constexpr std::string_view k_marker = "OCI runtime exec failed";
+  void take(std::string_view bytes, bool is_err) {
+    if (m_passing) {
+      is_err ? m_inner.err(bytes) : m_inner.out(bytes);
+      return;
+    }
+    m_held.append(bytes);
+    m_held_is_err = is_err;
+    const size_t n = std::min(m_held.size(), k_marker.size());
+    if (m_held.compare(0, n, k_marker.substr(0, n)) != 0) {
+      flush();
+    }
+  }
+  void flush() {
+    m_passing = true;
+    m_held_is_err ? m_inner.err(m_held) : m_inner.out(m_held);
+    m_held.clear();
+  }
+  ExecIo& m_inner;
+  std::string m_held;
+  bool m_held_is_err = false;
+  bool m_passing = false;
+};
+
+// The exit status and message of a command the runtime could not start, from its text: 127 for a
+// program that does not exist (as a shell says), 126 for one that cannot be executed.
+int exec_start_failure(const std::string& text, const ExecRequest& request, ExecIo& io) {
+  const std::string program = request.argv.empty() ? "" : request.argv.front();
+  const bool missing = text.find("executable file not found") != std::string::npos ||
+                       text.find("no such file or directory") != std::string::npos;
+  io.err(fmt::format("sandboxer: exec: {}: {}\n", program,
+                     missing ? "command not found in the sandbox"
+                             : "cannot be executed in the sandbox (permission denied or not a "
+                               "program)"));
+  return missing ? 127 : 126;
+}
 
 class DockerDriver : public Driver {
 public:
@@ -319,7 +384,8 @@ public:
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
     auto started = std::chrono::system_clock::now();
-    int status = run_exec(sandbox.backend_id, request, io);
+    int status = run_exec(sandbox.backend_id, request, io, true);
+    interrupt::Shield finishing; // see run_exec
     // 137 is SIGKILL, which is also what the kernel's OOM killer sends: only the engine's oom
     // event tells a memory kill from a kill -9, and only this exec's window counts.
     if (status == 137 &&
@@ -564,7 +630,7 @@ private:
                                                      "30s",
                                                      id.substr(0, 12)));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      interrupt::sleep_for(std::chrono::milliseconds(20));
     }
   }
 
@@ -587,7 +653,8 @@ private:
       if (std::chrono::steady_clock::now() + readiness.interval > deadline) {
         break;
       }
-      std::this_thread::sleep_for(readiness.interval);
+      interrupt::sleep_for(
+          std::chrono::duration_cast<std::chrono::milliseconds>(readiness.interval));
     }
     std::string output = io.text.substr(0, 200);
     while (!output.empty() && output.back() == '\n') {
@@ -600,7 +667,10 @@ private:
                                   output));
   }
 
-  int run_exec(const std::string& container, const ExecRequest& request, ExecIo& io) {
+  // `forward_signals`: a user's command, which gets each SIGINT/SIGTERM/SIGHUP that sandboxer
+  // receives (as a local process would from the terminal); a readiness probe is stopped instead.
+  int run_exec(const std::string& container, const ExecRequest& request, ExecIo& caller_io,
+               bool forward_signals = false) {
     json body = {{"AttachStdout", true},
                  {"AttachStderr", true},
                  {"AttachStdin", request.attach_stdin},
@@ -613,22 +683,83 @@ private:
       body["WorkingDir"] = *request.workdir;
     }
     std::string exec_id = m_api.create_exec(container, body);
+    StartFailureFilter filtered(caller_io);
+    ExecIo& io = filtered;
     // A tty goes over the hijacked connection too, even without stdin: its I/O loop is where
-    // resizes of the local terminal are forwarded.
-    if ((request.attach_stdin && io.stdin_fd() >= 0) || request.tty) {
-      m_api.start_exec_attached(exec_id, request.tty, io);
+    // resizes of the local terminal, and signals, are forwarded.
+    if ((request.attach_stdin && io.stdin_fd() >= 0) || request.tty || forward_signals) {
+      std::function<void(int)> forward;
+      if (forward_signals) {
+        forward = [&](int signal) { forward_signal(container, exec_id, signal); };
+      }
+      m_api.start_exec_attached(exec_id, request.tty, io, forward);
     } else {
       m_api.start_exec(exec_id, request.tty, io);
+    }
+    // A signal forwarded to the command ended it: what follows is bookkeeping, not to be cut short
+    // by that same signal.
+    std::optional<interrupt::Shield> finishing;
+    if (forward_signals) {
+      finishing.emplace();
     }
     // The stream ends just before the engine records the exit code: ask until it has.
     for (int attempt = 0; attempt < 200; ++attempt) {
       json inspect = m_api.inspect_exec(exec_id);
       if (!inspect.value("Running", false) && inspect["ExitCode"].is_number_integer()) {
-        return inspect["ExitCode"].get<int>();
+        const int code = inspect["ExitCode"].get<int>();
+        auto start_failure = filtered.finish();
+        return code == 126 && start_failure ? exec_start_failure(*start_failure, request, caller_io)
+                                            : code;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      interrupt::sleep_for(std::chrono::milliseconds(5));
     }
     throw DriverError(Kind::timeout, "docker: the exec's exit code never appeared");
+  }
+
+  // Sends `signal` to an exec's process. The engine has no API for it (exec processes are not the
+  // container's main process), so: its host pid from the exec's inspect, signalled directly when
+  // the engine is local and we may; else `kill` run inside the container with the pid it has
+  // there (NSpid in /proc).
+  void forward_signal(const std::string& container, const std::string& exec_id, int signal) {
+    interrupt::Shield forwarding;
+    const std::string name = interrupt::signal_name(signal);
+    json inspect = m_api.inspect_exec(exec_id);
+    const int host_pid = inspect.value("Pid", 0);
+    if (host_pid <= 0 || !inspect.value("Running", false)) {
+      return;
+    }
+    if (m_api.endpoint().socket_path) {
+      if (::kill(host_pid, signal) == 0) {
+        spdlog::info("docker: forwarded {} to the command (pid {})", name, host_pid);
+        return;
+      }
+      if (auto inner = pid_in_container(host_pid)) {
+        BufferIo io;
+        int status = run_exec(container,
+                              {.argv = {"kill", "-s", name.substr(3), std::to_string(*inner)}}, io);
+        if (status == 0) {
+          spdlog::info("docker: forwarded {} to the command (pid {} in the container)", name,
+                       *inner);
+          return;
+        }
+      }
+    }
+    spdlog::warn("docker: could not forward {} to the command in {}; it runs on until it ends "
+                 "(a third signal stops sandboxer at once)",
+                 name, container.substr(0, 12));
+  }
+
+  // The innermost pid of a host process (the last field of NSpid in /proc/PID/status).
+  static std::optional<int> pid_in_container(int host_pid) {
+    std::ifstream status("/proc/" + std::to_string(host_pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.starts_with("NSpid:")) {
+        auto last = line.find_last_of(" \t");
+        return std::atoi(line.c_str() + last + 1);
+      }
+    }
+    return std::nullopt;
   }
 
   Spec m_spec;

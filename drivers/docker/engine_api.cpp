@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 
 namespace sandboxer::drivers::docker {
 namespace {
@@ -417,7 +418,8 @@ void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {
   }
 }
 
-void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io) {
+void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io,
+                                    const std::function<void(int)>& forward_signal) {
   std::optional<TerminalSize> size = tty ? io.terminal_size() : std::nullopt;
   http::Request request;
   request.method = "POST";
@@ -459,9 +461,12 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
   try_initial_resize();
   int in_fd = io.stdin_fd();
   int winch_fd = tty ? io.resize_fd() : -1;
+  int signal_fd = forward_signal ? interrupt::wake_fd() : -1;
+  int signals_seen = interrupt::count();
   char buffer[65536];
   while (true) {
-    pollfd fds[3] = {{stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}, {winch_fd, POLLIN, 0}};
+    pollfd fds[4] = {
+        {stream->fd, POLLIN, 0}, {in_fd, POLLIN, 0}, {winch_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
     int timeout = -1;
     if (size && resize_attempts < k_max_resize_attempts) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -470,7 +475,7 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
       timeout = static_cast<int>(std::max<long long>(left, 0));
     }
     // poll() skips entries with a negative fd.
-    int ready = poll(fds, 3, timeout);
+    int ready = poll(fds, 4, timeout);
     if (ready < 0) {
       if (errno == EINTR) {
         continue;
@@ -478,6 +483,13 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
       break;
     }
     try_initial_resize();
+    if (signal_fd >= 0 && (fds[3].revents & POLLIN)) {
+      interrupt::drain_wake_fd();
+      if (interrupt::count() != signals_seen) {
+        signals_seen = interrupt::count();
+        forward_signal(interrupt::last_signal());
+      }
+    }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = read(stream->fd, buffer, sizeof buffer);
       if (n <= 0) {

@@ -54,8 +54,11 @@ public:
   void start_exec(const std::string& exec_id, bool tty, ExecIo& io);
   // Starts an exec on a hijacked connection, copying io.stdin_fd() into it (when >= 0). With a
   // tty, the exec's terminal gets the local terminal's size as soon as the exec runs, and again
-  // each time io.resize_fd() says the local terminal was resized.
-  void start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io);
+  // each time io.resize_fd() says the local terminal was resized. Each SIGINT/SIGTERM/SIGHUP that
+  // sandboxer receives meanwhile is handed to `forward_signal` (when set), and the stream goes on
+  // until the command ends.
+  void start_exec_attached(const std::string& exec_id, bool tty, ExecIo& io,
+                           const std::function<void(int)>& forward_signal = nullptr);
   // POST /exec/{id}/resize?h=&w=. Returns false when the engine refuses, as it does before the
   // exec's process has started and after it has ended.
   bool resize_exec(const std::string& exec_id, TerminalSize size);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 
 namespace sandboxer::drivers::e2b {
 namespace {
@@ -108,7 +109,7 @@ Api::Api(http::Transport& transport, Endpoints endpoints, std::string api_key, c
     : m_transport(transport), m_endpoints(std::move(endpoints)), m_api_key(std::move(api_key)),
       m_timeout(spec.request_timeout), m_retries(spec.retries), m_sleep(std::move(sleep)) {
   if (!m_sleep) {
-    m_sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+    m_sleep = [](std::chrono::milliseconds d) { interrupt::sleep_for(d); };
   }
 }
 

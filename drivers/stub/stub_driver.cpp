@@ -10,13 +10,16 @@
 
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/proc.hpp>
 
 namespace sandboxer::drivers::stub {
 namespace fs = std::filesystem;
 namespace {
 
-const std::vector<std::string> k_ops = {"create", "destroy", "status", "snapshot", "exec"};
+// "ready" is a readiness wait after the sandbox exists (as docker's readiness command): its
+// latency is where an interrupted create leaves something behind for the core to undo.
+const std::vector<std::string> k_ops = {"create", "ready", "destroy", "status", "snapshot", "exec"};
 
 struct Spec {
   std::optional<std::string> root;
@@ -130,6 +133,14 @@ public:
         io_failure("create", final_dir, ec);
       }
     }
+    try {
+      enter("ready");
+    } catch (const DriverError&) {
+      // A failed readiness wait removes what it made, as docker's does; an interrupted one is
+      // undone by the core.
+      fs::remove_all(final_dir, ec);
+      throw;
+    }
     return {request.sandbox_id, {{"path", (final_dir / "fs").string()}}};
   }
 
@@ -210,12 +221,20 @@ public:
     command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
     command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };
     command.on_stderr = [&](std::string_view bytes) { io.err(bytes); };
+    command.on_interrupt = proc::Command::OnInterrupt::forward;
     try {
       return proc::run(command).status();
+    } catch (const Interrupted&) {
+      throw;
     } catch (const Error& e) {
-      // What a shell does when the program is missing.
-      io.err(fmt::format("{}\n", e.what()));
-      return 127;
+      // What a shell does: 127 for a program that does not exist, 126 for one that cannot run
+      // (the contract every driver keeps; docs/exit-codes.md).
+      const bool missing = std::string_view(e.what()).find("ermission denied") == std::string::npos;
+      io.err(fmt::format("sandboxer: exec: {}: {}\n", request.argv.front(),
+                         missing ? "command not found in the sandbox"
+                                 : "cannot be executed in the sandbox (permission denied or not "
+                                   "a program)"));
+      return missing ? 127 : 126;
     }
   }
 
@@ -280,7 +299,7 @@ private:
   // root so that "the Nth create fails" holds across processes.
   void enter(const std::string& op) {
     if (auto it = m_spec.latency.find(op); it != m_spec.latency.end()) {
-      std::this_thread::sleep_for(it->second);
+      interrupt::sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(it->second));
     }
     auto fail = m_spec.fail.find(op);
     if (fail == m_spec.fail.end()) {

@@ -16,7 +16,9 @@ enum class ExitCode : int {
   lock_timeout = 5, // the ledger (or reaper) lock was not acquired in time
   partial = 6,      // some of several operations failed
   policy = 7,       // refused by policy (TTL cap, max-destroy, ...)
-  interrupted = 130 // SIGINT
+  hangup = 129,      // SIGHUP: the terminal went away mid-operation
+  interrupted = 130, // SIGINT: Ctrl-C
+  terminated = 143   // SIGTERM: a CI cancel, systemd, kill
 };
 
 // Base of every error the user sees. `main` prints "sandboxer: error: <what()>" and exits with

@@ -130,6 +130,10 @@ public:
   // appeared meanwhile. Throws the driver's error after recording it.
   std::optional<SandboxRecord> destroy_orphan(const OrphanTarget& target, const std::string& actor);
 
+  // After create() or restore() threw: the record it left (failed, with its error), when it got as
+  // far as writing one; scripts get it on stdout with the exit code.
+  const std::optional<SandboxRecord>& failed_record() const { return m_failed_record; }
+
   // The live record of `id_or_name`, or NotFoundError.
   SandboxRecord get(const std::string& id_or_name) const;
 
@@ -163,6 +167,10 @@ private:
   // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
   // committed: the one place a transition is written.
   void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);
+  // Destroys every backend resource of `record`: the one it recorded, and those that carry its
+  // sandboxer.id label (Capabilities::list_by_label). Returns how many were there.
+  size_t remove_resources(const SandboxRecord& record, Opened& opened);
+  void remember_failed(const std::string& id);
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;
@@ -170,6 +178,7 @@ private:
   EventHook& m_events;
   std::string m_actor;
   Progress* m_progress = nullptr;
+  std::optional<SandboxRecord> m_failed_record;
 };
 
 } // namespace sandboxer

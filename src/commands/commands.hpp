@@ -72,6 +72,10 @@ const std::vector<CommandEntry>& all_commands();
 // ~/.local/state/sandboxer.
 std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir);
 
+// Runs a create or restore; when it throws after writing a failed record, prints that record
+// (json/yaml) before the error goes on.
+CreateOutcome run_printing_failure(Context& context, const std::function<CreateOutcome()>& run);
+
 // Prints a created (or reused, or restored) sandbox: its id alone under --quiet, else the record.
 void print_created(Context& context, const CreateOutcome& outcome);
 

@@ -38,12 +38,30 @@ ExitCode run_create(Context& context, const CreateArgs& args) {
   }
   options.idempotency_key = args.idempotency_key;
   options.labels = parse_labels(args.labels);
-  CreateOutcome outcome = context.engine().create(profile, options);
+  CreateOutcome outcome =
+      run_printing_failure(context, [&] { return context.engine().create(profile, options); });
   print_created(context, outcome);
   return ExitCode::ok;
 }
 
 } // namespace
+
+CreateOutcome run_printing_failure(Context& context, const std::function<CreateOutcome()>& run) {
+  try {
+    return run();
+  } catch (const Error&) {
+    // A record was written (failed, with its error): -o json/yaml scripts get it on stdout along
+    // with the exit code, so they have both the id and the reason.
+    const auto& failed = context.engine().failed_record();
+    if (failed && context.out().format() != Format::table) {
+      nlohmann::json data = public_json(*failed, context.clock().now(), false);
+      data["reused"] = false;
+      data["notices"] = nlohmann::json::array();
+      context.out().print(data, nullptr);
+    }
+    throw;
+  }
+}
 
 void print_created(Context& context, const CreateOutcome& outcome) {
   TimePoint now = context.clock().now();

@@ -29,7 +29,9 @@ ExitCode run_restore(Context& context, const RestoreArgs& args) {
     options.ttl = duration_option("--ttl", *args.ttl);
   }
   options.idempotency_key = args.idempotency_key;
-  print_created(context, context.engine().restore(args.snapshot, options));
+  print_created(context, run_printing_failure(context, [&] {
+                  return context.engine().restore(args.snapshot, options);
+                }));
   return ExitCode::ok;
 }
 

@@ -18,6 +18,7 @@ struct Settlement {
   std::optional<State> to; // none: leave it as it is
   std::string reason;
   std::string backend_id; // set when found by label
+  bool destroy = false;   // the resource is there but was never confirmed ready: remove it
 };
 
 // An interrupted create recorded no backend id: look for its resource by label.
@@ -36,10 +37,12 @@ Settlement settle_create(Run& run, const SandboxRecord& record) {
   if (found.empty()) {
     return {State::failed, "interrupted create: the backend has no resource with its label", ""};
   }
-  return {State::running,
-          fmt::format("interrupted create: the backend has {} ({})", found.front().backend_id,
-                      found.front().state),
-          found.front().backend_id};
+  // Its create never finished (readiness was never confirmed), so it is not a sandbox anyone may
+  // use: recorded as failed with what the backend has, then destroyed.
+  return {State::failed,
+          fmt::format("interrupted create: the backend has {} ({}), never confirmed ready",
+                      found.front().backend_id, found.front().state),
+          found.front().backend_id, true};
 }
 
 Settlement settle_by_status(Run& run, const SandboxRecord& record) {
@@ -97,6 +100,11 @@ void repair_one(Run& run, SandboxRecord& record, TimePoint now, const std::strin
         r.transition(*settlement.to, run.clock.now(), run.actor, settlement.reason,
                      {{"repair", true}});
       });
+      if (settled && settlement.destroy) {
+        SandboxRecord destroyed =
+            run.engine.destroy(record.id, "interrupted create: destroyed by reap");
+        settlement.to = destroyed.state;
+      }
       if (settled) {
         item.outcome = to_string(*settlement.to);
         ++run.report.repaired;

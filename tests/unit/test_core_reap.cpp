@@ -349,10 +349,15 @@ TEST_F(Reap, StuckRecordsAreSettledFromTheBackend) {
   EXPECT_EQ(r.state, State::failed);
   EXPECT_EQ(r.history.back().reason,
             "interrupted create: the backend has no resource with its label");
+  // Found but never confirmed ready: recorded with its backend id, then destroyed.
   r = engine.get(found_create);
-  EXPECT_EQ(r.state, State::running);
+  EXPECT_EQ(r.state, State::destroyed);
   EXPECT_EQ(r.backend_id, found_create);
-  EXPECT_NE(r.history.back().reason.find("interrupted create: the backend has"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(backend(found_create)));
+  EXPECT_TRUE(std::any_of(r.history.begin(), r.history.end(), [](const HistoryEntry& entry) {
+    return entry.reason.find("interrupted create: the backend has") != std::string::npos &&
+           entry.to == State::failed;
+  }));
   r = engine.get(half_destroyed);
   EXPECT_EQ(r.state, State::running);
   EXPECT_NE(r.history.back().reason.find("destroy it again"), std::string::npos);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Interrupted work (issue 14.1, 14.2) against the real Docker Engine: SIGINT/SIGTERM to sandboxer
+# in the middle of a create's readiness wait and of an exec, a SIGKILL'd create that destroy finds
+# by its label, and the exec contract for a program that does not exist (14.7).
+source "$(dirname "$0")/lib.sh"
+require_docker
+
+cat >"$PROFILES/slow.yaml" <<'EOF2'
+driver: docker
+ttl: { default: 30m }
+docker:
+  image: sandboxer/busybox:local
+  command: [sleep, infinity]
+  pull: never
+  network: none
+  stop_timeout: 0s
+  readiness: { command: [test, -e, /tmp/never], timeout: 120s, interval: 200ms }
+EOF2
+sed -e '/readiness/d' "$PROFILES/slow.yaml" >"$PROFILES/quick.yaml"
+
+LEDGER_ID=""
+cleanup() {
+  if [ -n "$LEDGER_ID" ]; then
+    docker ps -aq --filter "label=sandboxer.ledger=$LEDGER_ID" | xargs -r docker rm -f >/dev/null
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+containers_of() { docker ps -aq --filter "label=sandboxer.id=$1" | wc -l; }
+record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
+
+# start_create NAME: a create in the background ($PID), returned once its container runs and waits
+# for readiness.
+start_create() {
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
+    --name "$1" -o json >"$WORK/out-$1" 2>"$WORK/err-$1" &
+  PID=$!
+  for _ in $(seq 600); do
+    ID=$(ledger_jq --arg n "$1" '.sandboxes[] | select(.name == $n) | .id' 2>/dev/null || true)
+    if [ -n "$ID" ] && [ "$(docker ps -q --filter "label=sandboxer.id=$ID" | wc -l)" = 1 ]; then
+      LEDGER_ID=$(ledger_jq .ledger_id)
+      return 0
+    fi
+    sleep 0.05
+  done
+  fail "create $1 never reached its readiness wait ($(cat "$WORK/err-$1"))"
+}
+
+for signal in INT TERM; do
+  start_create "by-$signal"
+  sleep 0.5 # inside the readiness loop
+  kill -s "$signal" "$PID"
+  rc=0; wait "$PID" || rc=$?
+  want=130; [ "$signal" = TERM ] && want=143
+  [ "$rc" = "$want" ] || fail "SIG$signal: exit $rc, expected $want ($(cat "$WORK/err-by-$signal"))"
+  [ "$(record "$ID" .state)" = failed ] || fail "SIG$signal: record is $(record "$ID" .state)"
+  expect_contains "$(record "$ID" .error)" "interrupted by SIG$signal"
+  [ "$(containers_of "$ID")" = 0 ] || fail "SIG$signal: the container outlived the interrupted create"
+  [ "$(jq -r .state "$WORK/out-by-$signal")" = failed ] || fail "no failed record on stdout"
+done
+
+# SIGKILL: nothing can clean up; destroy looks the container up by its label.
+start_create killed
+kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
+[ "$(record "$ID" .backend_id)" = "" ] || fail "a backend id was recorded"
+expect_code 0 sbx destroy killed
+[ "$(record "$ID" .state)" = destroyed ] || fail "destroy left $(record "$ID" .state)"
+[ "$(containers_of "$ID")" = 0 ] || fail "destroy said destroyed with the container still there"
+expect_code 0 sbx destroy killed # by name, again: idempotent (14.6)
+
+# Ctrl-C during exec reaches the command in the container; the history records its end.
+ID=$(sbx create --profile quick --quiet)
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec "$ID" -- \
+  sh -c 'trap "echo got-int; exit 7" INT; echo started; while :; do sleep 0.1; done' \
+  >"$WORK/exec-out" 2>"$WORK/exec-err" &
+PID=$!
+for _ in $(seq 200); do grep -q started "$WORK/exec-out" && break; sleep 0.05; done
+kill -INT "$PID"
+rc=0; wait "$PID" || rc=$?
+[ "$rc" = 7 ] || fail "exec: exit $rc, expected the command's 7 ($(cat "$WORK/exec-err"))"
+expect_contains "$(cat "$WORK/exec-out")" got-int
+[ "$(record "$ID" '.history[-1].details.exec.exit_code')" = 7 ] || fail "no exit code recorded"
+[ "$(record "$ID" '.history[-1].details.exec.interrupted')" = SIGINT ] ||
+  fail "exec end not marked interrupted: $(record "$ID" '.history[-1]')"
+[ "$(docker top "$(record "$ID" .backend_id)" | grep -c 'while\|sh -c')" = 0 ] ||
+  fail "the command still runs in the container"
+
+# One contract for a missing program (14.7): 127 and one clear line, as with the stub.
+expect_code 127 sbx exec "$ID" -- nosuchprog
+[ -z "$OUT" ] || fail "the runtime's text reached stdout: $OUT"
+expect_contains "$ERR" "nosuchprog: command not found in the sandbox"
+expect_code 126 sbx exec "$ID" -- /etc/passwd
+expect_contains "$ERR" "/etc/passwd: cannot be executed"
+expect_code 0 sbx destroy "$ID"
+echo "ok"

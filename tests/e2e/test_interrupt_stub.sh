@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Interrupted work (issue 14.1, 14.2) on the stub driver: SIGINT/SIGTERM to a real sandboxer
+# process in the middle of a create's readiness wait and of an exec, and a SIGKILL'd create that
+# destroy and reap must finish.
+source "$(dirname "$0")/lib.sh"
+
+stub_profile slow <<EOF2
+  root: $WORK/backend
+  latency: { ready: 60s }
+EOF2
+stub_profile quick <<EOF2
+  root: $WORK/backend
+EOF2
+
+# start_create NAME: a create of profile slow in the background ($PID), returned once its resource
+# exists on the backend and its record says creating.
+start_create() {
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
+    --name "$1" -o json >"$WORK/out-$1" 2>"$WORK/err-$1" &
+  PID=$!
+  for _ in $(seq 400); do
+    ID=$(ledger_jq --arg n "$1" '.sandboxes[] | select(.name == $n) | .id' 2>/dev/null || true)
+    [ -n "$ID" ] && [ -d "$WORK/backend/sandboxes/$ID" ] && return 0
+    sleep 0.05
+  done
+  fail "create $1 never reached its readiness wait"
+}
+
+record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
+
+for signal in INT TERM; do
+  start_create "by-$signal"
+  kill -s "$signal" "$PID"
+  rc=0; wait "$PID" || rc=$?
+  want=130; [ "$signal" = TERM ] && want=143
+  [ "$rc" = "$want" ] || fail "SIG$signal: exit $rc, expected $want ($(cat "$WORK/err-by-$signal"))"
+  [ "$(record "$ID" .state)" = failed ] || fail "SIG$signal: record is $(record "$ID" .state)"
+  expect_contains "$(record "$ID" .error)" "interrupted by SIG$signal"
+  expect_contains "$(record "$ID" .error)" "removed the 1 backend resource"
+  [ "$(record "$ID" '.history[-1].details.interrupted')" = "SIG$signal" ] ||
+    fail "SIG$signal: history does not say interrupted: $(record "$ID" '.history[-1]')"
+  [ ! -e "$WORK/backend/sandboxes/$ID" ] || fail "SIG$signal: the backend resource is still there"
+  expect_contains "$(cat "$WORK/err-by-$signal")" "interrupted by SIG$signal"
+  # Scripts see the failed record on stdout, with its error (issue 14.5).
+  [ "$(jq -r .id "$WORK/out-by-$signal")" = "$ID" ] || fail "no record on stdout"
+  [ "$(jq -r .state "$WORK/out-by-$signal")" = failed ] || fail "stdout record not failed"
+done
+
+# A SIGKILL leaves the record creating with no backend id: destroy finds the resource by its label.
+start_create killed
+kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
+[ "$(record "$ID" .state)" = creating ] || fail "killed create is $(record "$ID" .state)"
+expect_code 0 sbx destroy killed
+[ "$(record "$ID" .state)" = destroyed ] || fail "destroy left $(record "$ID" .state)"
+[ ! -e "$WORK/backend/sandboxes/$ID" ] || fail "destroy said destroyed and left the resource"
+
+# ... and reap --stuck-after destroys it instead of calling it running.
+start_create stuck
+kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
+expect_code 0 sbx reap --stuck-after 0s --skew 0s -o json
+[ "$(jq -r --arg id "$ID" '.items[] | select(.id == $id) | .outcome' <<<"$OUT")" = destroyed ] ||
+  fail "reap repair: $OUT"
+[ "$(record "$ID" .state)" = destroyed ] || fail "reap left $(record "$ID" .state)"
+[ ! -e "$WORK/backend/sandboxes/$ID" ] || fail "reap left the resource"
+
+# Ctrl-C during exec goes on to the command, and the history records how it ended.
+ID=$(sbx create --profile quick --quiet)
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec "$ID" -- \
+  sh -c 'trap "echo got-int; exit 7" INT; echo started; while :; do sleep 0.1; done' \
+  >"$WORK/exec-out" 2>"$WORK/exec-err" &
+PID=$!
+for _ in $(seq 200); do grep -q started "$WORK/exec-out" && break; sleep 0.05; done
+kill -INT "$PID"
+rc=0; wait "$PID" || rc=$?
+[ "$rc" = 7 ] || fail "exec: exit $rc, expected the command's 7 ($(cat "$WORK/exec-err"))"
+expect_contains "$(cat "$WORK/exec-out")" got-int
+[ "$(record "$ID" '.history[-1].details.exec.exit_code')" = 7 ] || fail "no exit code recorded"
+[ "$(record "$ID" '.history[-1].details.exec.interrupted')" = SIGINT ] ||
+  fail "exec end not marked interrupted: $(record "$ID" '.history[-1]')"
+echo "ok"
