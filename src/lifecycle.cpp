@@ -298,6 +298,17 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
                                  const std::optional<std::string>& from_snapshot,
                                  std::vector<std::string> notices) {
   const auto started = Stopwatch::now();
+  if (options.idempotency_key && options.idempotency_key->empty()) {
+    // An unset CI variable expands to "": every job on the host would share one sandbox.
+    throw UsageError("--idempotency-key is empty (is the variable that should give it unset?); "
+                     "give a key unique to the job, e.g. \"$CI_JOB_ID\" or "
+                     "\"$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-$GITHUB_JOB\", or leave the option out");
+  }
+  if (options.ttl && *options.ttl < Seconds(1)) {
+    throw UsageError(fmt::format("--ttl {}: a sandbox must live at least 1s (a ttl of 0 would be "
+                                 "expired before it was made)",
+                                 format_duration(*options.ttl)));
+  }
   if (options.name) {
     if (auto problem = name_problem(*options.name)) {
       throw UsageError(

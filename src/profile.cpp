@@ -36,7 +36,7 @@ const std::vector<std::string> k_common_keys = {"name",   "description", "extend
 const std::vector<std::string> k_driver_names = {"docker", "compose-ssh", "vm-packer",
                                                  "e2b",    "modal",       "stub"};
 
-const std::vector<std::string> k_sink_types = {"jsonl", "http", "stdout", "exec"};
+const std::vector<std::string> k_sink_types = {"jsonl", "http", "stderr", "fd", "exec"};
 
 // A profile without any `ttl` still gets a deadline, so a forgotten sandbox is reaped.
 constexpr Seconds k_default_ttl{3600};
@@ -919,6 +919,12 @@ private:
                                    fmt::join(k_sink_types, ", ")));
     }
     std::string type = text_of(sink["type"], pointer + "/type").value_or(sink["type"].dump());
+    if (type == "stdout") {
+      // `ID=$(sandboxer create -o json | jq -r .id)` must get the record alone.
+      fail_at(pointer + "/type", field + ".type: stdout carries only the command's data; write "
+                                         "events to stderr ({type: stderr}) or to a descriptor "
+                                         "you open ({type: fd, fd: 3} with 3>FILE)");
+    }
     if (!contains(k_sink_types, type)) {
       fail_at(pointer + "/type", fmt::format("{}.type: unknown sink type \"{}\"{}", field, type,
                                              suggestion(type, k_sink_types, "one of")));
@@ -926,7 +932,8 @@ private:
     static const std::map<std::string, std::vector<std::string>> k_keys = {
         {"jsonl", {"type", "path"}},
         {"http", {"type", "url", "headers", "token", "timeout", "retries"}},
-        {"stdout", {"type"}},
+        {"stderr", {"type"}},
+        {"fd", {"type", "fd"}},
         {"exec", {"type", "command", "timeout"}}};
     check_keys(sink, k_keys.at(type), pointer, field);
     json out = {{"type", type}};
@@ -984,6 +991,16 @@ private:
         }
         out["retries"] = retries;
       }
+    }
+    if (type == "fd") {
+      const json* fd = sink.contains("fd") ? &sink["fd"] : nullptr;
+      if (fd == nullptr || !fd->is_number_integer() || fd->get<long>() < 2 ||
+          fd->get<long>() > 1023) {
+        fail_at(fd ? pointer + "/fd" : pointer,
+                field + ": an fd sink needs \"fd\": a descriptor number from 2 to 1023 (0 and 1 "
+                        "are the command's stdin and stdout)");
+      }
+      out["fd"] = *fd;
     }
     if (type == "exec") {
       const json* command = sink.contains("command") ? &sink["command"] : nullptr;

@@ -687,6 +687,8 @@ private:
     ExecIo& io = filtered;
     // A tty goes over the hijacked connection too, even without stdin: its I/O loop is where
     // resizes of the local terminal, and signals, are forwarded.
+    // (Signals are forwarded only where sandboxer handles them: interrupt::install() in main.)
+    forward_signals = forward_signals && interrupt::wake_fd() >= 0;
     if ((request.attach_stdin && io.stdin_fd() >= 0) || request.tty || forward_signals) {
       std::function<void(int)> forward;
       if (forward_signals) {

@@ -39,9 +39,26 @@ SendResult send_jsonl(const nlohmann::json& sink, const std::string& line) {
   return {true};
 }
 
-SendResult send_stdout(const std::string& line) {
-  if (std::fwrite(line.data(), 1, line.size(), stdout) != line.size() || std::fflush(stdout) != 0) {
-    return {false, fmt::format("cannot write to stdout: {}", std::strerror(errno)), {}, false};
+// stderr, or a descriptor the user opened for the command (`3>events.log`): never stdout, which
+// carries only the command's data.
+SendResult send_fd(int fd, const std::string& line) {
+  if (::fcntl(fd, F_GETFD) < 0) {
+    return {
+        false,
+        fmt::format("fd {} is not open in this command (run it with {}>FILE or {}>&2)", fd, fd, fd),
+        {},
+        false};
+  }
+  std::string_view rest = line;
+  while (!rest.empty()) {
+    ssize_t n = ::write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return {false, fmt::format("cannot write to fd {}: {}", fd, std::strerror(errno)), {}, false};
+    }
+    rest.remove_prefix(static_cast<size_t>(n));
   }
   return {true};
 }
@@ -139,8 +156,15 @@ SendResult send(const nlohmann::json& sink, const std::string& event_text, milli
   if (type == "jsonl") {
     return send_jsonl(sink, event_text + "\n");
   }
-  if (type == "stdout") {
-    return send_stdout(event_text + "\n");
+  // "stdout": a sink recorded in the outbox before stdout was kept for data only.
+  if (type == "stderr" || type == "stdout") {
+    std::fflush(stderr);
+    return send_fd(STDERR_FILENO, event_text + "\n");
+  }
+  if (type == "fd") {
+    const int fd =
+        sink.contains("fd") && sink["fd"].is_number_integer() ? sink["fd"].get<int>() : -1;
+    return send_fd(fd, event_text + "\n");
   }
   if (type == "exec") {
     return send_exec(sink, event_text + "\n", timeout);
@@ -158,6 +182,9 @@ std::string describe_sink(const nlohmann::json& sink) {
   }
   if (type == "http") {
     return "http " + http::redacted_url(text_of(sink, "url"));
+  }
+  if (type == "fd" && sink.contains("fd")) {
+    return "fd " + sink["fd"].dump();
   }
   if (type == "exec" && sink.contains("command") && !sink["command"].empty()) {
     return "exec " + sink["command"][0].get<std::string>();

@@ -67,10 +67,11 @@ expect_code 0 sbx exec box1 -- sh -c 'echo out; echo err >&2'
 [ "$OUT" = out ] || fail "stdout: $OUT"
 [ "$ERR" = err ] || fail "stderr: $ERR"
 expect_code 42 sbx exec box1 -- sh -c 'exit 42'
-# As with docker exec: 126 when the engine cannot start the program, with the engine's message
-# (which the engine frames as the command's own stdout).
-expect_code 126 sbx exec box1 -- no-such-command
-expect_contains "$OUT$ERR" "executable file not found"
+# As a shell says, and as every driver does: 127 for a program that does not exist, with one line
+# on stderr instead of the runtime's text on stdout (issue 14.7).
+expect_code 127 sbx exec box1 -- no-such-command
+expect_contains "$ERR" "no-such-command: command not found in the sandbox"
+[ -z "$OUT" ] || fail "the runtime's text reached stdout: $OUT"
 expect_code 127 sbx exec box1 -- sh -c no-such-command
 expect_code 0 sbx exec -e FROM_CLI=yes-cli -w /tmp box1 -- sh -c 'echo $FROM_PROFILE $FROM_SPEC $FROM_CLI $(pwd)'
 [ "$OUT" = "yes-profile yes-spec yes-cli /tmp" ] || fail "env/workdir: $OUT"

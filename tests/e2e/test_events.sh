@@ -168,19 +168,27 @@ extra=$(comm -13 <(echo "$committed") <(echo "$received"))
 [ -z "$extra" ] || fail "delivered but never committed: $extra"
 [ -z "$(ls "$STATE/outbox" | grep -v '^sinks$')" ] || fail "outbox left: $(ls "$STATE/outbox")"
 
-# 6b. The stdout sink: the events of a command are lines on its own stdout, as they happen.
+# 6b. Event lines never mix with data on stdout (issue 14.4): a stderr sink, and an fd sink on a
+# descriptor the caller opened; the old stdout sink is refused with the way out.
 stub_profile loud <<EOF2
   root: $WORK/backend
 EOF2
-echo 'events: [ { type: stdout } ]' >>"$PROFILES/loud.yaml"
-expect_code 0 sbx create --profile loud --quiet
-LOUD_ID=$(grep -v '^{' <<<"$OUT")
-[ "$(grep '^{' <<<"$OUT" | jq -r .type | paste -sd, -)" = \
-  dev.sandboxer.sandbox.created,dev.sandboxer.sandbox.ready ] || fail "stdout sink: $OUT"
-[ "$(grep '^{' <<<"$OUT" | jq -r .subject | sort -u)" = "$LOUD_ID" ] || fail "stdout subject: $OUT"
-STDOUT_EVENTS=$OUT
-expect_code 0 sbx destroy "$LOUD_ID" --quiet
-STDOUT_EVENTS+=$OUT
+echo 'events: [ { type: stderr }, { type: fd, fd: 3 } ]' >>"$PROFILES/loud.yaml"
+OUT=$(sbx create --profile loud -o json 2>"$WORK/loud-err" 3>"$WORK/loud-fd3")
+LOUD_ID=$(jq -r .id <<<"$OUT") || fail "stdout is not one JSON record: $OUT"
+[ "$(wc -l <<<"$OUT")" = 1 ] || fail "stdout has more than the record: $OUT"
+[ "$(grep '^{' "$WORK/loud-err" | jq -r .type | paste -sd, -)" = \
+  dev.sandboxer.sandbox.created,dev.sandboxer.sandbox.ready ] || fail "stderr sink: $(cat "$WORK/loud-err")"
+[ "$(jq -r .type "$WORK/loud-fd3" | paste -sd, -)" = \
+  dev.sandboxer.sandbox.created,dev.sandboxer.sandbox.ready ] || fail "fd sink: $(cat "$WORK/loud-fd3")"
+[ "$(jq -r .subject "$WORK/loud-fd3" | sort -u)" = "$LOUD_ID" ] || fail "fd subject"
+STDOUT_EVENTS=$(cat "$WORK/loud-err" "$WORK/loud-fd3")
+expect_code 0 sbx destroy "$LOUD_ID" --quiet 3>/dev/null
+STDOUT_EVENTS+=$ERR
+echo 'events: [ { type: stdout } ]' >"$WORK/stdout-sink.yaml"
+printf 'driver: stub\nevents: [ { type: stdout } ]\n' >"$PROFILES/old-stdout.yaml"
+expect_code 2 sbx create --profile old-stdout
+expect_contains "$ERR" "old-stdout.yaml:2:19: events[0].type: stdout carries only the command's data"
 
 # 7. No secret anywhere: state dir, every sink, the outputs (incl. debug logs) of this test.
 for secret in "$SECRET_TOKEN" "$SECRET_KEY"; do

@@ -52,7 +52,7 @@ cp "$WORK/edited.json" "$STATE/ledger.json"
 expect_code 0 sbx reap -o json
 [ "$(jq -r --arg id "$KEEP" '.items[] | select(.id == $id) | .outcome' <<<"$OUT")" = destroyed ] ||
   fail "the expired sandbox was not reaped next to the odd record: $OUT"
-[ "$(jq -r --arg id "$ODD" '.items[] | select(.id == $id and .action == "repair") | .outcome' <<<"$OUT")" = running ] ||
+[ "$(jq -r --arg id "$ODD" '.items[] | select(.id == $id and .action == "repair") | .outcome' <<<"$OUT")" = destroyed ] ||
   fail "the odd record was not repaired: $OUT"
 
 # The installed binary ignores SANDBOXER_FAKE_NOW (only sandboxer-testclock honours it): a stray
@@ -65,7 +65,8 @@ expect_contains "$ERR" "SANDBOXER_FAKE_NOW is ignored"
 
 # The backend made the sandbox but the outcome commit failed (here: the lock is held past
 # --lock-timeout): the error names the sandbox and its backend id, says how to settle it, and no
-# "failed" entry misstates a backend that succeeded. reap then finds it running.
+# "failed" entry misstates a backend that succeeded. reap then settles it: a create that never
+# completed is not a sandbox anyone was handed (its caller got an error), so it is destroyed.
 stub_profile slow <<EOF2
   root: $WORK/backend
   latency: { create: 4s }
@@ -89,6 +90,6 @@ expect_contains "$(cat "$WORK/slow.err")" "'sandboxer reap' settles it"
 [ "$(ledger_jq --arg id "$SLOW" '.sandboxes[] | select(.id == $id) | .state')" = creating ] ||
   fail "the record of a created sandbox is not left creating"
 expect_code 0 sbx reap --stuck-after 0s -o json
-[ "$(ledger_jq --arg id "$SLOW" '.sandboxes[] | select(.id == $id) | .state')" = running ] ||
+[ "$(ledger_jq --arg id "$SLOW" '.sandboxes[] | select(.id == $id) | .state')" = destroyed ] ||
   fail "reap did not settle the created sandbox: $OUT"
 echo "ok"

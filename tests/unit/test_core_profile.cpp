@@ -631,7 +631,7 @@ events:
     timeout: 2s
     headers: { X-Team: infra }
     token: { env: HUB_TOKEN }
-  - { type: stdout }
+  - { type: stderr }
   - { type: exec, command: [notify, --quiet] }
 )");
   json events = load("events.yaml").events;
@@ -666,7 +666,7 @@ TEST_F(ProfileTest, BadEventSinksNameTheFileLineAndWhatToWrite) {
   EXPECT_EQ(error_of("{ type: exec, argv: [x] }"),
             at("sink.yaml", 3, 19) +
                 ": events[0]: unknown key \"argv\" (known keys: type, command, timeout)");
-  EXPECT_EQ(error_of("{ type: stdout, timeout: soon }"),
+  EXPECT_EQ(error_of("{ type: stderr, timeout: soon }"),
             at("sink.yaml", 3, 21) + ": events[0]: unknown key \"timeout\" (known keys: type)");
   EXPECT_EQ(error_of("{ type: exec, command: [x], timeout: soon }"),
             at("sink.yaml", 3, 42) +
@@ -701,7 +701,7 @@ ttl:
   default: 30m
 labels: { team: infra, app/name: api }
 events:
-  - type: stdout
+  - type: stderr
 stub:
   latency:
     create: 500ms
