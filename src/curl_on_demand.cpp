@@ -26,6 +26,8 @@ struct CurlLibrary {
   CURLcode (*easy_setopt)(CURL*, CURLoption, ...) = nullptr;
   CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...) = nullptr;
   const char* (*easy_strerror)(CURLcode) = nullptr;
+  char* (*version)() = nullptr;
+  std::string soname;
   curl_slist* (*slist_append)(curl_slist*, const char*) = nullptr;
   void (*slist_free_all)(curl_slist*) = nullptr;
   std::string error; // why it could not be loaded; empty when it was
@@ -47,6 +49,7 @@ CurlLibrary load() {
   void* handle = nullptr;
   for (const char* name : {"libcurl-gnutls.so.4", "libcurl.so.4"}) {
     if ((handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
+      lib.soname = name;
       break;
     }
   }
@@ -66,6 +69,7 @@ CurlLibrary load() {
                         bind(handle, "curl_easy_strerror", lib.easy_strerror) &&
                         bind(handle, "curl_slist_append", lib.slist_append) &&
                         bind(handle, "curl_slist_free_all", lib.slist_free_all);
+  bind(handle, "curl_version", lib.version); // only for --version: optional
   if (!complete) {
     lib = CurlLibrary();
     lib.error =
@@ -92,6 +96,14 @@ bool takes_off_t(CURLoption option) {
 
 std::string curl_load_error() {
   return library().error;
+}
+
+std::string curl_version_text() {
+  const CurlLibrary& lib = library();
+  if (!lib.error.empty()) {
+    return lib.error;
+  }
+  return std::string(lib.version ? lib.version() : "libcurl") + " (" + lib.soname + ")";
 }
 
 } // namespace sandboxer

@@ -8,4 +8,8 @@ namespace sandboxer {
 // needed yet.
 std::string curl_load_error();
 
+// "libcurl/7.88.1 GnuTLS/3.7.9 zlib/1.2.13 ... (libcurl-gnutls.so.4)": the library this process
+// uses for HTTP, loading it if needed; or why it cannot be loaded. For `--version`.
+std::string curl_version_text();
+
 } // namespace sandboxer

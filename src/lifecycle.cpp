@@ -428,7 +428,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   return {record, false, notices};
 }
 
-SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& reason) {
+SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& reason,
+                              const DestroyOptions& options) {
   SandboxRecord record;
   {
     auto tx = m_ledger.begin();
@@ -442,7 +443,7 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
     record = found;
   }
   m_events.deliver();
-  destroy_one(record, m_actor, reason, State::destroying);
+  destroy_one(record, m_actor, reason, State::destroying, nlohmann::json::object(), options);
   return get(record.id);
 }
 
@@ -485,7 +486,13 @@ size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened) {
 // outcome: destroyed, or back to the state before the intent with the error.
 void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
                          const std::string& reason, State intent,
-                         const nlohmann::json& failure_details) {
+                         const nlohmann::json& failure_details, const DestroyOptions& options) {
+  SandboxHandle handle = handle_of(record);
+  if (options.force) {
+    handle.stop_grace = std::chrono::seconds(0);
+  } else if (options.grace) {
+    handle.stop_grace = *options.grace;
+  }
   // The intent entry's `from` is where the sandbox was before this destroy began.
   State before = record.history.back().from.value_or(State::running);
   const auto started = Stopwatch::now();
@@ -494,7 +501,7 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     if (!record.backend_id.empty()) {
       Opened opened = open_driver(record);
       try {
-        driver_time.time([&] { opened.driver->destroy(handle_of(record)); });
+        driver_time.time([&] { opened.driver->destroy(handle); });
       } catch (const DriverError& e) {
         if (e.kind() != DriverError::Kind::not_found) {
           throw;
@@ -517,6 +524,22 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
   } catch (const OutcomeNotRecorded&) {
     throw;
   } catch (const Error& e) {
+    if (options.force) {
+      // The operator closes the record whatever the backend says; its labels let
+      // `reap --orphans` find what it may still hold.
+      const std::string message = log::redact(e.what());
+      spdlog::warn("{}: --force: recorded as destroyed although the backend failed: {}; "
+                   "'sandboxer reap --orphans' finds what it still has",
+                   record.id, message);
+      nlohmann::json details = driver_time.details(started);
+      details["forced"] = true;
+      details["backend_error"] = message;
+      record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
+        r.error = message;
+        r.transition(State::destroyed, m_clock.now(), actor, reason + " (forced)", details);
+      });
+      return;
+    }
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
     // where it was, with the error in its history.
     State back = intent == State::expired ? State::expired : before;

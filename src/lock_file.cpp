@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
 
 #include "src/file_descriptor.hpp"
@@ -89,8 +90,10 @@ std::string describe_holder(int fd, const std::filesystem::path& path) {
 
 } // namespace
 
-LockFile::LockFile(std::filesystem::path path, Seconds timeout, std::string what)
-    : m_path(std::move(path)), m_timeout(timeout), m_what(std::move(what)) {}
+LockFile::LockFile(std::filesystem::path path, Seconds timeout, std::string what,
+                   std::string wait_option)
+    : m_path(std::move(path)), m_timeout(timeout), m_what(std::move(what)),
+      m_wait_option(std::move(wait_option)) {}
 
 LockFile::Guard::Guard(Guard&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
 
@@ -152,10 +155,11 @@ LockFile::Guard LockFile::acquire() const {
     if (now >= deadline) {
       throw LockTimeoutError(fmt::format(
           "{} is locked by {}; waited {}s; if that process is gone, the lock is released "
-          "automatically — retry, or raise --lock-timeout",
-          m_what, describe_holder(fd.get(), m_path), m_timeout.count()));
+          "automatically — retry, or raise {}",
+          m_what, describe_holder(fd.get(), m_path), m_timeout.count(), m_wait_option));
     }
-    std::this_thread::sleep_for(std::min(pause, deadline - now));
+    interrupt::sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now)));
     pause = std::min<std::chrono::steady_clock::duration>(pause * 2, k_longest_pause);
   }
   record_holder(fd.get());

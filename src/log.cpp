@@ -1,5 +1,10 @@
+#include <chrono>
+#include <ctime>
+#include <fmt/format.h>
 #include <mutex>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/base_sink.h>
+#include <unistd.h>
 #include <vector>
 
 #include <sandboxer/log.hpp>
@@ -23,12 +28,34 @@ protected:
   void flush_() override { fflush(stderr); }
 };
 
+bool stderr_is_terminal() {
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  return terminal;
+}
+
 } // namespace
+
+std::string prefix() {
+  if (stderr_is_terminal()) {
+    return "sandboxer: ";
+  }
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03}Z sandboxer: ", text, ms);
+}
 
 void init(const std::string& level) {
   auto logger =
       std::make_shared<spdlog::logger>("sandboxer", std::make_shared<RedactingStderrSink>());
-  logger->set_pattern("sandboxer: %l: %v");
+  logger->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+      stderr_is_terminal() ? "sandboxer: %l: %v" : "%Y-%m-%dT%H:%M:%S.%eZ sandboxer: %l: %v",
+      spdlog::pattern_time_type::utc));
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
 }

@@ -3,12 +3,18 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
+#include <fmt/format.h>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/profile.hpp>
 
 #include "commands/commands.hpp"
 
@@ -30,11 +36,67 @@ std::string log_level_of(const commands::GlobalOptions& global) {
 }
 
 int fail(const std::string& message, const std::string& hint = "") {
-  std::cerr << "sandboxer: error: " << log::redact(message) << "\n";
+  std::cerr << log::prefix() << "error: " << log::redact(message) << "\n";
   if (!hint.empty()) {
     std::cerr << hint << "\n";
   }
   return 0;
+}
+
+// Global options that take a value: their value is not a command name.
+bool takes_value(std::string_view arg) {
+  static const std::vector<std::string_view> k_with_value = {
+      "--state-dir", "--profiles-dir", "-o", "--output", "--log-level", "--lock-timeout"};
+  return std::find(k_with_value.begin(), k_with_value.end(), arg) != k_with_value.end();
+}
+
+// The index in argv of the command word (the first argument that is not a global option or its
+// value), or 0 when there is none.
+int command_index(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      return 0;
+    }
+    if (arg.starts_with("-")) {
+      i += takes_value(arg) ? 1 : 0;
+      continue;
+    }
+    return i;
+  }
+  return 0;
+}
+
+// Names people type for our commands (docker, kubectl and gh words), for "did you mean".
+std::optional<std::string> synonym_of(const std::string& word) {
+  static const std::map<std::string, std::string> k_synonyms = {
+      {"ls", "list"},      {"ps", "list"},      {"rm", "destroy"},     {"delete", "destroy"},
+      {"kill", "destroy"}, {"run", "create"},   {"new", "create"},     {"up", "create"},
+      {"down", "destroy"}, {"logs", "history"}, {"inspect", "status"}, {"describe", "status"},
+      {"get", "status"},   {"show", "status"},  {"gc", "reap"},        {"prune", "reap"}};
+  auto it = k_synonyms.find(word);
+  return it == k_synonyms.end() ? std::nullopt : std::optional(it->second);
+}
+
+// A parse error in the words of the command line, said once and plainly.
+std::string explain_parse_error(const CLI::ParseError& e, CLI::App* sub) {
+  std::string message = e.what();
+  const std::string command = sub ? sub->get_name() : "";
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && sub) {
+    for (const CLI::Option* option : sub->get_options()) {
+      if (option->get_required() && option->count() == 0) {
+        return fmt::format("{}: missing {} ({})", command,
+                           option->get_positional() ? "<" + option->get_name() + ">"
+                                                    : option->get_name(),
+                           option->get_description());
+      }
+    }
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && command == "exec") {
+    return message + "; put -- before the command and its options: sandboxer exec ID -- sh -c "
+                     "'...'";
+  }
+  return message;
 }
 
 } // namespace
@@ -52,14 +114,14 @@ int main(int argc, char** argv) {
   CLI::App app{"sandboxer: provision sandboxes from profiles, track their TTL, reap the expired"};
   app.name("sandboxer");
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("sandboxer ") + SANDBOXER_VERSION);
+  app.set_version_flag("-V,--version", [] { return commands::version_text(); });
   commands::GlobalOptions global;
   app.add_option("--state-dir", global.state_dir,
                  "Directory of the ledger (default $SANDBOXER_STATE_DIR, "
                  "$XDG_STATE_HOME/sandboxer)");
   app.add_option("--profiles-dir", global.profiles_dir, "Directory searched first for profiles");
-  app.add_option("-o,--output", global.output, "Output format: table, json or yaml")
-      ->check(CLI::IsMember({"table", "json", "yaml"}));
+  app.add_option("-o,--output", global.output, "Output format: table, wide, json or yaml")
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
   app.add_flag("-q,--quiet", global.quiet, "Print only what was done (and errors)");
   app.add_flag("-v,--verbose", global.verbose, "More logging on stderr (-vv for trace)");
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
@@ -70,25 +132,61 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<CLI::App*, commands::Runner>> runners;
   runners.reserve(commands::all_commands().size());
+  std::vector<std::string> names;
   for (const auto& entry : commands::all_commands()) {
     auto* sub = app.add_subcommand(entry.name, entry.description);
     // Global options work after the subcommand too: `sandboxer list -o json`.
     sub->fallthrough();
     runners.emplace_back(sub, nullptr);
     entry.setup(*sub, runners.back().second);
+    std::string footer = sub->get_footer();
+    if (entry.examples && *entry.examples) {
+      std::string examples = entry.examples;
+      for (size_t at = 0; (at = examples.find('\n', at)) != std::string::npos; at += 3) {
+        examples.replace(at, 1, "\n  ");
+      }
+      footer += (footer.empty() ? "" : "\n\n") + std::string("Examples:\n  ") + examples;
+    }
+    sub->footer(footer);
+    names.emplace_back(entry.name);
+  }
+  // Set after the subcommands, which would inherit it.
+  app.footer("Run 'sandboxer help COMMAND' for a command's options and examples; 'sandboxer man' "
+             "prints the manual.");
+  commands::set_cli_root(&app);
+
+  // `help [COMMAND]` is `[COMMAND] --help`; a word that is no command is said so, with the closest
+  // one, before CLI11 would call it a missing subcommand.
+  std::vector<std::string> words(argv, argv + argc);
+  if (int at = command_index(argc, argv); at > 0) {
+    if (words[at] == "help") {
+      words.erase(words.begin() + at);
+      words.emplace_back("--help");
+    } else if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
+      auto guess = synonym_of(words[at]);
+      if (!guess) {
+        guess = closest_match(words[at], names);
+      }
+      fail(fmt::format("unknown command \"{}\"{}", words[at],
+                       guess ? fmt::format("; did you mean {}?", *guess) : ""),
+           "Run 'sandboxer help' for the list of commands.");
+      return static_cast<int>(ExitCode::usage);
+    }
   }
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(words.rbegin(), words.rend() - 1);
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
       return app.exit(e);
     }
-    std::string command;
-    for (auto* sub : app.get_subcommands()) {
-      command = " " + sub->get_name();
+    CLI::App* sub = nullptr;
+    for (auto* parsed : app.get_subcommands()) {
+      sub = parsed;
     }
-    fail(e.what(), "Try 'sandboxer" + command + " --help'.");
+    fail(explain_parse_error(e, sub),
+         "Try 'sandboxer" + (sub ? " " + sub->get_name() : std::string()) + " --help'.");
     return static_cast<int>(ExitCode::usage);
   }
 

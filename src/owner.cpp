@@ -40,24 +40,41 @@ std::string env_or_empty(const char* name) {
   return value ? value : "";
 }
 
+// The passwd entry of the effective user, or none.
+template <typename F> auto with_passwd_entry(F&& read) -> decltype(read(std::declval<passwd&>())) {
+  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(size > 0 ? static_cast<size_t>(size) : 16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (getpwuid_r(geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
+    return read(entry);
+  }
+  return {};
+}
+
 std::string user_name() {
   if (auto user = env_or_empty("USER"); !user.empty()) {
     return user;
   }
   // No $USER under cron or in minimal containers: fall back to the passwd entry, then the uid.
-  const uid_t uid = geteuid();
-  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
-  std::vector<char> buffer(size > 0 ? static_cast<size_t>(size) : 16384);
-  passwd entry{};
-  passwd* found = nullptr;
-  if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found &&
-      found->pw_name && *found->pw_name) {
-    return found->pw_name;
-  }
-  return fmt::format("uid {}", uid);
+  std::string name = with_passwd_entry(
+      [](const passwd& entry) { return std::string(entry.pw_name ? entry.pw_name : ""); });
+  return name.empty() ? fmt::format("uid {}", geteuid()) : name;
 }
 
 } // namespace
+
+std::optional<std::filesystem::path> home_directory() {
+  if (auto home = env_or_empty("HOME"); !home.empty()) {
+    return home;
+  }
+  std::string from_passwd = with_passwd_entry(
+      [](const passwd& entry) { return std::string(entry.pw_dir ? entry.pw_dir : ""); });
+  if (from_passwd.empty() || from_passwd == "/") {
+    return std::nullopt;
+  }
+  return from_passwd;
+}
 
 std::string host_name() {
   char buffer[HOST_NAME_MAX + 1] = {};

@@ -16,6 +16,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/names.hpp>
+#include <sandboxer/owner.hpp>
 #include <sandboxer/profile.hpp>
 #include <sandboxer/sha256.hpp>
 
@@ -573,15 +574,16 @@ Loaded load_chain(const fs::path& file, const std::vector<fs::path>& search,
 }
 
 std::string expand_home(const std::string& path) {
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0' || path.empty() || path[0] != '~') {
+  const auto home_dir = home_directory();
+  if (!home_dir || path.empty() || path[0] != '~') {
     return path;
   }
+  const std::string home = home_dir->string();
   if (path.size() == 1) {
     return home;
   }
   if (path[1] == '/') {
-    return std::string(home) + path.substr(1);
+    return home + path.substr(1);
   }
   return path; // ~user is not ours to resolve
 }
@@ -1170,13 +1172,18 @@ std::vector<fs::path> profile_search_path(const std::optional<std::string>& cli_
   }
   dirs.emplace_back("./profiles");
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  const char* home = std::getenv("HOME");
   if (xdg != nullptr && *xdg != '\0') {
     dirs.push_back(fs::path(xdg) / "sandboxer" / "profiles");
-  } else if (home != nullptr && *home != '\0') {
-    dirs.push_back(fs::path(home) / ".config" / "sandboxer" / "profiles");
+  } else if (auto home = home_directory()) {
+    dirs.push_back(*home / ".config" / "sandboxer" / "profiles");
   }
   dirs.emplace_back("/etc/sandboxer/profiles");
+  // The profiles shipped with sandboxer, installed beside the binary (cmake --install: PREFIX/bin
+  // and PREFIX/share/sandboxer/profiles), wherever the prefix is.
+  std::error_code ec;
+  if (auto exe = fs::read_symlink("/proc/self/exe", ec); !ec) {
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "sandboxer" / "profiles");
+  }
   return dirs;
 }
 
@@ -1219,8 +1226,9 @@ fs::path config_path() {
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
     return fs::path(xdg) / "sandboxer" / "config.yaml";
   }
-  const char* home = std::getenv("HOME");
-  return fs::path(home && *home ? home : "/") / ".config" / "sandboxer" / "config.yaml";
+  auto home = home_directory();
+  return home ? *home / ".config" / "sandboxer" / "config.yaml"
+              : fs::path("/etc/sandboxer/config.yaml");
 }
 
 Profile load_profile(const fs::path& file, const std::vector<fs::path>& search) {

@@ -208,7 +208,7 @@ public:
     std::string aside = aside_name(request.sandbox_id);
     bool had_old = m_api.rename_container(old_id, aside);
     if (had_old) {
-      stop_quietly(old_id);
+      stop_quietly(old_id, m_spec.stop_timeout);
     }
     CreateResult result;
     try {
@@ -303,8 +303,11 @@ public:
     try {
       // With no grace period a stop is a SIGKILL, which the forced remove sends anyway: one call
       // instead of two, as docker rm -f does.
-      if (m_spec.stop_timeout.count() > 0) {
-        stop_quietly(sandbox.backend_id);
+      const auto grace = sandbox.stop_grace.value_or(m_spec.stop_timeout);
+      if (grace.count() > 0) {
+        m_progress.update(
+            fmt::format("stopping {} (up to {}s, then killed)", sandbox.sandbox_id, grace.count()));
+        stop_quietly(sandbox.backend_id, grace);
       }
       removed = m_api.remove_container(sandbox.backend_id, true);
     } catch (const DriverError& e) {
@@ -553,9 +556,9 @@ private:
 
   // Stops with the grace period; not_found propagates, other failures only warn: a container that
   // will not stop is still removed by force afterwards.
-  void stop_quietly(const std::string& id) {
+  void stop_quietly(const std::string& id, std::chrono::seconds grace) {
     try {
-      m_api.stop_container(id, static_cast<int>(m_spec.stop_timeout.count()));
+      m_api.stop_container(id, static_cast<int>(grace.count()));
     } catch (const DriverError& e) {
       if (e.kind() == Kind::not_found) {
         throw;
@@ -653,6 +656,12 @@ private:
       if (std::chrono::steady_clock::now() + readiness.interval > deadline) {
         break;
       }
+      m_progress.update(
+          fmt::format("waiting for {} to be ready ({}s of {}s)", id.substr(0, 12),
+                      std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::steady_clock::now() - (deadline - readiness.timeout))
+                          .count(),
+                      std::chrono::duration_cast<std::chrono::seconds>(readiness.timeout).count()));
       interrupt::sleep_for(
           std::chrono::duration_cast<std::chrono::milliseconds>(readiness.interval));
     }

@@ -146,6 +146,18 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
     throw DriverError(e.kind(), fmt::format("docker: {}", what));
   }
   reject_old_engine(response);
+  if (response.status == 404) {
+    // The engine's 404s always carry {"message": ...}. Another server (a web server, a registry
+    // at DOCKER_HOST) answers 404 to everything, which must not read as "the sandbox is gone".
+    auto answer = json::parse(response.body, nullptr, false);
+    if (!answer.is_object() || !answer.contains("message")) {
+      throw DriverError(Kind::error,
+                        fmt::format("docker: {} answered {} {} with HTTP 404 and no engine "
+                                    "message: it is not a Docker Engine API (check DOCKER_HOST "
+                                    "or the profile's docker.host)",
+                                    m_endpoint.describe(), method, path));
+    }
+  }
   return response;
 }
 

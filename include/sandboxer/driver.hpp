@@ -49,6 +49,9 @@ struct SandboxHandle {
   std::string backend_id; // the backend's own id (container id, directory, ...)
   nlohmann::json spec;    // the driver's normalized spec, as stored in the ledger
   nlohmann::json info;    // CreateResult::info, as stored in the ledger
+  // destroy: how long its processes get between the polite stop and the kill, when the caller
+  // chose (`destroy --timeout`, 0 for `--force`); else the driver's own (docker.stop_timeout).
+  std::optional<std::chrono::seconds> stop_grace;
 };
 
 struct CreateRequest {

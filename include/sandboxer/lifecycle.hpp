@@ -33,6 +33,13 @@ struct CreateOptions {
   Labels labels; // added to the profile's
 };
 
+struct DestroyOptions {
+  std::optional<Seconds> grace; // destroy --timeout: the stop's grace before the kill
+  // destroy --force: no grace; and when the backend fails, the record is closed anyway (destroyed,
+  // with the error in its history), leaving what the backend still has to `reap --orphans`.
+  bool force = false;
+};
+
 struct CreateOutcome {
   SandboxRecord record;
   bool reused = false;              // an idempotency key matched a live sandbox
@@ -90,7 +97,8 @@ public:
   // Throws PolicyError when the profile forbids what was asked, DriverError when the backend fails
   // (after recording `failed` with the backend's message).
   CreateOutcome create(const Profile& profile, const CreateOptions& options);
-  SandboxRecord destroy(const std::string& id_or_name, const std::string& reason);
+  SandboxRecord destroy(const std::string& id_or_name, const std::string& reason,
+                        const DestroyOptions& options = {});
   SandboxRecord snapshot(const std::string& id_or_name, const std::optional<std::string>& name);
   // `snapshot_ref` is a snapshot id (snp-...) or "<sandbox>:<snapshot name>". A new sandbox is
   // created from it with the original sandbox's spec.
@@ -163,7 +171,8 @@ private:
                            std::vector<std::string> notices);
   // `failure_details` go into the history entry of a failed destroy.
   void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
-                   State intent, const nlohmann::json& failure_details = nlohmann::json::object());
+                   State intent, const nlohmann::json& failure_details = nlohmann::json::object(),
+                   const DestroyOptions& options = {});
   // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
   // committed: the one place a transition is written.
   void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);

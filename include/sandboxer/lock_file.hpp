@@ -11,7 +11,9 @@ namespace sandboxer {
 // into the file so that a waiter's timeout message can name it.
 class LockFile {
 public:
-  LockFile(std::filesystem::path path, Seconds timeout, std::string what);
+  // `wait_option`: the option that sets `timeout`, named in the timeout's hint.
+  LockFile(std::filesystem::path path, Seconds timeout, std::string what,
+           std::string wait_option = "--lock-timeout");
 
   class Guard {
   public:
@@ -42,6 +44,7 @@ private:
   std::filesystem::path m_path;
   Seconds m_timeout;
   std::string m_what;
+  std::string m_wait_option;
 };
 
 } // namespace sandboxer

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <filesystem>
+#include <optional>
+
 #include <sandboxer/ledger.hpp>
 
 namespace sandboxer {
@@ -7,6 +10,10 @@ namespace sandboxer {
 // Who is running this process: $USER (or the passwd entry), the host name, the pid, and the CI
 // variables that are set (CI_JOB_ID, CI_PIPELINE_ID, GITHUB_RUN_ID, GITHUB_REPOSITORY, ...).
 Owner current_owner();
+
+// $HOME, else the passwd entry's home (cron, systemd units and `env -i` may leave HOME unset);
+// none when neither names one. Never a shared fallback such as /tmp.
+std::optional<std::filesystem::path> home_directory();
 
 // gethostname(), or "unknown-host".
 std::string host_name();

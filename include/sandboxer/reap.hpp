@@ -64,6 +64,10 @@ struct ReapReport {
   std::string ledger_id;
   TimePoint now;
   bool dry_run = false;
+  // The margins the run judged "expired" with; a plan keeps them, so that executing it judges the
+  // same way.
+  std::optional<Seconds> skew;
+  std::optional<Seconds> grace;
   std::vector<ReapItem> items;
   int destroyed = 0;
   int failures = 0;

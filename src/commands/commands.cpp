@@ -36,6 +36,11 @@ Config load_config_if_any() {
   std::filesystem::path path = config_path();
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
+    if (const char* named = std::getenv("SANDBOXER_CONFIG"); named && *named) {
+      // Named on purpose: a typo must not silently drop the event sinks it configures.
+      throw UsageError(
+          fmt::format("SANDBOXER_CONFIG names {}, which does not exist", path.string()));
+    }
     return {};
   }
   return load_config(path);
@@ -53,8 +58,13 @@ std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_di
   if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
     return std::filesystem::path(xdg) / "sandboxer";
   }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : "/tmp") / ".local/state/sandboxer";
+  auto home = home_directory();
+  if (!home) {
+    // Never a shared, world-writable place such as /tmp: another user could plant the ledger.
+    throw UsageError("no state directory: HOME is unset and the user has no home directory; give "
+                     "--state-dir DIR or set SANDBOXER_STATE_DIR");
+  }
+  return *home / ".local/state/sandboxer";
 }
 
 Seconds duration_option(const std::string& option, const std::string& text) {
@@ -73,6 +83,14 @@ Context::Context(const GlobalOptions& global)
       m_events(m_ledger, m_config.events, {m_config.delivery_wait, false}),
       m_engine(m_ledger, m_clock, m_events, describe(current_owner())),
       m_out(parse_format(global.output), global.quiet) {
+  m_out.set_wide(global.output == "wide");
+  const auto& dir = m_ledger.state_dir();
+  if (std::error_code ec;
+      std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    throw Error(ExitCode::usage, fmt::format("the state dir {} is not a directory; give "
+                                             "--state-dir (or $SANDBOXER_STATE_DIR) a directory",
+                                             dir.string()));
+  }
   if (!global.quiet && isatty(STDERR_FILENO)) {
     m_progress = std::make_unique<TerminalProgress>();
     m_engine.set_progress(m_progress.get());
@@ -85,23 +103,50 @@ std::vector<std::filesystem::path> Context::profile_search_path() const {
 
 const std::vector<CommandEntry>& all_commands() {
   static const std::vector<CommandEntry> table = {
-      {"create", "Create a sandbox from a profile", &setup_create},
-      {"destroy", "Destroy sandboxes (their records stay as history)", &setup_destroy},
-      {"list", "List sandboxes in the ledger", &setup_list},
-      {"status", "Show a sandbox: its record, backend state and history", &setup_status},
-      {"exec", "Run a command inside a sandbox", &setup_exec},
-      {"snapshot", "Snapshot a running sandbox", &setup_snapshot},
-      {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots},
-      {"restore", "Create a new sandbox from a snapshot", &setup_restore},
-      {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend},
-      {"reap", "Destroy every expired sandbox (for cron)", &setup_reap},
-      {"history", "Print a sandbox's whole history: every transition and its event",
-       &setup_history},
-      {"events", "List lifecycle events, or deliver the pending ones (events flush)",
-       &setup_events},
-      {"profiles", "List, show and validate profiles", &setup_profiles},
-      {"drivers", "List the compiled-in drivers and their capabilities", &setup_drivers},
-      {"version", "Print the version and the drivers", &setup_version},
+      {"create", "Create a sandbox from a profile", &setup_create,
+       "sandboxer create --profile default --name scratch --ttl 45m\n"
+       "ID=$(sandboxer create --profile ci --idempotency-key \"$CI_JOB_ID\" -o json | jq -r .id)"},
+      {"destroy", "Destroy sandboxes (their records stay as history)", &setup_destroy,
+       "sandboxer destroy scratch\n"
+       "sandboxer destroy --timeout 30s --force sbx-k3v7q2m4xw5a"},
+      {"list", "List sandboxes in the ledger", &setup_list,
+       "sandboxer list\n"
+       "sandboxer list -a --label team=infra -o wide\n"
+       "sandboxer list -q --profile ci | xargs -r sandboxer destroy"},
+      {"status", "Show a sandbox: its record, backend state and history", &setup_status,
+       "sandboxer status scratch\nsandboxer status sbx-k3v7q2m4xw5a -o json"},
+      {"exec", "Run a command inside a sandbox", &setup_exec,
+       "sandboxer exec scratch -- make test\n"
+       "sandboxer exec -it scratch -- sh"},
+      {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
+       "sandboxer snapshot scratch --name after-setup"},
+      {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,
+       "sandboxer snapshots scratch\nsandboxer snapshots rm scratch:after-setup"},
+      {"restore", "Create a new sandbox from a snapshot", &setup_restore,
+       "sandboxer restore scratch:after-setup --name copy\n"
+       "sandboxer restore snp-4m2k9x7q1w3e --in-place scratch"},
+      {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend,
+       "sandboxer extend scratch --by 30m\nsandboxer extend scratch --to 2026-12-24T18:00:00Z"},
+      {"reap", "Destroy every expired sandbox (for cron)", &setup_reap,
+       "sandboxer reap --no-wait --metrics-file /var/lib/node_exporter/sandboxer.prom\n"
+       "sandboxer reap --dry-run -o json > plan.json && sandboxer reap --plan plan.json\n"
+       "sandboxer reap --orphans=destroy"},
+      {"history", "Print a sandbox's whole history: every transition and its event", &setup_history,
+       "sandboxer history scratch -o json"},
+      {"events", "List lifecycle events, or deliver the pending ones (events flush)", &setup_events,
+       "sandboxer events list --pending\nsandboxer events flush --timeout 1m"},
+      {"profiles", "List, show and validate profiles", &setup_profiles,
+       "sandboxer profiles list\nsandboxer profiles show ci\n"
+       "sandboxer profiles validate profiles/*.yaml"},
+      {"drivers", "List the compiled-in drivers and their capabilities", &setup_drivers,
+       "sandboxer drivers -o json"},
+      {"version", "Print the version, the build and the drivers", &setup_version,
+       "sandboxer version -o json"},
+      {"completion", "Print a shell completion script (bash, zsh or fish)", &setup_completion,
+       "source <(sandboxer completion bash)\n"
+       "sandboxer completion fish > ~/.config/fish/completions/sandboxer.fish"},
+      {"man", "Print the manual page (roff), made from these same command definitions", &setup_man,
+       "sandboxer man | man -l -"},
   };
   return table;
 }

@@ -64,7 +64,22 @@ struct CommandEntry {
   const char* name;
   const char* description;
   void (*setup)(CLI::App& app, Runner& runner);
+  const char* examples; // shown under "Examples:" in its --help and its man page section
 };
+
+// Commands that describe the CLI itself (completion scripts, the man page): they read the parsed
+// definitions of `root`, and need no ledger.
+void setup_completion(CLI::App& app, Runner& runner);
+void setup_man(CLI::App& app, Runner& runner);
+// The completion script of `shell` (bash, zsh or fish) for every command and option of `root`.
+std::string completion_script(const CLI::App& root, const std::string& shell);
+// The manual page (roff, section 1) of `root`: every command, option and example.
+std::string man_page(const CLI::App& root);
+// What --version and `version` print: version, commit, compiler, drivers and the libcurl in use.
+nlohmann::json build_info();
+std::string version_text();
+// Set by main once the CLI is built: what completion and man describe.
+void set_cli_root(const CLI::App* root);
 
 const std::vector<CommandEntry>& all_commands();
 

@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <sandboxer/log.hpp>
 #include <sandboxer/profile.hpp>
 
 #include "commands/commands.hpp"
@@ -69,7 +70,7 @@ void print_created(Context& context, const CreateOutcome& outcome) {
     fmt::print("{}\n", outcome.record.id);
     // --quiet silences the log, but a cap is never silent.
     for (const auto& notice : outcome.notices) {
-      fmt::print(stderr, "sandboxer: notice: {}: {}\n", outcome.record.id, notice);
+      fmt::print(stderr, "{}notice: {}: {}\n", log::prefix(), outcome.record.id, notice);
     }
     return;
   }

@@ -1,6 +1,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <sandboxer/log.hpp>
+
 #include "commands/commands.hpp"
 
 namespace sandboxer::commands {
@@ -35,7 +37,7 @@ ExitCode run_extend(Context& context, const ExtendArgs& args) {
     fmt::print("{}\n", format_time(*outcome.record.expires_at));
     // --quiet silences the log, but a cap is never silent.
     for (const auto& notice : outcome.notices) {
-      fmt::print(stderr, "sandboxer: notice: {}: {}\n", outcome.record.id, notice);
+      fmt::print(stderr, "{}notice: {}: {}\n", log::prefix(), outcome.record.id, notice);
     }
     return ExitCode::ok;
   }

@@ -1,6 +1,8 @@
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <spdlog/spdlog.h>
 
 #include "commands/commands.hpp"
 
@@ -9,6 +11,11 @@ namespace {
 
 struct ListArgs {
   bool all = false;
+  bool no_headers = false;
+  std::vector<std::string> labels; // KEY=VALUE, or KEY (any value)
+  std::vector<std::string> profiles;
+  std::vector<std::string> names;
+  std::vector<std::string> drivers;
   std::vector<std::string> states;
   bool expired = false;
   std::optional<std::string> expiring_within;
@@ -34,6 +41,12 @@ std::string age(TimePoint created, TimePoint now) {
 }
 
 ExitCode run_list(Context& context, const ListArgs& args) {
+  if (std::error_code ec; !std::filesystem::exists(context.ledger().state_dir(), ec)) {
+    // An empty table would look like "nothing runs": say that this ledger does not exist at all.
+    spdlog::warn("state dir {} does not exist: no sandbox was ever created with it (check "
+                 "--state-dir and $SANDBOXER_STATE_DIR)",
+                 context.ledger().state_dir().string());
+  }
   std::vector<State> wanted;
   for (const auto& text : args.states) {
     auto state = state_from_string(text);
@@ -48,12 +61,35 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   if (args.expiring_within) {
     within = duration_option("--expiring-within", *args.expiring_within);
   }
+  std::vector<std::pair<std::string, std::optional<std::string>>> labels;
+  for (const auto& item : args.labels) {
+    auto eq = item.find('=');
+    if (eq == 0 || item.empty()) {
+      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE or KEY", item));
+    }
+    labels.emplace_back(item.substr(0, eq), eq == std::string::npos
+                                                ? std::nullopt
+                                                : std::optional(item.substr(eq + 1)));
+  }
+  auto one_of = [](const std::vector<std::string>& wanted_values, const std::string& value) {
+    return wanted_values.empty() ||
+           std::find(wanted_values.begin(), wanted_values.end(), value) != wanted_values.end();
+  };
   const TimePoint now = context.clock().now();
   auto keep = [&](const SandboxRecord& record) {
+    // Destroyed and failed sandboxes are history: shown with -a or when asked for by --state.
+    const bool settled = record.state == State::destroyed || record.state == State::failed;
     const bool state_ok =
-        wanted.empty() ? (args.all || record.state != State::destroyed)
+        wanted.empty() ? (args.all || !settled)
                        : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
-    return state_ok && matches_deadline(record, now, args.expired, within);
+    const bool labels_ok = std::all_of(labels.begin(), labels.end(), [&](const auto& wanted_label) {
+      auto it = record.labels.find(wanted_label.first);
+      return it != record.labels.end() &&
+             (!wanted_label.second || it->second == *wanted_label.second);
+    });
+    return state_ok && labels_ok && one_of(args.profiles, record.profile.name) &&
+           one_of(args.names, record.name) && one_of(args.drivers, record.driver) &&
+           matches_deadline(record, now, args.expired, within);
   };
   const Ledger& ledger = context.ledger();
   switch (context.out().format()) {
@@ -98,13 +134,42 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   case Format::table:
     break;
   }
+  if (context.out().quiet()) {
+    // Ids only, one per line, as `docker ps -q`: for xargs.
+    std::string ids;
+    ledger.scan(ReadScope::summary, [&](const SandboxRecord& r) {
+      if (keep(r)) {
+        ids += r.id + "\n";
+      }
+    });
+    std::cout << ids << std::flush;
+    return ExitCode::ok;
+  }
+  const bool wide = context.out().wide();
   Table table{{"ID", "NAME", "STATE", "DRIVER", "PROFILE", "AGE", "TIME LEFT"}, {}};
+  if (wide) {
+    table.headers.insert(table.headers.end(), {"EXPIRES", "BACKEND ID", "OWNER", "LABELS"});
+  }
   ledger.scan(ReadScope::summary, [&](const SandboxRecord& r) {
-    if (keep(r)) {
-      table.rows.push_back({r.id, r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
-                            r.profile.name, age(r.created_at, now), time_left(r, now)});
+    if (!keep(r)) {
+      return;
     }
+    std::vector<std::string> row = {
+        r.id,           r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
+        r.profile.name, age(r.created_at, now),        time_left(r, now)};
+    if (wide) {
+      std::string labels_text;
+      for (const auto& [key, value] : r.labels) {
+        labels_text += (labels_text.empty() ? "" : ",") + key + "=" + value;
+      }
+      row.insert(row.end(),
+                 {r.expires_at ? format_time(*r.expires_at) : "-",
+                  r.backend_id.empty() ? "-" : r.backend_id.substr(0, 12),
+                  r.owner.user + "@" + r.owner.host, labels_text.empty() ? "-" : labels_text});
+    }
+    table.rows.push_back(std::move(row));
   });
+  context.out().set_headers(!args.no_headers);
   context.out().print(nullptr, [&] { return table; });
   return ExitCode::ok;
 }
@@ -113,7 +178,18 @@ ExitCode run_list(Context& context, const ListArgs& args) {
 
 void setup_list(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<ListArgs>();
-  app.add_flag("-a,--all", args->all, "Include destroyed sandboxes (kept as history)");
+  app.add_flag("-a,--all", args->all, "Include destroyed and failed sandboxes (kept as history)");
+  app.add_option("-l,--label", args->labels,
+                 "Only sandboxes with this label KEY=VALUE, or KEY "
+                 "(repeatable: all must match)")
+      ->allow_extra_args(false);
+  app.add_option("--profile", args->profiles, "Only sandboxes of this profile (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--name", args->names, "Only the sandboxes of this name (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--driver", args->drivers, "Only sandboxes of this driver (repeatable)")
+      ->allow_extra_args(false);
+  app.add_flag("--no-headers", args->no_headers, "Tables without their header line");
   app.add_option("--state", args->states, "Only sandboxes in this state (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--expired", args->expired,

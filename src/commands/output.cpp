@@ -11,7 +11,7 @@
 namespace sandboxer::commands {
 namespace {
 
-void print_table(const Table& raw) {
+void print_table(const Table& raw, bool headers) {
   // Names, labels and errors come from users and backends: a newline or an escape sequence in one
   // must not forge rows or rewrite the terminal.
   Table table;
@@ -45,7 +45,7 @@ void print_table(const Table& raw) {
     }
     text += line + "\n";
   };
-  if (!table.headers.empty()) {
+  if (headers && !table.headers.empty()) {
     add_row(table.headers);
   }
   for (const auto& row : table.rows) {
@@ -159,8 +159,8 @@ void yaml_block(const nlohmann::json& v, int indent, std::string& out) {
 } // namespace
 
 Format parse_format(const std::string& text) {
-  if (text == "table") {
-    return Format::table;
+  if (text == "table" || text == "wide") {
+    return Format::table; // wide: a table with more columns (Output::wide)
   }
   if (text == "json") {
     return Format::json;
@@ -180,7 +180,7 @@ void Output::print(const nlohmann::json& data, const std::function<Table()>& tab
     std::cout << to_yaml(data);
     break;
   case Format::table:
-    print_table(table());
+    print_table(table(), m_headers);
     break;
   }
   std::cout.flush();
@@ -235,6 +235,21 @@ Table record_table(const SandboxRecord& record, TimePoint now) {
     add("error", *record.error);
   }
   return table;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* const k_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) {
+    return fmt::format("{} B", bytes);
+  }
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(k_units)) {
+    value /= 1024;
+    ++unit;
+  }
+  return value < 10 ? fmt::format("{:.1f} {}", value, k_units[unit])
+                    : fmt::format("{:.0f} {}", value, k_units[unit]);
 }
 
 std::string to_yaml(const nlohmann::json& value) {

@@ -26,6 +26,11 @@ public:
   Output(Format format, bool quiet) : m_format(format), m_quiet(quiet) {}
   Format format() const { return m_format; }
   bool quiet() const { return m_quiet; }
+  // -o wide: tables get the columns that make them too wide for a terminal by default.
+  bool wide() const { return m_wide; }
+  void set_wide(bool wide) { m_wide = wide; }
+  // --no-headers: tables without their header line, for scripts that read columns.
+  void set_headers(bool headers) { m_headers = headers; }
 
   // JSON and YAML print `data`; table format prints what `table` builds (only called then).
   void print(const nlohmann::json& data, const std::function<Table()>& table) const;
@@ -35,6 +40,8 @@ public:
 private:
   Format m_format;
   bool m_quiet;
+  bool m_wide = false;
+  bool m_headers = true;
 };
 
 // A key/value table of one record, for `create`, `status`, ...
@@ -44,5 +51,8 @@ Table record_table(const SandboxRecord& record, TimePoint now);
 std::string time_left(const SandboxRecord& record, TimePoint now);
 
 std::string to_yaml(const nlohmann::json& value);
+
+// "1.9 MiB", "512 B": sizes in tables (JSON keeps bytes).
+std::string human_bytes(std::uint64_t bytes);
 
 } // namespace sandboxer::commands

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include <sandboxer/log.hpp>
 #include <sandboxer/profile.hpp>
 #include <sandboxer/registry.hpp>
 
@@ -59,7 +60,18 @@ ExitCode run_show(Context& context, const std::string& name) {
                           {"hash", profile.hash},
                           {"profile", data}};
   if (context.out().format() == Format::table) {
-    // A human reads a resolved profile best as the YAML it came from.
+    // A human reads a resolved profile best as the YAML it came from: the driver's defaults are
+    // filled in, but what the profile wrote stays as written ("memory: 512m", not its bytes,
+    // which JSON and YAML output give).
+    nlohmann::json written = profile.resolved.value(profile.driver, nlohmann::json::object());
+    nlohmann::json& shown_spec = data[profile.driver];
+    if (written.is_object() && shown_spec.is_object()) {
+      for (const auto& [key, value] : written.items()) {
+        if (shown_spec.contains(key) && !value.is_object() && !value.is_array()) {
+          shown_spec[key] = value;
+        }
+      }
+    }
     std::cout << "# " << profile.path.string() << " (" << profile.hash << ")\n" << to_yaml(data);
     return ExitCode::ok;
   }
@@ -80,7 +92,7 @@ ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
     } catch (const Error& e) {
       ++bad;
       items.push_back({{"file", file}, {"ok", false}, {"error", e.what()}});
-      std::cerr << "sandboxer: error: " << e.what() << "\n";
+      std::cerr << log::prefix() << "error: " << e.what() << "\n";
     }
   }
   if (context.out().format() != Format::table) {

@@ -88,15 +88,11 @@ LockFile::Guard lock_reaper(Context& context, const ReapArgs& args) {
     ::chmod(dir.c_str(), 0700);
   }
   Seconds wait = args.no_wait ? Seconds(0) : duration_option("--wait", args.wait);
-  LockFile lock(dir / "reap.lock", wait, "the reaper lock " + (dir / "reap.lock").string());
+  LockFile lock(dir / "reap.lock", wait, "the reaper lock " + (dir / "reap.lock").string(),
+                "reap --wait");
   if (args.no_wait) {
-    auto guard = lock.try_acquire();
-    if (!guard.held()) {
-      throw LockTimeoutError(
-          fmt::format("another reaper holds {} (--no-wait); it does this run's work, nothing to do",
-                      (dir / "reap.lock").string()));
-    }
-    return guard;
+    // Empty when another reaper runs: the caller says so, as news rather than an error.
+    return lock.try_acquire();
   }
   return lock.acquire();
 }
@@ -142,6 +138,13 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   LockFile::Guard guard;
   if (!args.dry_run) {
     guard = lock_reaper(context, args);
+    if (!guard.held()) {
+      // Expected under cron with overlapping runs: not an error, but exit 5 so a script can tell.
+      spdlog::info("another reaper holds {} (--no-wait): it does this run's work; exiting with "
+                   "code 5",
+                   (context.ledger().state_dir() / "reap.lock").string());
+      return ExitCode::lock_timeout;
+    }
   }
   Reaper reaper(context.engine(), context.ledger(), context.clock(),
                 "reaper (" + describe(current_owner()) + ")");

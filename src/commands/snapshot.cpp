@@ -55,7 +55,7 @@ ExitCode run_snapshots(Context& context, const SnapshotsArgs& args) {
     for (const auto& snapshot : record.snapshots) {
       items.push_back(snapshot_json(record, snapshot));
       table.rows.push_back({snapshot.id, snapshot.name, record.id, to_string(record.state),
-                            snapshot.size_bytes ? std::to_string(*snapshot.size_bytes) : "-",
+                            snapshot.size_bytes ? human_bytes(*snapshot.size_bytes) : "-",
                             format_time(snapshot.created_at)});
     }
   }

@@ -8,6 +8,7 @@
 
 #include <sandboxer/duration.hpp>
 #include <sandboxer/events.hpp>
+#include <sandboxer/files.hpp>
 #include <sandboxer/http.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
@@ -27,7 +28,20 @@ std::string text_of(const nlohmann::json& sink, const char* key) {
 // Appended and fsync'd: once this returns, the line survives a crash of the machine.
 SendResult send_jsonl(const nlohmann::json& sink, const std::string& line) {
   std::string path = text_of(sink, "path");
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+  auto open_append = [&] {
+    return ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  };
+  int raw = open_append();
+  if (raw < 0 && errno == ENOENT) {
+    // Its directory is made as the state dir is (0700): a profile naming a new file works at once.
+    try {
+      make_private_dirs(std::filesystem::path(path).parent_path());
+    } catch (const Error& e) {
+      return {false, e.what()};
+    }
+    raw = open_append();
+  }
+  FileDescriptor fd(raw);
   if (fd.get() < 0) {
     return {false, fmt::format("cannot open {}: {}", path, std::strerror(errno))};
   }

@@ -19,6 +19,9 @@ struct Backend {
   nlohmann::json spec;
   nlohmann::json secret_refs;
   std::string profile;
+  // Some record of the ledger uses it. A backend that only a profile names (an example profile
+  // whose key is unset) that cannot be asked is a warning, not a sandbox that could not be handled.
+  bool has_records = false;
 };
 
 std::string key_of(const std::string& driver, const nlohmann::json& spec) {
@@ -31,7 +34,7 @@ std::map<std::string, Backend> backends_of(const LedgerData& data,
                                            const std::vector<Profile>& profiles) {
   std::map<std::string, Backend> backends;
   auto add = [&](const std::string& driver, const nlohmann::json& spec,
-                 const nlohmann::json& secret_refs, const std::string& profile) {
+                 const nlohmann::json& secret_refs, const std::string& profile, bool from_record) {
     try {
       if (!find_driver(driver).capabilities().list_by_label) {
         return;
@@ -40,14 +43,17 @@ std::map<std::string, Backend> backends_of(const LedgerData& data,
       spdlog::warn("reap --orphans: {}", e.what());
       return;
     }
-    backends.try_emplace(key_of(driver, spec), Backend{driver, spec, secret_refs, profile});
+    auto [it, added] =
+        backends.try_emplace(key_of(driver, spec), Backend{driver, spec, secret_refs, profile});
+    it->second.has_records = it->second.has_records || from_record;
   };
   for (const auto& record : data.sandboxes) {
-    add(record.driver, record.spec, record.secret_refs, record.profile.name);
+    add(record.driver, record.spec, record.secret_refs, record.profile.name, true);
   }
   for (const auto& profile : profiles) {
     try {
-      add(profile.driver, check_profile_driver(profile), secret_refs_of(profile), profile.name);
+      add(profile.driver, check_profile_driver(profile), secret_refs_of(profile), profile.name,
+          false);
     } catch (const std::exception& e) {
       spdlog::warn("reap --orphans: skipping profile {}: {}", profile.path.string(), e.what());
     }
@@ -101,11 +107,17 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
     item.id = "-";
     item.driver = backend.driver;
     item.action = "orphans";
-    item.outcome = "failed";
     item.reason = fmt::format("cannot list driver {} (profile {}): {}", backend.driver,
                               backend.profile, log::redact(e.what()));
-    spdlog::error("reap --orphans: {}", item.reason);
-    ++run.report.failures;
+    if (backend.has_records) {
+      item.outcome = "failed";
+      spdlog::error("reap --orphans: {}", item.reason);
+      ++run.report.failures;
+    } else {
+      item.outcome = "skipped";
+      spdlog::warn("reap --orphans: {}; no sandbox of this ledger uses it, so it is skipped",
+                   item.reason);
+    }
     run.report.items.push_back(std::move(item));
     return;
   }

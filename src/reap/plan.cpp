@@ -109,6 +109,8 @@ nlohmann::json to_json(const ReapReport& report) {
           {"ledger_id", report.ledger_id},
           {"now", format_time(report.now)},
           {"dry_run", report.dry_run},
+          {"skew", report.skew ? nlohmann::json(format_duration(*report.skew)) : nullptr},
+          {"grace", report.grace ? nlohmann::json(format_duration(*report.grace)) : nullptr},
           {"items", std::move(items)},
           {"destroyed", report.destroyed},
           {"failures", report.failures},
@@ -135,6 +137,15 @@ ReapReport plan_from_json(const nlohmann::json& plan) {
   }
   ReapReport report;
   report.ledger_id = plan.value("ledger_id", "");
+  for (auto [key, field] : {std::pair{"skew", &report.skew}, std::pair{"grace", &report.grace}}) {
+    if (plan.contains(key) && plan[key].is_string()) {
+      *field = parse_duration(plan[key].get<std::string>());
+      if (!*field) {
+        throw UsageError(
+            fmt::format("--plan: {} \"{}\" is not a duration", key, plan[key].get<std::string>()));
+      }
+    }
+  }
   const auto& items = plan["items"];
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& j = items[i];
@@ -149,6 +160,7 @@ ReapReport plan_from_json(const nlohmann::json& plan) {
     item.driver = j.value("driver", "");
     item.state = j.value("state", "");
     item.backend_id = j.value("backend_id", "");
+    item.reason = j.value("reason", "");
     if (j.contains("expires_at") && j["expires_at"].is_string()) {
       item.expires_at = parse_time(j["expires_at"].get<std::string>());
       if (!item.expires_at) {

@@ -186,27 +186,38 @@ ReapReport Reaper::run(const ReapOptions& options) {
   ReapReport report;
   report.now = m_clock.now();
   report.dry_run = options.dry_run;
+  // A plan is executed with the margins it was made with: a skew of 30s at planning time and the
+  // default at execution would otherwise call every item "not expired any more".
+  std::optional<ReapReport> plan;
+  ReapOptions effective = options;
+  if (options.plan) {
+    plan = plan_from_json(*options.plan);
+    effective.skew = plan->skew.value_or(options.skew);
+    effective.grace = plan->grace.value_or(options.grace);
+  }
+  report.skew = effective.skew;
+  report.grace = effective.grace;
   // A plan brings its own items: it needs only the ledger's id. A planning run reads the whole
   // ledger once, here.
   LedgerData seen = m_ledger.read(options.plan ? ReadScope::summary : ReadScope::whole);
   report.ledger_id = seen.ledger_id;
-  Run run{m_engine, m_ledger, m_clock, options, m_actor, report.ledger_id, report, std::move(seen)};
+  Run run{m_engine, m_ledger,         m_clock, effective,
+          m_actor,  report.ledger_id, report,  std::move(seen)};
 
   std::vector<Work> work;
-  if (options.plan) {
-    ReapReport plan = plan_from_json(*options.plan);
-    if (plan.ledger_id != report.ledger_id) {
+  if (plan) {
+    if (plan->ledger_id != report.ledger_id) {
       throw UsageError(fmt::format("--plan was made for ledger {}, but this ledger is {}; make "
                                    "the plan against this --state-dir",
-                                   plan.ledger_id.empty() ? "(none)" : plan.ledger_id,
+                                   plan->ledger_id.empty() ? "(none)" : plan->ledger_id,
                                    report.ledger_id.empty() ? "(none)" : report.ledger_id));
     }
-    for (auto& item : plan.items) {
+    for (auto& item : plan->items) {
       if (item.action == "destroy") {
         work.push_back({std::move(item), std::nullopt});
       } else {
         item.outcome = "skipped";
-        item.reason = *plan_item_blocker(item, nullptr, report.now, options);
+        item.reason = *plan_item_blocker(item, nullptr, report.now, effective);
         report.items.push_back(std::move(item));
       }
     }
