@@ -107,7 +107,9 @@ TEST_F(Events, LeftoversAreSettledAgainstTheLedger) {
 }
 
 TEST_F(Events, ASinkThatFailsKeepsItsEventsAndTheOthersGoOn) {
-  const std::string broken = (dir / "missing-dir" / "e.jsonl").string();
+  // Under a regular file, so that the sink cannot make its directory (a missing one it makes).
+  testing::write_file(dir / "not-a-dir", "");
+  const std::string broken = (dir / "not-a-dir" / "e.jsonl").string();
   const std::string good = (dir / "good.jsonl").string();
   events::Publisher two(
       ledger, {{{"type", "jsonl"}, {"path", broken}}, {{"type", "jsonl"}, {"path", good}}}, {});
@@ -117,7 +119,8 @@ TEST_F(Events, ASinkThatFailsKeepsItsEventsAndTheOthersGoOn) {
   auto pending = two.outbox().entries();
   ASSERT_EQ(pending.size(), 2u); // created and ready wait for the broken sink
   EXPECT_EQ(pending[0].pending_sinks.size(), 1u);
-  fs::create_directories(dir / "missing-dir");
+  fs::remove(dir / "not-a-dir");
+  fs::create_directories(dir / "not-a-dir");
   events::Publisher later(ledger, {}, {});
   EXPECT_EQ(later.flush().pending, 0u);
   EXPECT_NE(read_file_if_exists(broken).value_or("").find(engine.get(r.id).history[1].event_id),

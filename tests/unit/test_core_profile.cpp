@@ -842,12 +842,18 @@ TEST(ProfileExamples, CloudExamplesReferenceTheirKeys) {
 
 // --- search path ---------------------------------------------------------------------------
 
+// Where the installed profiles are: PREFIX/share/sandboxer/profiles, beside PREFIX/bin.
+fs::path shipped_profiles() {
+  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "share" / "sandboxer" /
+         "profiles";
+}
+
 TEST(ProfileSearch, SearchPathOrder) {
   ScopedEnv profiles("SANDBOXER_PROFILES", "/a:/b::");
   ScopedEnv xdg("XDG_CONFIG_HOME", "/xdg");
   EXPECT_EQ(profile_search_path(std::string("/cli")),
             (std::vector<fs::path>{"/cli", "/a", "/b", "./profiles", "/xdg/sandboxer/profiles",
-                                   "/etc/sandboxer/profiles"}));
+                                   "/etc/sandboxer/profiles", shipped_profiles()}));
 }
 
 TEST(ProfileSearch, SearchPathFallsBackToHomeConfig) {
@@ -856,7 +862,7 @@ TEST(ProfileSearch, SearchPathFallsBackToHomeConfig) {
   ScopedEnv home("HOME", "/home/tester");
   EXPECT_EQ(profile_search_path(std::nullopt),
             (std::vector<fs::path>{"./profiles", "/home/tester/.config/sandboxer/profiles",
-                                   "/etc/sandboxer/profiles"}));
+                                   "/etc/sandboxer/profiles", shipped_profiles()}));
 }
 
 TEST(ProfileSearch, FirstDirectoryWins) {
