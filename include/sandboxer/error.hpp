@@ -9,13 +9,13 @@ namespace sandboxer {
 // renumber one.
 enum class ExitCode : int {
   ok = 0,
-  runtime = 1,      // unexpected runtime failure (I/O, corrupt ledger, ...)
-  usage = 2,        // bad command line or invalid profile
-  not_found = 3,    // no such sandbox, snapshot or profile
-  backend = 4,      // the driver's backend failed or refused
-  lock_timeout = 5, // the ledger (or reaper) lock was not acquired in time
-  partial = 6,      // some of several operations failed
-  policy = 7,       // refused by policy (TTL cap, max-destroy, ...)
+  runtime = 1,       // unexpected runtime failure (I/O, corrupt ledger, ...)
+  usage = 2,         // bad command line or invalid profile
+  not_found = 3,     // no such sandbox, snapshot or profile
+  backend = 4,       // the driver's backend failed or refused
+  lock_timeout = 5,  // the ledger (or reaper) lock was not acquired in time
+  partial = 6,       // some of several operations failed
+  policy = 7,        // refused by policy (TTL cap, max-destroy, ...)
   hangup = 129,      // SIGHUP: the terminal went away mid-operation
   interrupted = 130, // SIGINT: Ctrl-C
   terminated = 143   // SIGTERM: a CI cancel, systemd, kill
