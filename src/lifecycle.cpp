@@ -84,7 +84,7 @@ public:
 };
 
 [[noreturn]] void throw_not_found(const Ledger& ledger, const std::string& id_or_name) {
-  throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list' shows them)",
+  throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list -a' shows them)",
                                   id_or_name, ledger.file().string()));
 }
 

@@ -751,9 +751,18 @@ private:
     } else if (ttl->is_array()) {
       fail_at("/ttl", "ttl: expected none, a duration such as 30m, or {default: D, max: D}");
     } else {
-      policy.default_ttl = duration_at("/ttl", "ttl");
+      policy.default_ttl = ttl_at("/ttl", "ttl");
     }
     return policy;
+  }
+
+  // A lifetime: at least 1s, since a sandbox with a ttl of 0 is expired before it is made.
+  Seconds ttl_at(const std::string& pointer, const std::string& field) const {
+    Seconds ttl = duration_at(pointer, field);
+    if (ttl < Seconds(1)) {
+      fail_at(pointer, fmt::format("{}: a sandbox must live at least 1s", field));
+    }
+    return ttl;
   }
 
   std::optional<int> snapshots_keep() const {
@@ -780,10 +789,10 @@ private:
     check_keys(ttl, {"default", "max"}, "/ttl", "ttl");
     TtlPolicy policy;
     if (ttl.contains("max") && !ttl["max"].is_null()) {
-      policy.max_ttl = duration_at("/ttl/max", "ttl.max");
+      policy.max_ttl = ttl_at("/ttl/max", "ttl.max");
     }
     if (ttl.contains("default") && !ttl["default"].is_null()) {
-      policy.default_ttl = duration_at("/ttl/default", "ttl.default");
+      policy.default_ttl = ttl_at("/ttl/default", "ttl.default");
     } else {
       // Only a cap given: the usual default, unless the cap is shorter.
       policy.default_ttl =
