@@ -84,3 +84,24 @@ kill_creates_at_random() {
     "$check" "$round"
   done
 }
+
+# expect_exec_forwards_sigint ID: an exec of a command that traps SIGINT, interrupted like a Ctrl-C:
+# the signal must reach the command (exit 7 of its trap is sandboxer's exit) and the history must
+# record the end with its exit code and the interruption.
+expect_exec_forwards_sigint() {
+  local id=$1 pid rc=0
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec "$id" -- \
+    sh -c 'trap "echo got-int; exit 7" INT; echo started; while :; do sleep 0.1; done' \
+    >"$WORK/exec-out" 2>"$WORK/exec-err" &
+  pid=$!
+  for _ in $(seq 200); do grep -q started "$WORK/exec-out" && break; sleep 0.05; done
+  kill -INT "$pid"
+  wait "$pid" || rc=$?
+  [ "$rc" = 7 ] || fail "exec: exit $rc, expected the command's 7 ($(cat "$WORK/exec-err"))"
+  expect_contains "$(cat "$WORK/exec-out")" got-int
+  local last
+  last=$(ledger_jq --arg id "$id" '.sandboxes[] | select(.id == $id) | .history[-1]')
+  [ "$(jq -r .details.exec.exit_code <<<"$last")" = 7 ] || fail "no exit code recorded: $last"
+  [ "$(jq -r .details.exec.interrupted <<<"$last")" = SIGINT ] ||
+    fail "exec end not marked interrupted: $last"
+}

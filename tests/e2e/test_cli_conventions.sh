@@ -147,24 +147,8 @@ expect_contains "$ERR" "alien.yaml"
 expect_code 0 sbx reap --orphans
 
 # 17. DOCKER_HOST at a server that is not a Docker Engine: a backend error (4), said so.
-cat >"$WORK/not_docker.py" <<'PY'
-import http.server
-class Handler(http.server.BaseHTTPRequestHandler):
-    def answer(self):
-        body = b"<html>404 Not Found</html>"
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    do_GET = do_POST = do_DELETE = answer
-    def log_message(self, *args):
-        pass
-server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-PY
-coproc WEB { exec /usr/bin/python3 "$WORK/not_docker.py"; }
+coproc WEB { exec /usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/canned_http.py" 404 \
+  text/html '<html>404 Not Found</html>'; }
 read -r PORT <&"${WEB[0]}"
 printf 'driver: docker\ndocker: { image: sandboxer/busybox:local, pull: never }\n' >"$PROFILES/dock.yaml"
 DOCKER_HOST="tcp://127.0.0.1:$PORT" expect_code 4 sbx create --profile dock

@@ -57,32 +57,9 @@ expect_one_line_error "permission denied on $ENGINE_SOCKET: add this user to the
 
 # An engine older than API 1.41 answers every /v1.41 path with 400, as dockerd 19.03 does. A local
 # fake engine on a unix socket stands in for it: only its answer matters here.
-cat >"$WORK/old_engine.py" <<'EOF2'
-import http.server, json, os, socketserver, sys
-
-class Old(http.server.BaseHTTPRequestHandler):
-    def answer(self):
-        body = json.dumps({"message": "client version 1.41 is too new. "
-                                      "Maximum supported API version is 1.40"}).encode()
-        self.send_response(400)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    do_GET = do_POST = do_DELETE = answer
-    def log_message(self, *args):
-        pass
-
-class Server(socketserver.UnixStreamServer):
-    def get_request(self):
-        request, _ = super().get_request()
-        return request, ("local", 0)
-
-server = Server(sys.argv[1], Old)
-open(sys.argv[1] + ".ready", "w").close()
-server.serve_forever()
-EOF2
-python3 "$WORK/old_engine.py" "$WORK/old.sock" &
+python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/canned_http.py" 400 application/json \
+  '{"message": "client version 1.41 is too new. Maximum supported API version is 1.40"}' \
+  "$WORK/old.sock" &
 FAKE_PID=$!
 for _ in $(seq 100); do [ -e "$WORK/old.sock.ready" ] && break; sleep 0.05; done
 [ -e "$WORK/old.sock.ready" ] || fail "the fake old engine did not start"

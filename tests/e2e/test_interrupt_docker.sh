@@ -71,18 +71,7 @@ expect_code 0 sbx destroy killed # by name, again: idempotent (14.6)
 
 # Ctrl-C during exec reaches the command in the container; the history records its end.
 ID=$(sbx create --profile quick --quiet)
-"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec "$ID" -- \
-  sh -c 'trap "echo got-int; exit 7" INT; echo started; while :; do sleep 0.1; done' \
-  >"$WORK/exec-out" 2>"$WORK/exec-err" &
-PID=$!
-for _ in $(seq 200); do grep -q started "$WORK/exec-out" && break; sleep 0.05; done
-kill -INT "$PID"
-rc=0; wait "$PID" || rc=$?
-[ "$rc" = 7 ] || fail "exec: exit $rc, expected the command's 7 ($(cat "$WORK/exec-err"))"
-expect_contains "$(cat "$WORK/exec-out")" got-int
-[ "$(record "$ID" '.history[-1].details.exec.exit_code')" = 7 ] || fail "no exit code recorded"
-[ "$(record "$ID" '.history[-1].details.exec.interrupted')" = SIGINT ] ||
-  fail "exec end not marked interrupted: $(record "$ID" '.history[-1]')"
+expect_exec_forwards_sigint "$ID"
 [ "$(docker top "$(record "$ID" .backend_id)" | grep -c 'while\|sh -c')" = 0 ] ||
   fail "the command still runs in the container"
 
