@@ -111,7 +111,8 @@ struct LedgerData {
   std::uint64_t event_seq = 0;
   std::vector<SandboxRecord> sandboxes;
 
-  // By id, or by name among records that are not destroyed. nullptr when absent.
+  // By id; else by name: the live record of that name, or the newest one that bore it. nullptr
+  // when absent.
   SandboxRecord* find(const std::string& id_or_name);
   const SandboxRecord* find(const std::string& id_or_name) const;
 };

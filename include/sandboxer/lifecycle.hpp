@@ -142,7 +142,7 @@ public:
   // far as writing one; scripts get it on stdout with the exit code.
   const std::optional<SandboxRecord>& failed_record() const { return m_failed_record; }
 
-  // The live record of `id_or_name`, or NotFoundError.
+  // The record of `id_or_name` (LedgerData::find), or NotFoundError.
   SandboxRecord get(const std::string& id_or_name) const;
 
   // Where drivers report progress of long operations; by default nowhere.
