@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <sandboxer/files.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
 #include <sandboxer/owner.hpp>
 #include <sandboxer/profile.hpp>
@@ -189,6 +190,10 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   }
   if (report.refused) {
     throw PolicyError(*report.refused);
+  }
+  if (interrupt::count() > 0) {
+    // What was done is printed above; the code says the run was cut short.
+    throw Interrupted(interrupt::last_signal());
   }
   return report.failures == 0 ? ExitCode::ok : ExitCode::partial;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
 #include "src/reap/internal.hpp"
@@ -89,7 +90,15 @@ void execute(Run& run, std::vector<Work>& work) {
   std::mutex report_mutex;
   auto worker = [&] {
     for (size_t i = next++; i < work.size(); i = next++) {
-      run_one(run, work[i]);
+      if (interrupt::requested()) {
+        // A SIGTERM (systemd stopping the timer's unit, a CI cancel): no new destroy starts; the
+        // ones under way finish and are recorded.
+        work[i].item.outcome = "skipped";
+        work[i].item.reason = "interrupted by " + interrupt::signal_name(interrupt::last_signal());
+      } else {
+        interrupt::Shield finishing;
+        run_one(run, work[i]);
+      }
       const ReapItem& item = work[i].item;
       std::lock_guard lock(report_mutex);
       if (item.outcome == "destroyed") {

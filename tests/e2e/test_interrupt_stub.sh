@@ -66,4 +66,25 @@ expect_code 0 sbx reap --stuck-after 0s --skew 0s -o json
 # Ctrl-C during exec goes on to the command, and the history records how it ended.
 ID=$(sbx create --profile quick --quiet)
 expect_exec_forwards_sigint "$ID"
+
+# SIGTERM to reap (systemd stopping its unit): the destroy under way finishes, no new one starts,
+# and the run exits 143 with nothing half-done.
+stub_profile slowdestroy <<EOF2
+  root: $WORK/backend
+  latency: { destroy: 1s }
+EOF2
+for _ in 1 2 3; do sbx create --profile slowdestroy --ttl 1s --quiet >/dev/null; done
+sleep 1.5
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" reap --skew 0s --parallel 1 -o json \
+  >"$WORK/reap-out" 2>"$WORK/reap-err" &
+PID=$!
+sleep 0.5
+kill -TERM "$PID"
+rc=0; wait "$PID" || rc=$?
+[ "$rc" = 143 ] || fail "reap: exit $rc, expected 143 ($(cat "$WORK/reap-err"))"
+destroyed=$(jq '[.items[] | select(.outcome == "destroyed")] | length' "$WORK/reap-out")
+skipped=$(jq '[.items[] | select(.reason == "interrupted by SIGTERM")] | length' "$WORK/reap-out")
+[ "$destroyed" = 1 ] && [ "$skipped" = 2 ] || fail "reap after SIGTERM: $(cat "$WORK/reap-out")"
+[ "$(ledger_jq '[.sandboxes[] | select(.profile.name == "slowdestroy" and .state == "running")] | length')" = 2 ] ||
+  fail "the sandboxes reap did not start on are not left as they were"
 echo "ok"
