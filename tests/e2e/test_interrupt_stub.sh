@@ -71,14 +71,18 @@ expect_exec_forwards_sigint "$ID"
 # and the run exits 143 with nothing half-done.
 stub_profile slowdestroy <<EOF2
   root: $WORK/backend
-  latency: { destroy: 1s }
+  latency: { destroy: 2s }
 EOF2
 for _ in 1 2 3; do sbx create --profile slowdestroy --ttl 1s --quiet >/dev/null; done
 sleep 1.5
 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" reap --skew 0s --parallel 1 -o json \
   >"$WORK/reap-out" 2>"$WORK/reap-err" &
 PID=$!
-sleep 0.5
+# Once the first destroy is under way (its claim is committed: state expired), not before.
+for _ in $(seq 600); do
+  [ "$(ledger_jq '[.sandboxes[] | select(.state == "expired")] | length')" = 1 ] && break
+  sleep 0.05
+done
 kill -TERM "$PID"
 rc=0; wait "$PID" || rc=$?
 [ "$rc" = 143 ] || fail "reap: exit $rc, expected 143 ($(cat "$WORK/reap-err"))"
