@@ -41,6 +41,14 @@ const char* to_string(BackendStatus::State state) {
   return "unknown";
 }
 
+int unstartable_command(std::string_view program, bool missing, ExecIo& io) {
+  io.err(fmt::format("sandboxer: exec: {}: {}\n", program,
+                     missing ? "command not found in the sandbox"
+                             : "cannot be executed in the sandbox (permission denied or not a "
+                               "program)"));
+  return missing ? 127 : 126;
+}
+
 void Driver::unsupported(std::string_view driver, std::string_view verb) const {
   throw DriverError(DriverError::Kind::unsupported,
                     fmt::format("{} is not supported by driver {}", verb, driver));

@@ -160,17 +160,11 @@ private:
   bool m_passing = false;
 };
 
-// The exit status and message of a command the runtime could not start, from its text: 127 for a
-// program that does not exist (as a shell says), 126 for one that cannot be executed.
+// The exit status and message of a command the runtime could not start, from its text.
 int exec_start_failure(const std::string& text, const ExecRequest& request, ExecIo& io) {
-  const std::string program = request.argv.empty() ? "" : request.argv.front();
   const bool missing = text.find("executable file not found") != std::string::npos ||
                        text.find("no such file or directory") != std::string::npos;
-  io.err(fmt::format("sandboxer: exec: {}: {}\n", program,
-                     missing ? "command not found in the sandbox"
-                             : "cannot be executed in the sandbox (permission denied or not a "
-                               "program)"));
-  return missing ? 127 : 126;
+  return unstartable_command(request.argv.empty() ? "" : request.argv.front(), missing, io);
 }
 
 class DockerDriver : public Driver {

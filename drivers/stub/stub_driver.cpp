@@ -230,11 +230,7 @@ public:
       // What a shell does: 127 for a program that does not exist, 126 for one that cannot run
       // (the contract every driver keeps; docs/exit-codes.md).
       const bool missing = std::string_view(e.what()).find("ermission denied") == std::string::npos;
-      io.err(fmt::format("sandboxer: exec: {}: {}\n", request.argv.front(),
-                         missing ? "command not found in the sandbox"
-                                 : "cannot be executed in the sandbox (permission denied or not "
-                                   "a program)"));
-      return missing ? 127 : 126;
+      return unstartable_command(request.argv.front(), missing, io);
     }
   }
 

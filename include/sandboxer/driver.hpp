@@ -120,6 +120,11 @@ public:
   virtual int resize_fd() const { return -1; }
 };
 
+// A command the backend could not start: says so on `io.err` in the one wording every driver uses,
+// and returns the shell's status for it: 127 when `missing` (no such program), else 126 (not
+// executable). docs/exit-codes.md.
+int unstartable_command(std::string_view program, bool missing, ExecIo& io);
+
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
 class Progress {
 public:

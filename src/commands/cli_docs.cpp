@@ -51,16 +51,21 @@ std::string words_of(const std::vector<OptionInfo>& options) {
   return words;
 }
 
+// What may follow a command's name: its options and its own subcommands (`snapshots rm`).
+std::string command_words(const CLI::App& sub) {
+  std::string words = words_of(options_of(sub));
+  for (const auto* nested : subcommands_of(sub)) {
+    words += " " + nested->get_name();
+  }
+  return words;
+}
+
 std::string bash(const CLI::App& root) {
   std::string cases;
   std::string commands = "help";
   for (const auto* sub : subcommands_of(root)) {
     commands += " " + sub->get_name();
-    std::string words = words_of(options_of(*sub));
-    for (const auto* nested : subcommands_of(*sub)) {
-      words += " " + nested->get_name();
-    }
-    cases += fmt::format("    {}) words=\"{}\" ;;\n", sub->get_name(), words);
+    cases += fmt::format("    {}) words=\"{}\" ;;\n", sub->get_name(), command_words(*sub));
   }
   return fmt::format(R"(# bash completion for sandboxer (sandboxer completion bash)
 _sandboxer() {{
@@ -90,11 +95,7 @@ std::string zsh(const CLI::App& root) {
   text += "  )\n  if (( CURRENT == 2 )); then\n    _describe command commands\n    return\n  fi\n"
           "  case ${words[2]} in\n";
   for (const auto* sub : subcommands_of(root)) {
-    std::string words = words_of(options_of(*sub));
-    for (const auto* nested : subcommands_of(*sub)) {
-      words += " " + nested->get_name();
-    }
-    text += fmt::format("    {}) compadd -- {} ;;\n", sub->get_name(), words);
+    text += fmt::format("    {}) compadd -- {} ;;\n", sub->get_name(), command_words(*sub));
   }
   text += "  esac\n}\ncompdef _sandboxer sandboxer\n";
   return text;
@@ -108,6 +109,16 @@ std::string fish_quoted(std::string text) {
   return out + "'";
 }
 
+// " -s o -l output -r -d 'Output format...'": one option's part of a fish `complete` line.
+std::string fish_option(const OptionInfo& option) {
+  std::string flags;
+  for (const auto& name : option.names) {
+    flags += name.starts_with("--") ? " -l " + name.substr(2) : " -s " + name.substr(1);
+  }
+  return fmt::format("{}{} -d {}", flags, option.takes_value ? " -r" : "",
+                     fish_quoted(option.description));
+}
+
 std::string fish(const CLI::App& root) {
   std::string text = "# fish completion for sandboxer (sandboxer completion fish)\n"
                      "complete -c sandboxer -f\n";
@@ -115,22 +126,12 @@ std::string fish(const CLI::App& root) {
     text += fmt::format("complete -c sandboxer -n __fish_use_subcommand -a {} -d {}\n",
                         sub->get_name(), fish_quoted(sub->get_description()));
     for (const auto& option : options_of(*sub)) {
-      std::string flags;
-      for (const auto& name : option.names) {
-        flags += name.starts_with("--") ? " -l " + name.substr(2) : " -s " + name.substr(1);
-      }
-      text += fmt::format("complete -c sandboxer -n '__fish_seen_subcommand_from {}'{}{} -d {}\n",
-                          sub->get_name(), flags, option.takes_value ? " -r" : "",
-                          fish_quoted(option.description));
+      text += fmt::format("complete -c sandboxer -n '__fish_seen_subcommand_from {}'{}\n",
+                          sub->get_name(), fish_option(option));
     }
   }
   for (const auto& option : options_of(root)) {
-    std::string flags;
-    for (const auto& name : option.names) {
-      flags += name.starts_with("--") ? " -l " + name.substr(2) : " -s " + name.substr(1);
-    }
-    text += fmt::format("complete -c sandboxer{}{} -d {}\n", flags, option.takes_value ? " -r" : "",
-                        fish_quoted(option.description));
+    text += "complete -c sandboxer" + fish_option(option) + "\n";
   }
   return text;
 }

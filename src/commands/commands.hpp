@@ -68,7 +68,7 @@ struct CommandEntry {
 };
 
 // Commands that describe the CLI itself (completion scripts, the man page): they read the parsed
-// definitions of `root`, and need no ledger.
+// definitions of `root` (they are still handed a Context, which they do not use).
 void setup_completion(CLI::App& app, Runner& runner);
 void setup_man(CLI::App& app, Runner& runner);
 // The completion script of `shell` (bash, zsh or fish) for every command and option of `root`.

@@ -105,3 +105,22 @@ expect_exec_forwards_sigint() {
   [ "$(jq -r .details.exec.interrupted <<<"$last")" = SIGINT ] ||
     fail "exec end not marked interrupted: $last"
 }
+
+# record ID FILTER: jq's FILTER applied to the ledger's record ID.
+record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
+
+# start_slow_create NAME MADE: `create --profile slow --name NAME -o json` in the background ($PID;
+# its stdout and stderr in $WORK/out-NAME and $WORK/err-NAME), returned once its record exists
+# ($ID) and `MADE ID` says the backend has made its resource: the create is then in its readiness
+# wait.
+start_slow_create() {
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
+    --name "$1" -o json >"$WORK/out-$1" 2>"$WORK/err-$1" &
+  PID=$!
+  for _ in $(seq 600); do
+    ID=$(ledger_jq --arg n "$1" '.sandboxes[] | select(.name == $n) | .id' 2>/dev/null || true)
+    [ -n "$ID" ] && "$2" "$ID" && return 0
+    sleep 0.05
+  done
+  fail "create $1 never reached its readiness wait ($(cat "$WORK/err-$1"))"
+}

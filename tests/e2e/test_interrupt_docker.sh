@@ -28,27 +28,14 @@ cleanup() {
 trap cleanup EXIT
 
 containers_of() { docker ps -aq --filter "label=sandboxer.id=$1" | wc -l; }
-record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
-
-# start_create NAME: a create in the background ($PID), returned once its container runs and waits
-# for readiness.
-start_create() {
-  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
-    --name "$1" -o json >"$WORK/out-$1" 2>"$WORK/err-$1" &
-  PID=$!
-  for _ in $(seq 600); do
-    ID=$(ledger_jq --arg n "$1" '.sandboxes[] | select(.name == $n) | .id' 2>/dev/null || true)
-    if [ -n "$ID" ] && [ "$(docker ps -q --filter "label=sandboxer.id=$ID" | wc -l)" = 1 ]; then
-      LEDGER_ID=$(ledger_jq .ledger_id)
-      return 0
-    fi
-    sleep 0.05
-  done
-  fail "create $1 never reached its readiness wait ($(cat "$WORK/err-$1"))"
+# The engine runs the sandbox's container (the ledger's id is then known, for cleanup).
+container_runs() {
+  LEDGER_ID=$(ledger_jq .ledger_id)
+  [ "$(docker ps -q --filter "label=sandboxer.id=$1" | wc -l)" = 1 ]
 }
 
 for signal in INT TERM; do
-  start_create "by-$signal"
+  start_slow_create "by-$signal" container_runs
   sleep 0.5 # inside the readiness loop
   kill -s "$signal" "$PID"
   rc=0; wait "$PID" || rc=$?
@@ -61,7 +48,7 @@ for signal in INT TERM; do
 done
 
 # SIGKILL: nothing can clean up; destroy looks the container up by its label.
-start_create killed
+start_slow_create killed container_runs
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
 [ "$(record "$ID" .backend_id)" = "" ] || fail "a backend id was recorded"
 expect_code 0 sbx destroy killed

@@ -12,24 +12,11 @@ stub_profile quick <<EOF2
   root: $WORK/backend
 EOF2
 
-# start_create NAME: a create of profile slow in the background ($PID), returned once its resource
-# exists on the backend and its record says creating.
-start_create() {
-  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
-    --name "$1" -o json >"$WORK/out-$1" 2>"$WORK/err-$1" &
-  PID=$!
-  for _ in $(seq 400); do
-    ID=$(ledger_jq --arg n "$1" '.sandboxes[] | select(.name == $n) | .id' 2>/dev/null || true)
-    [ -n "$ID" ] && [ -d "$WORK/backend/sandboxes/$ID" ] && return 0
-    sleep 0.05
-  done
-  fail "create $1 never reached its readiness wait"
-}
-
-record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
+# The stub has made the sandbox's directory.
+stub_made() { [ -d "$WORK/backend/sandboxes/$1" ]; }
 
 for signal in INT TERM; do
-  start_create "by-$signal"
+  start_slow_create "by-$signal" stub_made
   kill -s "$signal" "$PID"
   rc=0; wait "$PID" || rc=$?
   want=130; [ "$signal" = TERM ] && want=143
@@ -47,7 +34,7 @@ for signal in INT TERM; do
 done
 
 # A SIGKILL leaves the record creating with no backend id: destroy finds the resource by its label.
-start_create killed
+start_slow_create killed stub_made
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
 [ "$(record "$ID" .state)" = creating ] || fail "killed create is $(record "$ID" .state)"
 expect_code 0 sbx destroy killed
@@ -55,7 +42,7 @@ expect_code 0 sbx destroy killed
 [ ! -e "$WORK/backend/sandboxes/$ID" ] || fail "destroy said destroyed and left the resource"
 
 # ... and reap --stuck-after destroys it instead of calling it running.
-start_create stuck
+start_slow_create stuck stub_made
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
 expect_code 0 sbx reap --stuck-after 0s --skew 0s -o json
 [ "$(jq -r --arg id "$ID" '.items[] | select(.id == $id) | .outcome' <<<"$OUT")" = destroyed ] ||
