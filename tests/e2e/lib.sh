@@ -124,3 +124,22 @@ start_slow_create() {
   done
   fail "create $1 never reached its readiness wait ($(cat "$WORK/err-$1"))"
 }
+
+# interrupt_slow_create SIGNAL NAME: sends SIG<SIGNAL> (INT or TERM) to the create that
+# start_slow_create NAME started, and checks what every driver owes: exit 128+N, the record failed
+# with the interruption in its error and history, and the failed record on stdout.
+interrupt_slow_create() {
+  local signal=$1 name=$2 rc=0 want=130
+  [ "$signal" = TERM ] && want=143
+  kill -s "$signal" "$PID"
+  wait "$PID" || rc=$?
+  [ "$rc" = "$want" ] || fail "SIG$signal: exit $rc, expected $want ($(cat "$WORK/err-$name"))"
+  [ "$(record "$ID" .state)" = failed ] || fail "SIG$signal: record is $(record "$ID" .state)"
+  expect_contains "$(record "$ID" .error)" "interrupted by SIG$signal"
+  [ "$(record "$ID" '.history[-1].details.interrupted')" = "SIG$signal" ] ||
+    fail "SIG$signal: history does not say interrupted: $(record "$ID" '.history[-1]')"
+  expect_contains "$(cat "$WORK/err-$name")" "interrupted by SIG$signal"
+  # Scripts see the failed record on stdout, with its error (issue 14.5).
+  [ "$(jq -r .id "$WORK/out-$name")" = "$ID" ] || fail "no record on stdout"
+  [ "$(jq -r .state "$WORK/out-$name")" = failed ] || fail "stdout record not failed"
+}
