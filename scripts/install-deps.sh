@@ -6,7 +6,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
-  jq python3 python3-yaml curl util-linux bsdutils procps openssl ca-certificates
+  libssl-dev
+  jq python3 python3-yaml python3-jsonschema curl util-linux bsdutils procps openssl ca-certificates
 )
 missing=()
 for p in "${packages[@]}"; do

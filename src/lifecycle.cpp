@@ -56,16 +56,15 @@ public:
 };
 NullProgress g_null_progress;
 
-// now + the duration stored under `key` of the creation entry ("ttl", "ttl_max"), or nullopt when
-// there is none. Durations are bounded (k_max_duration), so only a clock far in the future could
-// make the deadline unwritable: refused before anything is recorded.
-std::optional<TimePoint> deadline_after(TimePoint now, const nlohmann::json& details,
+// now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
+// Durations are bounded (k_max_duration), so only a clock far in the future could make the
+// deadline unwritable: refused before anything is recorded.
+std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<std::string>& duration_text,
                                         const char* key) {
-  const auto it = details.find(key);
-  if (it == details.end() || !it->is_string()) {
+  if (!duration_text) {
     return std::nullopt;
   }
-  const std::string text = it->get<std::string>();
+  const std::string& text = *duration_text;
   const auto duration = parse_duration(text);
   const auto deadline = duration ? add_checked(now, *duration) : std::nullopt;
   if (!deadline) {
@@ -85,12 +84,12 @@ public:
 
 [[noreturn]] void throw_not_found(const Ledger& ledger, const std::string& id_or_name) {
   throw NotFoundError(fmt::format("no sandbox \"{}\" in ledger {} ('sandboxer list -a' shows them)",
-                                  id_or_name, ledger.file().string()));
+                                  id_or_name, ledger.location()));
 }
 
-SandboxRecord& find_or_throw(const Ledger& ledger, LedgerData& data,
+SandboxRecord& find_or_throw(const Ledger& ledger, Ledger::Transaction& tx,
                              const std::string& id_or_name) {
-  auto* record = data.find(id_or_name);
+  auto* record = tx.find(id_or_name);
   if (!record) {
     throw_not_found(ledger, id_or_name);
   }
@@ -155,20 +154,17 @@ struct TtlDecision {
   std::vector<std::string> notices;
 };
 
-// The TTL of a create as its history keeps it: what was granted, the cap, and what was asked when
-// the cap cut it short (a cap is reported, never silent).
-nlohmann::json ttl_details_of(const TtlDecision& decision,
-                              const std::optional<Seconds>& requested) {
-  nlohmann::json details = {
-      {"ttl", decision.ttl ? nlohmann::json(format_duration(*decision.ttl)) : nullptr},
-      {"ttl_max", decision.max ? nlohmann::json(format_duration(*decision.max)) : nullptr}};
-  if (requested) {
-    details["ttl_requested"] = format_duration(*requested);
-  }
-  if (!decision.notices.empty()) {
-    details["capped"] = decision.notices.front();
-  }
-  return details;
+// The TTL part of a creation policy: what was granted, the cap, and what was asked when the cap
+// cut it short (a cap is reported, never silent).
+void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
+                    const std::optional<Seconds>& requested) {
+  auto text = [](const std::optional<Seconds>& d) {
+    return d ? std::optional(format_duration(*d)) : std::nullopt;
+  };
+  policy.ttl = text(decision.ttl);
+  policy.ttl_max = text(decision.max);
+  policy.ttl_requested = text(requested);
+  policy.capped = decision.notices.empty() ? std::nullopt : std::optional(decision.notices.front());
 }
 
 TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
@@ -253,7 +249,7 @@ SandboxRecord Engine::update(const std::string& id,
   SandboxRecord result;
   {
     auto tx = m_ledger.begin();
-    auto& record = find_or_throw(m_ledger, tx.data(), id);
+    auto& record = find_or_throw(m_ledger, tx, id);
     size_t before = record.history.size();
     change(record);
     commit(tx, record, before);
@@ -264,12 +260,11 @@ SandboxRecord Engine::update(const std::string& id,
 }
 
 SandboxRecord Engine::get(const std::string& id_or_name) const {
-  auto data = m_ledger.read();
-  auto* record = data.find(id_or_name);
+  auto record = m_ledger.find(id_or_name);
   if (!record) {
     throw_not_found(m_ledger, id_or_name);
   }
-  return *record;
+  return std::move(*record);
 }
 
 CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
@@ -281,16 +276,14 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.env = profile.env;
   record.secret_refs = secret_refs_of(profile);
   auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
-  nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
-  // Policies that outlive the profile file live with the first history entry, as the TTL's do.
+  set_ttl_policy(record.policy, decision, options.ttl);
   if (profile.snapshots_keep) {
-    ttl_details["snapshots_keep"] = *profile.snapshots_keep;
+    record.policy.snapshots_keep = *profile.snapshots_keep;
   }
   if (!profile.events.empty()) {
-    ttl_details["events"] = profile.events;
+    record.policy.events = profile.events;
   }
-  record.history.push_back(
-      {m_clock.now(), std::nullopt, State::creating, m_actor, "create", ttl_details});
+  record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }
 
@@ -334,9 +327,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   record.created_at = now;
   record.owner = current_owner();
   record.idempotency_key = options.idempotency_key;
-  const auto& details = record.history.front().details;
-  record.expires_at = deadline_after(now, details, "ttl");
-  record.max_expires_at = deadline_after(now, details, "ttl_max");
+  record.expires_at = deadline_after(now, record.policy.ttl, "ttl");
+  record.max_expires_at = deadline_after(now, record.policy.ttl_max, "ttl_max");
   record.history.front().time = now;
   record.history.front().actor = m_actor;
 
@@ -386,7 +378,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
         if (r.restored_from) {
           outcome["snapshot"] = *r.restored_from;
         }
-        r.transition(State::running, m_clock.now(), m_actor, "created", outcome);
+        r.transition(r.restored_from ? EventKind::restored : EventKind::ready, State::running,
+                     m_clock.now(), m_actor, "created", outcome);
       }
     });
     // Someone destroyed the record while the backend was creating: do not leak what it made.
@@ -413,12 +406,13 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     }
     nlohmann::json failure = driver_time.details(started);
     failure["interrupted"] = interrupt::signal_name(e.signal());
-    record_failure(record.id, Error(e.code(), what), State::failed, m_actor, "",
+    record_failure(record.id, Error(e.code(), what), EventKind::failed, State::failed, m_actor, "",
                    std::move(failure));
     remember_failed(record.id);
     throw Interrupted(e.signal());
   } catch (const Error& e) {
-    record_failure(record.id, e, State::failed, m_actor, "", driver_time.details(started));
+    record_failure(record.id, e, EventKind::failed, State::failed, m_actor, "",
+                   driver_time.details(started));
     remember_failed(record.id);
     throw;
   }
@@ -433,12 +427,12 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
   SandboxRecord record;
   {
     auto tx = m_ledger.begin();
-    auto& found = find_or_throw(m_ledger, tx.data(), id_or_name);
+    auto& found = find_or_throw(m_ledger, tx, id_or_name);
     if (found.state == State::destroyed) {
       return found;
     }
     size_t before = found.history.size();
-    found.transition(State::destroying, m_clock.now(), m_actor, reason);
+    found.transition(EventKind::destroying, State::destroying, m_clock.now(), m_actor, reason);
     commit(tx, found, before);
     record = found;
   }
@@ -519,7 +513,8 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     }
     record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
       r.error.reset();
-      r.transition(State::destroyed, m_clock.now(), actor, reason, driver_time.details(started));
+      r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor, reason,
+                   driver_time.details(started));
     });
   } catch (const OutcomeNotRecorded&) {
     throw;
@@ -536,7 +531,8 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
       details["backend_error"] = message;
       record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
         r.error = message;
-        r.transition(State::destroyed, m_clock.now(), actor, reason + " (forced)", details);
+        r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor,
+                     reason + " (forced)", details);
       });
       return;
     }
@@ -545,7 +541,8 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     State back = intent == State::expired ? State::expired : before;
     nlohmann::json details = driver_time.details(started);
     details.update(failure_details);
-    record_failure(record.id, e, back, actor, "destroy failed: ", std::move(details));
+    record_failure(record.id, e, EventKind::destroy_failed, back, actor, "destroy failed: ",
+                   std::move(details));
     throw;
   }
 }
@@ -558,7 +555,7 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   std::string snapshot_name;
   {
     auto tx = m_ledger.begin();
-    auto& found = find_or_throw(m_ledger, tx.data(), record.id);
+    auto& found = find_or_throw(m_ledger, tx, record.id);
     if (found.state != State::running) {
       throw Error(ExitCode::runtime,
                   fmt::format("sandbox {} is {}; only a running sandbox can be snapshotted",
@@ -572,7 +569,8 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
       }
     }
     size_t before = found.history.size();
-    found.transition(State::snapshotting, m_clock.now(), m_actor, "snapshot " + snapshot_name);
+    found.transition(EventKind::snapshotting, State::snapshotting, m_clock.now(), m_actor,
+                     "snapshot " + snapshot_name);
     commit(tx, found, before);
     record = found;
   }
@@ -588,10 +586,11 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
       r.snapshots.push_back(snap);
       nlohmann::json details = driver_time.details(started);
       details["snapshot"] = snap.id;
-      r.transition(State::running, m_clock.now(), m_actor, "snapshotted " + snapshot_name, details);
+      r.transition(EventKind::snapshotted, State::running, m_clock.now(), m_actor,
+                   "snapshotted " + snapshot_name, details);
     });
   } catch (const Error& e) {
-    record_failure(record.id, e, State::running, m_actor,
+    record_failure(record.id, e, EventKind::snapshot_failed, State::running, m_actor,
                    "snapshot failed: ", driver_time.details(started));
     throw;
   }
@@ -602,11 +601,10 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
 // driver, each removal in the sandbox's history. A removal that fails is logged and retried by the
 // next snapshot; the new snapshot stands either way.
 SandboxRecord Engine::apply_snapshot_retention(SandboxRecord record, Driver& driver) {
-  const auto& details = record.history.front().details;
-  if (!details.contains("snapshots_keep") || !details["snapshots_keep"].is_number_integer()) {
+  if (!record.policy.snapshots_keep) {
     return record;
   }
-  size_t keep = details["snapshots_keep"].get<size_t>();
+  const size_t keep = *record.policy.snapshots_keep;
   std::vector<SnapshotRecord> excess;
   if (record.snapshots.size() > keep) {
     excess.assign(record.snapshots.begin(), record.snapshots.end() - keep);
@@ -622,7 +620,7 @@ SandboxRecord Engine::apply_snapshot_retention(SandboxRecord record, Driver& dri
     record = update(record.id, [&](SandboxRecord& r) {
       std::erase_if(r.snapshots, [&](const auto& s) { return s.id == old.id; });
       r.transition(
-          r.state, m_clock.now(), m_actor,
+          EventKind::snapshot_removed, r.state, m_clock.now(), m_actor,
           fmt::format("snapshot {} ({}) removed: snapshots.keep {}", old.id, old.name, keep),
           {{"snapshot", old.id}, {"snapshot_removed", old.id}, {"retention", {{"keep", keep}}}});
     });
@@ -657,7 +655,7 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   if (!source) {
     throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
                                     "lists them)",
-                                    snapshot_ref, m_ledger.file().string()));
+                                    snapshot_ref, m_ledger.location()));
   }
   SandboxRecord record;
   record.profile = source->profile;
@@ -669,28 +667,21 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   record.restored_from = snap->id;
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().snapshot, "restore");
-  // The original create's TTL policy, so a restored sandbox lives by the same rules.
-  nlohmann::json details =
-      source->history.empty() ? nlohmann::json::object() : source->history.front().details;
+  // The original create's policy, so a restored sandbox lives by the same rules.
   TtlPolicy policy;
-  if (details.value("ttl", nlohmann::json()).is_string()) {
-    policy.default_ttl = parse_duration(details["ttl"].get<std::string>());
+  if (source->policy.ttl) {
+    policy.default_ttl = parse_duration(*source->policy.ttl);
   } else {
     policy.none = true;
   }
-  if (details.value("ttl_max", nlohmann::json()).is_string()) {
-    policy.max_ttl = parse_duration(details["ttl_max"].get<std::string>());
+  if (source->policy.ttl_max) {
+    policy.max_ttl = parse_duration(*source->policy.ttl_max);
   }
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
-  nlohmann::json ttl_details = ttl_details_of(decision, options.ttl);
-  ttl_details["snapshot"] = snap->id;
-  for (const char* kept : {"snapshots_keep", "events"}) {
-    if (details.contains(kept)) {
-      ttl_details[kept] = details[kept];
-    }
-  }
-  record.history.push_back({m_clock.now(), std::nullopt, State::creating, m_actor,
-                            "restore " + snap->id + " of " + source->id, ttl_details});
+  record.policy = source->policy;
+  set_ttl_policy(record.policy, decision, options.ttl);
+  record.transition(EventKind::created, State::creating, m_clock.now(), m_actor,
+                    "restore " + snap->id + " of " + source->id, {{"snapshot", snap->id}});
   return run_create(std::move(record), options, snap->backend_ref, std::move(decision.notices));
 }
 
@@ -707,7 +698,7 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     if (!source) {
       throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
                                       "lists them)",
-                                      snapshot_ref, m_ledger.file().string()));
+                                      snapshot_ref, m_ledger.location()));
     }
     if (source->driver != record.driver) {
       throw UsageError(fmt::format("snapshot {} was taken by driver {}; sandbox {} runs on {}",
@@ -715,14 +706,15 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     }
     snapshot_id = snap->id;
     backend_ref = snap->backend_ref;
-    auto& found = find_or_throw(m_ledger, tx.data(), record.id);
+    auto& found = find_or_throw(m_ledger, tx, record.id);
     if (found.state != State::running) {
       throw Error(ExitCode::runtime,
                   fmt::format("sandbox {} is {}; only a running sandbox can be restored in place",
                               found.id, to_string(found.state)));
     }
     size_t before = found.history.size();
-    found.transition(State::creating, m_clock.now(), m_actor, "restore in place " + snapshot_id,
+    found.transition(EventKind::restoring, State::creating, m_clock.now(), m_actor,
+                     "restore in place " + snapshot_id,
                      {{"snapshot", snapshot_id}, {"replaces", found.backend_id}});
     commit(tx, found, before);
     record = found;
@@ -738,7 +730,7 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     result = driver_time.time([&] { return opened.driver->create(request); });
   } catch (const Error& e) {
     // The driver left the old resource as it was: the sandbox runs on, with the error on record.
-    record_failure(record.id, e, State::running, m_actor,
+    record_failure(record.id, e, EventKind::restore_failed, State::running, m_actor,
                    "restore in place failed: ", driver_time.details(started));
     throw;
   }
@@ -754,7 +746,8 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     r.error.reset();
     destroyed_meanwhile = r.state != State::creating;
     if (!destroyed_meanwhile) {
-      r.transition(State::running, m_clock.now(), m_actor, "restored in place from " + snapshot_id,
+      r.transition(EventKind::restored, State::running, m_clock.now(), m_actor,
+                   "restored in place from " + snapshot_id,
                    details);
     }
   });
@@ -772,14 +765,15 @@ void Engine::delete_snapshot(const std::string& snapshot_ref) {
   auto [source, snap] = find_snapshot(data, snapshot_ref);
   if (!source) {
     throw NotFoundError(
-        fmt::format("no snapshot \"{}\" in ledger {}", snapshot_ref, m_ledger.file().string()));
+        fmt::format("no snapshot \"{}\" in ledger {}", snapshot_ref, m_ledger.location()));
   }
   std::string sandbox_id = source->id, snapshot_id = snap->id;
   Opened opened = open_driver(*source);
   opened.driver->delete_snapshot(snap->backend_ref);
   update(sandbox_id, [&](SandboxRecord& r) {
     std::erase_if(r.snapshots, [&](const auto& s) { return s.id == snapshot_id; });
-    r.transition(r.state, m_clock.now(), m_actor, fmt::format("snapshot {} removed", snapshot_id),
+    r.transition(EventKind::snapshot_removed, r.state, m_clock.now(), m_actor,
+                 fmt::format("snapshot {} removed", snapshot_id),
                  {{"snapshot", snapshot_id}, {"snapshot_removed", snapshot_id}});
   });
 }
@@ -833,7 +827,7 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
     r.expires_at = granted;
     // An expired sandbox whose destroy failed lives again once its deadline moves ahead.
     State to = r.state == State::expired ? State::running : r.state;
-    r.transition(to, now, m_actor, "extended to " + format_time(granted), details);
+    r.transition(EventKind::extended, to, now, m_actor, "extended to " + format_time(granted), details);
   });
   for (const auto& notice : notices) {
     spdlog::warn("{}: {}", record.id, notice);
@@ -859,7 +853,7 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
   }
   std::string summary = "exec " + log::redact(request.argv.empty() ? "" : request.argv.front());
   update(record.id, [&](SandboxRecord& r) {
-    r.transition(r.state, m_clock.now(), m_actor, summary, {{"exec", exec}});
+    r.transition(EventKind::exec_started, r.state, m_clock.now(), m_actor, summary, {{"exec", exec}});
   });
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
@@ -869,7 +863,7 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
       nlohmann::json details = driver_time.details(started);
       exec["exit_code"] = std::move(exit_code);
       details["exec"] = exec;
-      r.transition(r.state, m_clock.now(), m_actor, reason, details);
+      r.transition(EventKind::exec_finished, r.state, m_clock.now(), m_actor, reason, details);
     });
   };
   int status = -1;
@@ -920,7 +914,7 @@ ExpiredDestroy Engine::destroy_expired(
     // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have
     // changed it since it was planned.
     auto tx = m_ledger.begin();
-    auto* r = tx.data().find(id);
+    auto* r = tx.find(id);
     if (!r) {
       result.message = "no longer in the ledger";
       return result;
@@ -935,7 +929,8 @@ ExpiredDestroy Engine::destroy_expired(
     if (result.attempt > 1) {
       reason += fmt::format(" (attempt {})", result.attempt);
     }
-    r->transition(State::expired, m_clock.now(), actor, reason, {{"attempt", result.attempt}});
+    r->transition(EventKind::expired, State::expired, m_clock.now(), actor, reason,
+                  {{"attempt", result.attempt}});
     commit(tx, *r, before);
     claimed = *r;
   }
@@ -968,14 +963,14 @@ SandboxRecord Engine::record_outcome(const std::string& id, const std::string& b
   }
 }
 
-void Engine::record_failure(const std::string& id, const Error& error, State to,
+void Engine::record_failure(const std::string& id, const Error& error, EventKind kind, State to,
                             const std::string& actor, const std::string& what,
                             nlohmann::json details) {
   std::string message = log::redact(error.what());
   try {
     update(id, [&](SandboxRecord& r) {
       r.error = message;
-      r.transition(to, m_clock.now(), actor, what + message, std::move(details));
+      r.transition(kind, to, m_clock.now(), actor, what + message, std::move(details));
     });
   } catch (const Error& e) {
     // The caller's error is the one to report; the record keeps its transitional state, which
@@ -989,7 +984,7 @@ std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expect
   SandboxRecord result;
   {
     auto tx = m_ledger.begin();
-    auto* record = tx.data().find(id);
+    auto* record = tx.find(id);
     if (!record || record->history.size() != expected_history_size) {
       return std::nullopt;
     }
@@ -1023,11 +1018,9 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
   {
     auto tx = m_ledger.begin();
     auto& data = tx.data();
-    SandboxRecord* found = nullptr;
-    for (auto& r : data.sandboxes) {
-      if (r.id == target.sandbox_id) {
-        found = &r;
-      }
+    SandboxRecord* found = tx.find(target.sandbox_id);
+    if (found && found->id != target.sandbox_id) {
+      found = nullptr; // a record that only bears the id as its name
     }
     TimePoint now = m_clock.now();
     size_t before = 0;
@@ -1037,7 +1030,7 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
     if (found) {
       before = found->history.size();
       if (found->state != State::orphaned) {
-        found->transition(State::orphaned, now, actor,
+        found->transition(EventKind::orphan_found, State::orphaned, now, actor,
                           fmt::format("backend resource {} found after the record was {}",
                                       target.backend_id, to_string(found->state)));
       }
@@ -1059,16 +1052,13 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
           fresh.labels[key] = value;
         }
       }
-      fresh.history.push_back({now,
-                               std::nullopt,
-                               State::orphaned,
-                               actor,
-                               "found on the backend with this ledger's label and no record",
-                               {{"backend_id", target.backend_id}}});
+      fresh.transition(EventKind::orphan_found, State::orphaned, now, actor,
+                       "found on the backend with this ledger's label and no record",
+                       {{"backend_id", target.backend_id}});
       data.sandboxes.push_back(std::move(fresh));
       found = &data.sandboxes.back();
     }
-    found->transition(State::destroying, now, actor, "orphan");
+    found->transition(EventKind::destroying, State::destroying, now, actor, "orphan");
     commit(tx, *found, before);
     record = *found;
   }

@@ -7,12 +7,17 @@
 
 #include <sandboxer/public_json.hpp>
 
-#include "src/json/writer.hpp"
+#include <algorithm>
+#include <functional>
+
+#include "src/ledger/fields.hpp"
 
 namespace sandboxer {
 namespace {
 
-using json_text::JsonWriter;
+using ledger_format::Field;
+using ledger_format::Fields;
+using ledger_format::JsonWriter;
 
 // The members of one object: writes the separators and the keys.
 class Members {
@@ -35,91 +40,79 @@ private:
   bool m_first = true;
 };
 
-void write_snapshot(JsonWriter& out, const SandboxRecord& owner, const SnapshotRecord& snapshot) {
+// A struct's public fields (fields.hpp) in name order, with `extra` members merged in.
+template <typename Struct>
+void write_sorted(JsonWriter& out, const Struct& value,
+                  std::vector<std::pair<std::string_view, std::function<void(JsonWriter&)>>>
+                      extra = {}) {
+  for (const auto& f : Fields<Struct>::fields) {
+    if (!(f.flags & ledger_format::k_private)) {
+      extra.emplace_back(f.name, [&value, write = f.write](JsonWriter& w) { write(w, value); });
+    }
+  }
+  std::sort(extra.begin(), extra.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   Members m(out);
-  m.key("backend_ref").string(snapshot.backend_ref);
-  m.key("created_at").time(snapshot.created_at);
-  m.key("driver").string(owner.driver);
-  m.key("id").string(snapshot.id);
-  m.key("name").string(snapshot.name);
-  m.key("sandbox").string(owner.id);
-  if (snapshot.size_bytes) {
-    m.key("size_bytes").integer(*snapshot.size_bytes);
-  } else {
-    m.key("size_bytes").raw("null");
+  for (const auto& [name, write] : extra) {
+    write(m.key(name));
   }
 }
 
-void write_history(JsonWriter& out, const std::vector<HistoryEntry>& history) {
+void write_snapshot(JsonWriter& out, const SandboxRecord& owner, const SnapshotRecord& snapshot) {
+  write_sorted(out, snapshot,
+               {{"driver", [&](JsonWriter& w) { w.string(owner.driver); }},
+                {"sandbox", [&](JsonWriter& w) { w.string(owner.id); }}});
+}
+
+template <typename T, typename Write>
+void write_list(JsonWriter& out, const std::vector<T>& items, Write write) {
   out.raw("[");
-  for (size_t i = 0; i < history.size(); ++i) {
-    const HistoryEntry& entry = history[i];
+  for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) {
       out.raw(",");
     }
-    Members m(out);
-    m.key("actor").string(entry.actor);
-    m.key("details").any(entry.details);
-    if (!entry.event.empty()) {
-      m.key("event").string(entry.event);
-      m.key("event_id").string(entry.event_id);
-    }
-    if (entry.from) {
-      m.key("from").string(to_string(*entry.from));
-    } else {
-      m.key("from").raw("null");
-    }
-    m.key("reason").string(entry.reason);
-    m.key("time").time(entry.time);
-    m.key("to").string(to_string(entry.to));
+    write(out, items[i]);
   }
   out.raw("]");
 }
 
 void write_record(JsonWriter& out, const SandboxRecord& r, TimePoint now, bool with_history) {
-  Members m(out);
-  m.key("backend_id").string(r.backend_id);
-  m.key("created_at").time(r.created_at);
-  m.key("driver").string(r.driver);
-  m.key("error").optional_string(r.error);
-  m.key("expires_at").optional_time(r.expires_at);
+  // Nested structs are written sorted too; snapshots carry their sandbox and driver.
+  std::vector<std::pair<std::string_view, std::function<void(JsonWriter&)>>> members = {
+      {"owner", [&](JsonWriter& w) { write_sorted(w, r.owner); }},
+      {"profile", [&](JsonWriter& w) { write_sorted(w, r.profile); }},
+      {"snapshots",
+       [&](JsonWriter& w) {
+         write_list(w, r.snapshots,
+                    [&](JsonWriter& o, const SnapshotRecord& s) { write_snapshot(o, r, s); });
+       }},
+      {"seconds_left",
+       [&](JsonWriter& w) {
+         if (r.expires_at) {
+           w.integer((*r.expires_at - now).count());
+         } else {
+           w.raw("null");
+         }
+       }},
+  };
   if (with_history) {
-    write_history(m.key("history"), r.history);
+    members.emplace_back("history", [&](JsonWriter& w) {
+      write_list(w, r.history, [](JsonWriter& o, const HistoryEntry& e) { write_sorted(o, e); });
+    });
   }
-  m.key("id").string(r.id);
-  m.key("idempotency_key").optional_string(r.idempotency_key);
-  m.key("labels").string_map(r.labels);
-  m.key("max_expires_at").optional_time(r.max_expires_at);
-  m.key("name").string(r.name);
-  {
-    Members owner(m.key("owner"));
-    owner.key("ci").string_map(r.owner.ci);
-    owner.key("host").string(r.owner.host);
-    owner.key("pid").integer(r.owner.pid);
-    owner.key("user").string(r.owner.user);
-  }
-  {
-    Members profile(m.key("profile"));
-    profile.key("hash").string(r.profile.hash);
-    profile.key("name").string(r.profile.name);
-    profile.key("path").string(r.profile.path);
-  }
-  m.key("restored_from").optional_string(r.restored_from);
-  if (r.expires_at) {
-    m.key("seconds_left").integer((*r.expires_at - now).count());
-  } else {
-    m.key("seconds_left").raw("null");
-  }
-  JsonWriter& snapshots = m.key("snapshots");
-  snapshots.raw("[");
-  for (size_t i = 0; i < r.snapshots.size(); ++i) {
-    if (i > 0) {
-      snapshots.raw(",");
+  // The record's own public fields, but for the nested ones written above.
+  for (const auto& f : Fields<SandboxRecord>::fields) {
+    const bool nested = f.name == "owner" || f.name == "profile" || f.name == "snapshots";
+    if (!(f.flags & ledger_format::k_private) && !nested) {
+      members.emplace_back(f.name, [&r, write = f.write](JsonWriter& w) { write(w, r); });
     }
-    write_snapshot(snapshots, r, r.snapshots[i]);
   }
-  snapshots.raw("]");
-  m.key("state").string(to_string(r.state));
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  Members m(out);
+  for (const auto& [name, write] : members) {
+    write(m.key(name));
+  }
 }
 
 } // namespace

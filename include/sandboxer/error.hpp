@@ -16,6 +16,7 @@ enum class ExitCode : int {
   lock_timeout = 5,  // the ledger (or reaper) lock was not acquired in time
   partial = 6,       // some of several operations failed
   policy = 7,        // refused by policy (TTL cap, max-destroy, ...)
+  unverified = 8,    // evidence does not verify: a hash chain is broken, a segment unreadable
   hangup = 129,      // SIGHUP: the terminal went away mid-operation
   interrupted = 130, // SIGINT: Ctrl-C
   terminated = 143   // SIGTERM: a CI cancel, systemd, kill

@@ -16,10 +16,6 @@
 // delivered from there to every sink, at least once.
 namespace sandboxer::events {
 
-// What the event of `record.history[index]` is: "created", "ready", "exec.started", ... Decided
-// from the transition and its details, so every writer of history gets the same answer.
-std::string kind_of(const SandboxRecord& record, size_t index);
-
 // The CloudEvents 1.0 structured-mode JSON of a committed history entry (its event and event_id
 // set), with the record's public fields as data.
 nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std::string& ledger_id,
@@ -40,12 +36,13 @@ std::string sink_key(const nlohmann::json& sink);
 // ledger lock: kept (renamed) if the ledger has its event id, removed if not.
 class Outbox {
 public:
-  explicit Outbox(std::filesystem::path state_dir);
+  // `ledger` finds the records a killed process's commit closed, when settling its leftovers.
+  explicit Outbox(std::filesystem::path state_dir, const Ledger* ledger = nullptr);
 
   const std::filesystem::path& dir() const { return m_dir; }
 
   // Under the ledger lock, before `data` is committed: settles leftovers, gives each history
-  // entry of `record` from `first` on its kind and event id, and writes the events of those
+  // entry of `record` from `first` on its event id, and writes the events of those
   // that have sinks (`global_sinks` plus the ones the record's profile named at create).
   void stage(LedgerData& data, SandboxRecord& record, size_t first,
              const nlohmann::json& global_sinks);
@@ -71,7 +68,9 @@ public:
   void set_cursor(const std::string& key, std::uint64_t sequence) const;
 
 private:
+  bool in_closed_record(const std::filesystem::path& file, const std::string& event_id) const;
   std::filesystem::path m_dir;
+  const Ledger* m_ledger;
   std::mutex m_mutex; // reap's workers share one Engine
   std::vector<std::filesystem::path> m_staged;
 };

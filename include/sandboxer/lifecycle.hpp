@@ -164,7 +164,8 @@ private:
   // A backend call failed: records the redacted error on `id` and moves it to `to`, with the
   // reason `what` + the error. The caller rethrows its error; a failure to record it is logged,
   // never thrown over it.
-  void record_failure(const std::string& id, const Error& error, State to, const std::string& actor,
+  void record_failure(const std::string& id, const Error& error, EventKind kind, State to,
+                      const std::string& actor,
                       const std::string& what, nlohmann::json details);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,

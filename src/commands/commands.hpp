@@ -112,5 +112,7 @@ void setup_drivers(CLI::App& app, Runner& runner);
 void setup_version(CLI::App& app, Runner& runner);
 void setup_events(CLI::App& app, Runner& runner);
 void setup_history(CLI::App& app, Runner& runner);
+void setup_evidence(CLI::App& app, Runner& runner);
+void setup_ledger(CLI::App& app, Runner& runner);
 
 } // namespace sandboxer::commands

@@ -44,7 +44,7 @@ ExitCode run_list(Context& context, bool only_pending) {
     }
   } else {
     auto pending = pending_by_id(outbox);
-    context.ledger().scan(ReadScope::whole, [&](SandboxRecord& record) {
+    context.ledger().scan(Records::all, ReadScope::whole, [&](SandboxRecord& record) {
       for (const auto& entry : record.history) {
         if (entry.event_id.empty()) {
           continue; // written before events existed
@@ -53,13 +53,15 @@ ExitCode run_list(Context& context, bool only_pending) {
         std::vector<std::string> sinks =
             it == pending.end() ? std::vector<std::string>{} : it->second;
         items.push_back({{"id", entry.event_id},
-                         {"type", "dev.sandboxer.sandbox." + entry.event},
+                         {"type", std::string("dev.sandboxer.sandbox.") + to_string(entry.event)},
                          {"subject", record.id},
                          {"time", format_time(entry.time)},
                          {"pending_sinks", sinks}});
-        table.rows.push_back({format_time(entry.time), entry.event, record.id, entry.event_id,
+        table.rows.push_back({format_time(entry.time), to_string(entry.event), record.id,
+                              entry.event_id,
                               sinks.empty() ? "-" : fmt::format("{}", fmt::join(sinks, ", "))});
       }
+      return true;
     });
   }
   context.out().print(items, [&] { return table; });

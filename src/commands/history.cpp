@@ -12,7 +12,7 @@ ExitCode run_history(Context& context, const std::string& id) {
   context.out().print(data["history"], [&] {
     Table table{{"TIME", "EVENT", "FROM", "TO", "ACTOR", "REASON"}, {}};
     for (const auto& entry : record.history) {
-      table.rows.push_back({format_time(entry.time), entry.event.empty() ? "-" : entry.event,
+      table.rows.push_back({format_time(entry.time), to_string(entry.event),
                             entry.from ? to_string(*entry.from) : "-", to_string(entry.to),
                             entry.actor, entry.reason});
     }

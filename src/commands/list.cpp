@@ -91,7 +91,21 @@ ExitCode run_list(Context& context, const ListArgs& args) {
            one_of(args.names, record.name) && one_of(args.drivers, record.driver) &&
            matches_deadline(record, now, args.expired, within);
   };
+  // Closed records are read from the history (the journal) only when they can be shown.
+  const bool closed_wanted =
+      wanted.empty() ? args.all
+                     : std::any_of(wanted.begin(), wanted.end(),
+                                   [](State s) { return s == State::destroyed || s == State::failed; });
   const Ledger& ledger = context.ledger();
+  auto each = [&](const std::function<void(const SandboxRecord&)>& visit) {
+    ledger.scan(closed_wanted ? Records::all : Records::resident, ReadScope::summary,
+                [&](SandboxRecord& record) {
+                  if (keep(record)) {
+                    visit(record);
+                  }
+                  return true;
+                });
+  };
   switch (context.out().format()) {
   case Format::json: {
     // Streamed: a large ledger is printed in pieces and never held whole, in memory or as text.
@@ -102,10 +116,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     text.reserve(k_flush_at + (16 << 10));
     text = "[";
     bool first = true;
-    ledger.scan(ReadScope::summary, [&](const SandboxRecord& record) {
-      if (!keep(record)) {
-        return;
-      }
+    each([&](const SandboxRecord& record) {
       if (!first) {
         text += ',';
       }
@@ -123,11 +134,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   }
   case Format::yaml: {
     nlohmann::json items = nlohmann::json::array();
-    ledger.scan(ReadScope::summary, [&](const SandboxRecord& record) {
-      if (keep(record)) {
-        items.push_back(public_json(record, now, false));
-      }
-    });
+    each([&](const SandboxRecord& record) { items.push_back(public_json(record, now, false)); });
     context.out().print(items, nullptr);
     return ExitCode::ok;
   }
@@ -137,11 +144,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   if (context.out().quiet()) {
     // Ids only, one per line, as `docker ps -q`: for xargs.
     std::string ids;
-    ledger.scan(ReadScope::summary, [&](const SandboxRecord& r) {
-      if (keep(r)) {
-        ids += r.id + "\n";
-      }
-    });
+    each([&](const SandboxRecord& r) { ids += r.id + "\n"; });
     std::cout << ids << std::flush;
     return ExitCode::ok;
   }
@@ -150,10 +153,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   if (wide) {
     table.headers.insert(table.headers.end(), {"EXPIRES", "BACKEND ID", "OWNER", "LABELS"});
   }
-  ledger.scan(ReadScope::summary, [&](const SandboxRecord& r) {
-    if (!keep(r)) {
-      return;
-    }
+  each([&](const SandboxRecord& r) {
     std::vector<std::string> row = {
         r.id,           r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
         r.profile.name, age(r.created_at, now),        time_left(r, now)};

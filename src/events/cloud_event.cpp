@@ -8,59 +8,6 @@
 
 namespace sandboxer::events {
 
-std::string kind_of(const SandboxRecord& record, size_t index) {
-  const HistoryEntry& entry = record.history.at(index);
-  const auto& details = entry.details;
-  auto has = [&](const char* key) { return details.is_object() && details.contains(key); };
-  if (!entry.from) {
-    return entry.to == State::orphaned ? "orphan.found" : "created";
-  }
-  State from = *entry.from;
-  if (has("repair")) {
-    return "repaired";
-  }
-  if (has("exec")) {
-    return details["exec"].contains("exit_code") ? "exec.finished" : "exec.started";
-  }
-  if (has("expiring")) {
-    return "expiring";
-  }
-  if (has("retention")) {
-    return "snapshot.removed";
-  }
-  switch (entry.to) {
-  case State::creating:
-    return "restoring"; // restore --in-place; a new sandbox's first entry has no `from`
-  case State::snapshotting:
-    return "snapshotting";
-  case State::destroying:
-    return "destroying";
-  case State::destroyed:
-    return "destroyed";
-  case State::failed:
-    return "failed";
-  case State::orphaned:
-    return "orphan.found";
-  case State::expired:
-    return from == State::expired ? "destroy.failed" : "expired";
-  case State::running:
-    break;
-  }
-  if (from == State::creating) {
-    return has("snapshot") ? "restored" : "ready";
-  }
-  if (from == State::snapshotting) {
-    return has("snapshot") ? "snapshotted" : "snapshot.failed";
-  }
-  if (from == State::destroying) {
-    return "destroy.failed";
-  }
-  if (has("to")) {
-    return "extended";
-  }
-  return "updated";
-}
-
 nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std::string& ledger_id,
                            std::uint64_t sequence) {
   const HistoryEntry& entry = record.history.at(index);
@@ -82,7 +29,7 @@ nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std:
       {"specversion", "1.0"},
       {"id", entry.event_id},
       {"source", fmt::format("sandboxer://{}/{}", host_name(), ledger_id)},
-      {"type", "dev.sandboxer.sandbox." + entry.event},
+      {"type", std::string("dev.sandboxer.sandbox.") + to_string(entry.event)},
       {"subject", record.id},
       {"time", format_time(entry.time)},
       {"datacontenttype", "application/json"},

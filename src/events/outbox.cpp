@@ -97,16 +97,30 @@ nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& globa
     }
   };
   add(global_sinks);
-  // The profile's sinks were fixed at create time, like its TTL policy (lifecycle.cpp).
-  if (!record.history.empty() && record.history.front().details.is_object()) {
-    add(record.history.front().details.value("events", nlohmann::json()));
-  }
+  // The profile's sinks were fixed at create time, like its TTL policy.
+  add(record.policy.events);
   return sinks;
 }
 
 } // namespace
 
-Outbox::Outbox(fs::path state_dir) : m_dir(std::move(state_dir) / "outbox") {}
+Outbox::Outbox(fs::path state_dir, const Ledger* ledger)
+    : m_dir(std::move(state_dir) / "outbox"), m_ledger(ledger) {}
+
+bool Outbox::in_closed_record(const fs::path& file, const std::string& event_id) const {
+  if (!m_ledger) {
+    return false;
+  }
+  auto text = read_file_if_exists(file);
+  try {
+    auto doc = nlohmann::json::parse(text.value_or("{}"));
+    auto record = m_ledger->find(doc.at("event").at("subject").get<std::string>());
+    return record && std::any_of(record->history.begin(), record->history.end(),
+                                 [&](const HistoryEntry& e) { return e.event_id == event_id; });
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
 
 void Outbox::settle_leftovers(const LedgerData& data) {
   std::vector<std::string> prepared;
@@ -128,7 +142,8 @@ void Outbox::settle_leftovers(const LedgerData& data) {
   }
   for (const auto& name : prepared) {
     fs::path file = m_dir / name;
-    if (committed_ids.contains(event_id_of(name))) {
+    // A record closed by that commit has left the live part: looked up by the event's subject.
+    if (committed_ids.contains(event_id_of(name)) || in_closed_record(file, event_id_of(name))) {
       fs::path target = m_dir / (std::string(stem_of(name)) + std::string(k_committed));
       ::rename(file.c_str(), target.c_str());
       spdlog::info("outbox: event {} of an interrupted process is committed; it will be delivered",
@@ -150,9 +165,7 @@ void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
   nlohmann::json sinks = sinks_of(record, global_sinks);
   std::vector<size_t> staged;
   for (size_t i = first; i < record.history.size(); ++i) {
-    auto& entry = record.history[i];
-    entry.event = kind_of(record, i);
-    entry.event_id = new_event_id();
+    record.history[i].event_id = new_event_id();
     staged.push_back(i);
   }
   if (sinks.empty() || staged.empty()) {

@@ -5,14 +5,14 @@
 namespace sandboxer::events {
 
 Publisher::Publisher(const Ledger& ledger, nlohmann::json global_sinks, DeliveryPolicy policy)
-    : m_ledger(ledger), m_global_sinks(std::move(global_sinks)), m_outbox(ledger.state_dir()),
+    : m_ledger(ledger), m_global_sinks(std::move(global_sinks)), m_outbox(ledger.state_dir(), &ledger),
       m_delivery(m_outbox, policy) {}
 
 void Publisher::stage(LedgerData& data, SandboxRecord& record, size_t first_new) {
   m_outbox.stage(data, record, first_new, m_global_sinks);
   for (size_t i = first_new; i < record.history.size(); ++i) {
     const auto& entry = record.history[i];
-    spdlog::debug("event {} {} {} -> {} ({})", entry.event_id, entry.event, record.id,
+    spdlog::debug("event {} {} {} -> {} ({})", entry.event_id, to_string(entry.event), record.id,
                   to_string(entry.to), entry.reason);
   }
 }

@@ -18,7 +18,7 @@ void warn_one(Run& run, SandboxRecord& record, TimePoint now) {
   if (run.options.dry_run) {
     item.outcome = "planned";
   } else if (settle_seen(run, record, [&](SandboxRecord& r) {
-               r.transition(r.state, now, run.actor,
+               r.transition(EventKind::expiring, r.state, now, run.actor,
                             fmt::format("expires in {}, at {}", left, format_time(*r.expires_at)),
                             {{"expiring",
                               {{"expires_at", format_time(*r.expires_at)},

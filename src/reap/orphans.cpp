@@ -137,6 +137,11 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
     seen_ids.insert(id);
     seen_backend_ids.insert(resource.backend_id);
     const SandboxRecord* record = id.empty() ? nullptr : find_by_id(after, id);
+    // Not live: a closed record (in the history) may still name it.
+    std::optional<SandboxRecord> closed;
+    if (!record && !id.empty() && (closed = run.ledger.find(id)) && closed->id == id) {
+      record = &*closed;
+    }
     if (record && is_live(record->state) && record->state != State::orphaned) {
       continue;
     }
@@ -201,7 +206,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       if (run.options.dry_run) {
         item.outcome = "planned";
       } else if (settle_seen(run, record, [&](SandboxRecord& r) {
-                   r.transition(State::destroyed, run.clock.now(), run.actor, "vanished",
+                   r.transition(EventKind::destroyed, State::destroyed, run.clock.now(), run.actor, "vanished",
                                 {{"backend_id", r.backend_id}, {"detail", status.detail}});
                  })) {
         item.outcome = "destroyed";

@@ -125,41 +125,25 @@ void execute(Run& run, std::vector<Work>& work) {
   }
 }
 
-// --keep-history: destroyed records older than that leave the ledger in one transaction.
+// --keep-history: closed records (destroyed, failed) whose last entry is older than that leave the
+// ledger, by whole journal segments: never by rewriting the history that stays.
 void prune(Run& run) {
-  TimePoint now = run.clock.now();
-  auto prunable = [&](const SandboxRecord& r) {
-    return is_prunable(r, now, run.options.keep_history);
-  };
-  auto add_items = [&](const LedgerData& data, const char* outcome) {
-    for (const auto& record : data.sandboxes) {
-      if (prunable(record)) {
-        ReapItem item = reap::item_of(record, "prune");
-        item.outcome = outcome;
-        item.reason =
-            fmt::format("destroyed at {}, kept {}", format_time(record.history.back().time),
-                        format_duration(run.options.keep_history));
-        run.report.items.push_back(std::move(item));
-        ++run.report.pruned;
-      }
-    }
-  };
-  if (run.options.dry_run) {
-    add_items(run.seen, "planned");
-    run.report.pruned = 0;
-    return;
+  const TimePoint cutoff = run.clock.now() - run.options.keep_history;
+  PruneReport pruned = run.ledger.store().prune(cutoff, run.options.dry_run);
+  for (const auto& record : pruned.records) {
+    ReapItem item = reap::item_of(record, "prune");
+    item.outcome = run.options.dry_run ? "planned" : "pruned";
+    item.reason = fmt::format("{} at {}, kept {}", to_string(record.state),
+                              format_time(record.history.empty() ? record.created_at
+                                                                 : record.history.back().time),
+                              format_duration(run.options.keep_history));
+    run.report.items.push_back(std::move(item));
   }
-  // Most runs prune nothing: only then take the ledger lock. A record this run destroyed is not
-  // old enough to be pruned, so what the run saw at its start decides.
-  if (std::none_of(run.seen.sandboxes.begin(), run.seen.sandboxes.end(), prunable)) {
-    return;
+  if (!run.options.dry_run && !pruned.records.empty()) {
+    run.report.pruned = static_cast<int>(pruned.records.size());
+    spdlog::info("reap: pruned {} closed record(s) older than {} ({} journal segment(s))",
+                 pruned.records.size(), format_duration(run.options.keep_history), pruned.units);
   }
-  auto tx = run.ledger.begin();
-  add_items(tx.data(), "pruned");
-  std::erase_if(tx.data().sandboxes, prunable);
-  tx.commit();
-  spdlog::info("reap: pruned {} destroyed record(s) older than {}", run.report.pruned,
-               format_duration(run.options.keep_history));
 }
 
 } // namespace

@@ -25,8 +25,8 @@ SandboxRecord record() {
   r.expires_at = at("2026-12-02T12:00:00Z");
   r.labels = {{"team", "infra"}};
   r.owner = {"alice", "build-7", 42, {{"CI_JOB_ID", "7"}}};
-  r.transition(State::creating, r.created_at, "alice", "create");
-  r.transition(State::running, at("2026-12-02T11:00:02Z"), "alice", "created",
+  r.transition(EventKind::created, State::creating, r.created_at, "alice", "create");
+  r.transition(EventKind::ready, State::running, at("2026-12-02T11:00:02Z"), "alice", "created",
                {{"duration_ms", 2000}});
   r.snapshots.push_back({"snp-aaaaaaaaaaaa", "s1", "ref", 10, at("2026-12-02T11:30:00Z")});
   r.idempotency_key = "k";

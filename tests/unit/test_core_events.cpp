@@ -2,6 +2,8 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/events.hpp>
+
+#include "src/ledger/document.hpp"
 #include <sandboxer/files.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/profile.hpp>
@@ -127,24 +129,27 @@ TEST_F(Events, ASinkThatFailsKeepsItsEventsAndTheOthersGoOn) {
             std::string::npos);
 }
 
-TEST(EventKinds, ComeFromTheTransitionAndItsDetails) {
+// Schema 1 entries written before events had no kind: the migration gives the one the events
+// code of that time did.
+TEST(EventKinds, OfSchema1EntriesAreToldFromTheTransitionAndItsDetails) {
   SandboxRecord r;
   auto at = *parse_time("2026-12-02T12:00:00Z");
-  r.transition(State::creating, at, "t", "create");
-  r.transition(State::running, at, "t", "created");
-  r.transition(State::running, at, "t", "exec sh", {{"exec", {{"argv", {"sh"}}}}});
-  r.transition(State::running, at, "t", "exec sh exited 0", {{"exec", {{"exit_code", 0}}}});
-  r.transition(State::expired, at, "reaper", "ttl expired");
-  r.transition(State::expired, at, "reaper", "destroy failed: x");
-  r.transition(State::running, at, "t", "extended", {{"from", "a"}, {"to", "b"}});
-  r.transition(State::creating, at, "t", "restore in place");
-  r.transition(State::running, at, "t", "restored", {{"snapshot", "snp-x"}});
-  r.transition(State::destroying, at, "t", "x");
-  r.transition(State::running, at, "t", "destroy failed: y");
-  r.transition(State::destroyed, at, "reaper", "vanished");
+  r.transition(EventKind::updated, State::creating, at, "t", "create");
+  r.transition(EventKind::updated, State::running, at, "t", "created");
+  r.transition(EventKind::updated, State::running, at, "t", "exec sh", {{"exec", {{"argv", {"sh"}}}}});
+  r.transition(EventKind::updated, State::running, at, "t", "exec sh exited 0", {{"exec", {{"exit_code", 0}}}});
+  r.transition(EventKind::updated, State::expired, at, "reaper", "ttl expired");
+  r.transition(EventKind::updated, State::expired, at, "reaper", "destroy failed: x");
+  r.transition(EventKind::updated, State::running, at, "t", "extended", {{"from", "a"}, {"to", "b"}});
+  r.transition(EventKind::updated, State::creating, at, "t", "restore in place");
+  r.transition(EventKind::updated, State::running, at, "t", "restored", {{"snapshot", "snp-x"}});
+  r.transition(EventKind::updated, State::destroying, at, "t", "x");
+  r.transition(EventKind::updated, State::running, at, "t", "destroy failed: y");
+  r.transition(EventKind::updated, State::destroyed, at, "reaper", "vanished");
+  ledger_format::upgrade_record_from_v1(r);
   std::vector<std::string> kinds;
-  for (size_t i = 0; i < r.history.size(); ++i) {
-    kinds.push_back(events::kind_of(r, i));
+  for (const auto& entry : r.history) {
+    kinds.push_back(to_string(entry.event));
   }
   EXPECT_EQ(kinds,
             (std::vector<std::string>{"created", "ready", "exec.started", "exec.finished",

@@ -89,12 +89,12 @@ SandboxRecord full_record() {
   r.env = {{"GREETING", "h\u00e9llo \"w\u00f6rld\"\n\ttab"}};
   r.secret_refs = {{"api_key", {{"env", "E2B_API_KEY"}}}};
   r.owner = {"alice", "build-7", 4242, {{"CI", "true"}, {"GITHUB_RUN_ID", "42"}}};
-  r.transition(State::creating, at("2026-12-02T11:51:32Z"), "alice@build-7 pid 4242", "create");
-  r.transition(State::running, at("2026-12-02T11:51:35Z"), "alice@build-7 pid 4242", "created",
+  r.transition(EventKind::updated, State::creating, at("2026-12-02T11:51:32Z"), "alice@build-7 pid 4242", "create");
+  r.transition(EventKind::updated, State::running, at("2026-12-02T11:51:35Z"), "alice@build-7 pid 4242", "created",
                {{"duration_ms", 2875}});
-  r.transition(State::snapshotting, at("2026-12-02T12:00:00Z"), "alice@build-7 pid 4242",
+  r.transition(EventKind::updated, State::snapshotting, at("2026-12-02T12:00:00Z"), "alice@build-7 pid 4242",
                "snapshot before-tests");
-  r.transition(State::running, at("2026-12-02T12:00:09Z"), "alice@build-7 pid 4242",
+  r.transition(EventKind::updated, State::running, at("2026-12-02T12:00:09Z"), "alice@build-7 pid 4242",
                "snapshot taken");
   r.snapshots.push_back({"snp-qrstuvwx6734", "before-tests", "sandboxer/sbx-abcdefgh2345:before",
                          123456789, at("2026-12-02T12:00:09Z")});
@@ -106,6 +106,10 @@ SandboxRecord full_record() {
   return r;
 }
 
+std::filesystem::path ledger_file(const Ledger& ledger) {
+  return ledger.state_dir() / "ledger.json";
+}
+
 // A minimal valid record, for tests that only care about a few fields.
 SandboxRecord small_record(const std::string& id, const std::string& name, State state) {
   SandboxRecord r;
@@ -113,7 +117,7 @@ SandboxRecord small_record(const std::string& id, const std::string& name, State
   r.name = name;
   r.driver = "stub";
   r.created_at = at("2026-12-02T11:51:32Z");
-  r.transition(state, r.created_at, "test", "made by the test");
+  r.transition(EventKind::updated, state, r.created_at, "test", "made by the test");
   return r;
 }
 
@@ -202,10 +206,10 @@ TEST(LedgerStates, TransitionalAndLive) {
 
 TEST(LedgerRecord, TransitionAppendsHistory) {
   SandboxRecord r;
-  r.transition(State::creating, at("2026-12-02T11:00:00Z"), "alice@h pid 1", "create");
-  r.transition(State::running, at("2026-12-02T11:00:05Z"), "alice@h pid 1", "created",
+  r.transition(EventKind::updated, State::creating, at("2026-12-02T11:00:00Z"), "alice@h pid 1", "create");
+  r.transition(EventKind::updated, State::running, at("2026-12-02T11:00:05Z"), "alice@h pid 1", "created",
                {{"duration_ms", 5000}});
-  r.transition(State::destroying, at("2026-12-02T12:00:00Z"), "reaper", "ttl expired");
+  r.transition(EventKind::updated, State::destroying, at("2026-12-02T12:00:00Z"), "reaper", "ttl expired");
 
   ASSERT_EQ(r.history.size(), 3u);
   EXPECT_EQ(r.state, State::destroying);
@@ -348,7 +352,7 @@ TEST(LedgerGolden, FileMatchesGolden) {
         small_record("sbx-mmmmmmmmmmmm", "minimal", State::destroyed));
     transaction.commit();
   }
-  const std::string written = read_file(ledger.file());
+  const std::string written = read_file(ledger_file(ledger));
   // Compact: one line, ended by a newline.
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.find('\n'), written.size() - 1);
@@ -420,7 +424,7 @@ TEST(LedgerFile, PermissionsWhateverTheUmask) {
   ::umask(old_umask);
   using std::filesystem::perms;
   EXPECT_EQ(mode_of(dir / "a" / "b" / "state"), perms::owner_all);
-  EXPECT_EQ(mode_of(ledger.file()), perms::owner_read | perms::owner_write);
+  EXPECT_EQ(mode_of(ledger_file(ledger)), perms::owner_read | perms::owner_write);
   EXPECT_EQ(mode_of(dir / "a" / "b" / "state" / "ledger.lock"),
             perms::owner_read | perms::owner_write);
   EXPECT_EQ(mode_of(dir / "a" / "b" / "state" / "ledger.json.bak"),
@@ -446,7 +450,7 @@ TEST(LedgerFile, CommitKeepsThePreviousCopyAsBak) {
     transaction.data().sandboxes.push_back(
         small_record(new_sandbox_id(), "n" + std::to_string(i), State::running));
     transaction.commit();
-    versions.push_back(read_file(ledger.file()));
+    versions.push_back(read_file(ledger_file(ledger)));
     if (i == 0) {
       EXPECT_FALSE(std::filesystem::exists(backup)) << "no previous ledger, so no backup";
     } else {
@@ -470,8 +474,8 @@ TEST(LedgerFile, CommitAfterBackupAndLedgerAreOneFile) {
   Ledger ledger(dir / "state", 1s);
   ledger.begin().commit();
   const auto backup = dir / "state" / "ledger.json.bak";
-  std::filesystem::create_hard_link(ledger.file(), backup);
-  const std::string before = read_file(ledger.file());
+  std::filesystem::create_hard_link(ledger_file(ledger), backup);
+  const std::string before = read_file(ledger_file(ledger));
   {
     auto transaction = ledger.begin();
     transaction.data().sandboxes.push_back(full_record());
@@ -494,9 +498,9 @@ TEST(LedgerFile, CommitWithoutChangesKeepsTheContent) {
     transaction.data().sandboxes.push_back(full_record());
     transaction.commit();
   }
-  const std::string first = read_file(ledger.file());
+  const std::string first = read_file(ledger_file(ledger));
   ledger.begin().commit();
-  EXPECT_EQ(read_file(ledger.file()), first);
+  EXPECT_EQ(read_file(ledger_file(ledger)), first);
 }
 
 TEST(LedgerFile, EnsureIdCommitsOnceAndStaysStable) {
@@ -504,7 +508,7 @@ TEST(LedgerFile, EnsureIdCommitsOnceAndStaysStable) {
   Ledger ledger(dir / "state", 1s);
   const std::string id = ledger.ensure_id();
   EXPECT_TRUE(std::regex_match(id, std::regex("ldg-[a-z2-7]{12}"))) << id;
-  EXPECT_TRUE(std::filesystem::exists(ledger.file()));
+  EXPECT_TRUE(std::filesystem::exists(ledger_file(ledger)));
   EXPECT_EQ(ledger.ensure_id(), id);
   EXPECT_EQ(ledger.read().ledger_id, id);
   auto transaction = ledger.begin();
@@ -534,16 +538,16 @@ protected:
   // Replaces the ledger with `text` and checks that reading, beginning a transaction and
   // ensure_id() all fail with `expected`, leaving both files as they were.
   void expect_refused(const std::string& text, const std::string& expected) {
-    write_file(m_ledger.file(), text);
+    write_file(ledger_file(m_ledger), text);
     const std::string backup = read_file(backup_path());
     EXPECT_EQ(error_of([&] { m_ledger.read(); }), expected);
     EXPECT_EQ(error_of([&] { m_ledger.begin(); }), expected);
     EXPECT_EQ(error_of([&] { m_ledger.ensure_id(); }), expected);
-    EXPECT_EQ(read_file(m_ledger.file()), text);
+    EXPECT_EQ(read_file(ledger_file(m_ledger)), text);
     EXPECT_EQ(read_file(backup_path()), backup);
   }
 
-  std::string file() const { return m_ledger.file().string(); }
+  std::string file() const { return ledger_file(m_ledger).string(); }
   std::filesystem::path backup_path() const { return m_dir / "state" / "ledger.json.bak"; }
   std::string restore_hint() const {
     return "; it was left untouched. The previous good copy is " + backup_path().string() +
@@ -585,7 +589,7 @@ TEST_F(LedgerCorrupt, TrailingContent) {
 }
 
 TEST_F(LedgerCorrupt, SyntaxErrorInsideARecord) {
-  std::string text = read_file(m_ledger.file());
+  std::string text = read_file(ledger_file(m_ledger));
   const auto pos = text.find("\"driver\":\"docker\"");
   ASSERT_NE(pos, std::string::npos);
   text[pos + 9] = '?';
@@ -596,7 +600,7 @@ TEST_F(LedgerCorrupt, SyntaxErrorInsideARecord) {
 
 // Issue 13: two records with one id were read, and lookups by id picked one of them.
 TEST_F(LedgerCorrupt, DuplicateRecordIds) {
-  const std::string text = read_file(m_ledger.file());
+  const std::string text = read_file(ledger_file(m_ledger));
   const auto open = text.find('[');
   const auto close = text.rfind(']');
   ASSERT_NE(open, std::string::npos);
@@ -620,7 +624,7 @@ TEST_F(LedgerCorrupt, NoSchemaVersion) {
 }
 
 TEST_F(LedgerCorrupt, WrongFieldTypeNamesIndexIdAndField) {
-  json document = json::parse(read_file(m_ledger.file()));
+  json document = json::parse(read_file(ledger_file(m_ledger)));
   json second = full_record();
   second["id"] = "sbx-secondsecond";
   second["history"][1]["time"] = 1234;
@@ -642,40 +646,40 @@ TEST_F(LedgerCorrupt, InvalidUtf8) {
 TEST(LedgerFile, CorruptWithoutBackupSaysSo) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
-  write_file(ledger.file(), "{");
+  write_file(ledger_file(ledger), "{");
   const auto backup = (dir / "state" / "ledger.json.bak").string();
   EXPECT_EQ(error_of([&] { ledger.begin(); }),
-            "ledger " + ledger.file().string() +
+            "ledger " + ledger_file(ledger).string() +
                 " is corrupt (invalid JSON at byte offset 1: unexpected end of input (expected a "
                 "string as object key))"
                 "; it was left untouched. There is no previous copy (" +
                 backup +
                 " does not exist): repair it by hand, or move it aside to start an empty ledger "
                 "(sandboxes it listed can then be found with: sandboxer reap --orphans --dry-run)");
-  EXPECT_EQ(read_file(ledger.file()), "{");
+  EXPECT_EQ(read_file(ledger_file(ledger)), "{");
 }
 
 TEST(LedgerFile, NewerSchemaIsRefused) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
-  const std::string expected = "ledger " + ledger.file().string() +
+  const std::string expected = "ledger " + ledger_file(ledger).string() +
                                " has schema_version 2, newer than this sandboxer understands (1); "
                                "upgrade sandboxer";
-  write_file(ledger.file(), "{\"schema_version\":2,\"sandboxes\":[{\"a\":\"new shape\"}]}");
+  write_file(ledger_file(ledger), "{\"schema_version\":2,\"sandboxes\":[{\"a\":\"new shape\"}]}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
   EXPECT_EQ(error_of([&] { ledger.begin(); }), expected);
   // Also when the version comes after records that this version cannot read.
-  write_file(ledger.file(), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
+  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
-  EXPECT_EQ(read_file(ledger.file()), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
+  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
 }
 
 TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
-  std::filesystem::create_directories(ledger.file());
+  std::filesystem::create_directories(ledger_file(ledger));
   EXPECT_EQ(error_of([&] { ledger.read(); }),
-            "cannot read ledger " + ledger.file().string() + ": Is a directory");
+            "cannot read ledger " + ledger_file(ledger).string() + ": Is a directory");
 }
 
 // Runs `check` (which returns what went wrong, or "") as an unprivileged user: root reads files
@@ -723,9 +727,9 @@ TEST(LedgerFile, PermissionDeniedNamesPathAndErrno) {
               TempDir dir;
               Ledger ledger(dir / "state", 1s);
               ledger.begin().commit();
-              std::filesystem::permissions(ledger.file(), std::filesystem::perms::none);
+              std::filesystem::permissions(ledger_file(ledger), std::filesystem::perms::none);
               const std::string expected =
-                  "cannot read ledger " + ledger.file().string() +
+                  "cannot read ledger " + ledger_file(ledger).string() +
                   ": Permission denied; check that it belongs to you and is readable (its mode "
                   "should be 0600)";
               const std::string got = error_of([&] { ledger.read(); });
@@ -748,11 +752,11 @@ TEST(LedgerFile, LargeLedgerRoundTrips) {
     transaction.commit();
   }
   // Large enough to be mapped and written in several chunks.
-  EXPECT_GT(std::filesystem::file_size(ledger.file()), 2u << 20);
+  EXPECT_GT(std::filesystem::file_size(ledger_file(ledger)), 2u << 20);
   const LedgerData data = ledger.read();
   ASSERT_EQ(data.sandboxes.size(), 3000u);
   EXPECT_EQ(data.sandboxes[2999].name, "n2999");
-  EXPECT_EQ(json::parse(read_file(ledger.file())).at("sandboxes").size(), 3000u);
+  EXPECT_EQ(json::parse(read_file(ledger_file(ledger))).at("sandboxes").size(), 3000u);
 }
 
 TEST(LedgerFile, SummaryReadLeavesOutTheBulkAndKeepsTheRest) {
@@ -781,7 +785,7 @@ TEST(LedgerFile, SummaryReadStepsOverTrickyStrings) {
   {
     auto transaction = ledger.begin();
     SandboxRecord r = small_record("sbx-aaaaaaaaaaaa", "a", State::running);
-    r.transition(State::running, r.created_at, "t", "ends in a backslash \\",
+    r.transition(EventKind::updated, State::running, r.created_at, "t", "ends in a backslash \\",
                  {{"text", "]} \" \\\" [{"}, {"deep", {{{"x", {1, {2, {3}}}}}}}});
     r.spec = {{"tricky", "\\\\\""}};
     r.error = "after the skipped parts";
@@ -819,7 +823,7 @@ TEST(LedgerFile, TwoSandboxListsAreRefused) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
   std::filesystem::create_directories(dir / "state");
-  write_file(ledger.file(),
+  write_file(ledger_file(ledger),
              R"({"schema_version":1,"ledger_id":"l","sandboxes":[],"sandboxes":[]})");
   EXPECT_NE(error_of([&] { ledger.read(); }).find("\"sandboxes\" appears twice"),
             std::string::npos);
@@ -833,12 +837,12 @@ TEST(LedgerFile, SummaryReadStillRefusesABrokenRecord) {
     transaction.data().sandboxes.push_back(full_record());
     transaction.commit();
   }
-  std::string text = read_file(ledger.file());
+  std::string text = read_file(ledger_file(ledger));
   // Unbalance the history array, which a summary read skips over.
   const size_t history = text.find("\"history\":[");
   ASSERT_NE(history, std::string::npos);
   text.erase(history + 10, 1);
-  write_file(ledger.file(), text);
+  write_file(ledger_file(ledger), text);
   EXPECT_NE(error_of([&] { ledger.read(ReadScope::summary); }).find("is corrupt"),
             std::string::npos);
 }
@@ -853,7 +857,7 @@ TEST(LedgerFile, DamagedFilesAreRefusedCleanly) {
     transaction.data().sandboxes = {full_record(), full_record()};
     transaction.commit();
   }
-  const std::string good = read_file(ledger.file());
+  const std::string good = read_file(ledger_file(ledger));
   std::mt19937 random(1234);
   const std::string alphabet = "{}[]\":,\\ntfu0123456789.-eE \xc3\xa9\x80\xff\x01";
   int refused = 0;
@@ -880,8 +884,8 @@ TEST(LedgerFile, DamagedFilesAreRefusedCleanly) {
       }
     }
     // Unlinked first: ext4 flushes a file truncated and rewritten in place, which is slow.
-    std::filesystem::remove(ledger.file());
-    write_file(ledger.file(), text);
+    std::filesystem::remove(ledger_file(ledger));
+    write_file(ledger_file(ledger), text);
     try {
       ledger.read();
     } catch (const LedgerError& e) {

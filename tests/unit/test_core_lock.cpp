@@ -207,7 +207,7 @@ TEST(LockLedger, ForkedHolderIsNamedAndItsDeathReleasesTheLock) {
   ::close(ready[0]);
 
   const auto [message, took] = timeout_of([&] { ledger.begin(); });
-  EXPECT_EQ(message, "ledger " + ledger.file().string() + " is locked by pid " +
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is locked by pid " +
                          std::to_string(child) + " (" + self_command() + "); waited 1s; " + hint());
   EXPECT_GE(took, 950ms);
   // Reads take no lock.
@@ -228,7 +228,7 @@ TEST(LockLedger, SecondLedgerInAnotherThreadTimesOut) {
   std::thread other(
       [&] { message = timeout_of([&] { Ledger(dir / "state", 1s).begin(); }).first; });
   other.join();
-  EXPECT_EQ(message, "ledger " + ledger.file().string() + " is locked by pid " +
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is locked by pid " +
                          std::to_string(::getpid()) + " (" + self_command() + "); waited 1s; " +
                          hint());
 }
@@ -243,7 +243,7 @@ TEST(LockLedger, TransactionsOfManyThreadsDoNotLoseUpdates) {
     r.name = "counter";
     r.driver = "stub";
     r.labels["count"] = "0";
-    r.transition(State::running, TimePoint{}, "test", "seed");
+    r.transition(EventKind::updated, State::running, TimePoint{}, "test", "seed");
     transaction.data().sandboxes.push_back(r);
     transaction.commit();
   }

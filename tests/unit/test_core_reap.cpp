@@ -65,17 +65,17 @@ TEST(ReapRules, AttemptsCountTheTrailingFailures) {
   auto r = record_in(State::running, k_noon, k_noon);
   EXPECT_EQ(failed_attempts(r), 0);
   EXPECT_FALSE(next_attempt_at(r));
-  r.transition(State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 1}});
-  r.transition(State::expired, k_noon, "reaper", "destroy failed: x",
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 1}});
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "destroy failed: x",
                {{"attempt", 1}, {"next_attempt_at", "2026-12-02T12:01:00Z"}});
   EXPECT_EQ(failed_attempts(r), 1);
   EXPECT_EQ(next_attempt_at(r), k_noon + 1min);
-  r.transition(State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 2}});
-  r.transition(State::expired, k_noon, "reaper", "destroy failed: x",
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 2}});
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "destroy failed: x",
                {{"attempt", 2}, {"next_attempt_at", "2026-12-02T12:03:00Z"}});
   EXPECT_EQ(failed_attempts(r), 2);
   // An extend makes it live again and starts the count over.
-  r.transition(State::running, k_noon, "alice", "extended");
+  r.transition(EventKind::updated, State::running, k_noon, "alice", "extended");
   EXPECT_EQ(failed_attempts(r), 0);
   EXPECT_FALSE(next_attempt_at(r));
 }
@@ -203,13 +203,13 @@ TEST_F(Reap, DestroysOnlyTheExpiredAndRespectsTheSkew) {
 TEST_F(Reap, DryRunAndMaxDestroyChangeNothing) {
   auto a = create(1min), b = create(1min);
   clock.advance(2min);
-  auto before = testing::read_file(ledger.file());
+  auto before = testing::read_file((ledger.state_dir() / "ledger.json"));
   ReapOptions dry = options();
   dry.dry_run = true;
   auto plan = reaper.run(dry);
   EXPECT_EQ(plan.items.size(), 2u);
   EXPECT_EQ(plan.items[0].outcome, "planned");
-  EXPECT_EQ(testing::read_file(ledger.file()), before);
+  EXPECT_EQ(testing::read_file((ledger.state_dir() / "ledger.json")), before);
   EXPECT_TRUE(std::filesystem::exists(backend(a)));
 
   ReapOptions capped = options();
@@ -219,7 +219,7 @@ TEST_F(Reap, DryRunAndMaxDestroyChangeNothing) {
   EXPECT_NE(refused.refused->find("2 sandboxes would be destroyed, more than --max-destroy 1"),
             std::string::npos);
   EXPECT_EQ(refused.destroyed, 0);
-  EXPECT_EQ(testing::read_file(ledger.file()), before);
+  EXPECT_EQ(testing::read_file((ledger.state_dir() / "ledger.json")), before);
   capped.max_destroy = 2;
   EXPECT_EQ(reaper.run(capped).destroyed, 2);
   EXPECT_EQ(engine.get(b).state, State::destroyed);
@@ -277,9 +277,9 @@ TEST_F(Reap, ExpiringIsRecordedOncePerDeadline) {
   EXPECT_EQ(reaper.run(o).expiring, 1);
   EXPECT_EQ(reaper.run(o).expiring, 0);
   auto r = engine.get(soon);
-  EXPECT_EQ(r.history.back().event, "expiring");
+  EXPECT_EQ(r.history.back().event, EventKind::expiring);
   EXPECT_EQ(r.history.back().details["expiring"]["window"], "10m");
-  EXPECT_EQ(engine.get(later).history.back().event, "ready");
+  EXPECT_EQ(engine.get(later).history.back().event, EventKind::ready);
   EXPECT_EQ(r.state, State::running);
 }
 
@@ -331,7 +331,7 @@ TEST_F(Reap, StuckRecordsAreSettledFromTheBackend) {
       if (clear_backend) {
         r.backend_id.clear();
       }
-      r.transition(state, clock.now(), "alice@elsewhere pid 42", "killed");
+      r.transition(EventKind::updated, state, clock.now(), "alice@elsewhere pid 42", "killed");
     });
   };
   set_stuck(lost_create, State::creating, true);
@@ -373,7 +373,7 @@ TEST_F(Reap, ARepairedExpiredSandboxIsDestroyedInTheSameRun) {
   auto id = create(10min);
   clock.advance(11min);
   edit(id, [&](SandboxRecord& r) {
-    r.transition(State::destroying, clock.now(), "alice@elsewhere pid 42", "killed");
+    r.transition(EventKind::updated, State::destroying, clock.now(), "alice@elsewhere pid 42", "killed");
   });
   clock.advance(11min);
   auto report = reaper.run(options());
@@ -488,7 +488,7 @@ TEST(ReapRules, ExpiringWarnsOncePerDeadlineInsideTheWindow) {
   EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(300))); // not yet in the window
   EXPECT_FALSE(needs_expiring_warning(r, k_noon, Seconds(0)));   // turned off
   EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(9), Seconds(600))); // past
-  r.transition(State::running, k_noon, "reaper", "expires in 8m",
+  r.transition(EventKind::updated, State::running, k_noon, "reaper", "expires in 8m",
                {{"expiring", {{"expires_at", format_time(*r.expires_at)}, {"window", "10m"}}}});
   EXPECT_FALSE(needs_expiring_warning(r, k_noon + std::chrono::minutes(1), Seconds(600)));
   // Extended: the new deadline is warned about in its turn.

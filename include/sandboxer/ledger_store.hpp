@@ -1,0 +1,103 @@
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/record.hpp>
+
+// The ledger's storage, behind one small interface: the local files (src/ledger/local_store.cpp,
+// docs/ledger-format.md) are the embedded default, and a shared database for a fleet of machines
+// implements the same calls. Callers use sandboxer::Ledger (ledger.hpp), which wraps a store.
+namespace sandboxer {
+
+// The live part of the ledger: the resident records (is_resident) and the document's own fields.
+struct LedgerData {
+  static constexpr int k_schema_version = 2;
+  std::string ledger_id; // stable random id, written on the ownership label sandboxer.ledger
+  // The sequence number of the last event given out: events are numbered in commit order.
+  std::uint64_t event_seq = 0;
+  std::vector<SandboxRecord> sandboxes;
+
+  // Among these records: by id; else by name, the live record of that name or the newest one
+  // that bore it. nullptr when absent.
+  SandboxRecord* find(const std::string& id_or_name);
+  const SandboxRecord* find(const std::string& id_or_name) const;
+};
+
+// `summary` leaves each record's history, spec, info, env and secret_refs empty: all that `list`
+// and a reap plan look at, several times faster. Transactions always read whole.
+enum class ReadScope { whole, summary };
+
+// Which records a scan visits: the resident ones, the closed history, or both (resident first).
+enum class Records { resident, closed, all };
+
+// One problem `verify` found: which sandbox (may be empty), which history entry (or -1), where
+// (a file and byte offset, or a table row), and what.
+struct VerifyProblem {
+  std::string sandbox;
+  long index = -1;
+  std::string where;
+  std::string what;
+};
+struct VerifyReport {
+  std::size_t records = 0;
+  std::size_t entries = 0;
+  std::vector<VerifyProblem> problems;
+};
+
+// What `prune` removed.
+struct PruneReport {
+  std::vector<SandboxRecord> records; // summaries of the records dropped
+  std::size_t units = 0;              // segments (files) or rows removed
+};
+
+class LedgerStore {
+public:
+  virtual ~LedgerStore() = default;
+
+  // Where the ledger is, for messages: a path, or a URL without its password.
+  virtual std::string location() const = 0;
+  // The local directory for what stays on this machine: the outbox, drivers' data, locks.
+  virtual const std::filesystem::path& state_dir() const = 0;
+
+  // The live part. Throws LedgerError on corruption (naming where), never writing over it.
+  virtual LedgerData read(ReadScope scope) const = 0;
+  // Each record once, its newest copy, handed to `visit`, which may move from it and returns
+  // false to stop. Memory stays flat however long the history is.
+  virtual void scan(Records which, ReadScope scope,
+                    const std::function<bool(SandboxRecord&)>& visit) const = 0;
+  // By id, else by name (the live record of that name, else the newest that bore it), among all
+  // records, live and closed.
+  virtual std::optional<SandboxRecord> find(const std::string& id_or_name) const = 0;
+
+  // A read-modify-write of the live part under the store's exclusive lock.
+  class Transaction {
+  public:
+    virtual ~Transaction() = default;
+    virtual LedgerData& data() = 0;
+    // A record by id or name as LedgerData::find, also among closed records: a closed one is
+    // brought into data() (to be reopened, or changed and closed again). nullptr when absent.
+    virtual SandboxRecord* find(const std::string& id_or_name) = 0;
+    // Seals the new history entries into their chains and writes atomically: records no longer
+    // resident move to the closed history. The lock is held until the transaction is destroyed.
+    virtual void commit() = 0;
+  };
+  virtual std::unique_ptr<Transaction> begin() const = 0;
+
+  // Drops closed records whose last entry is older than `cutoff`, in whole units (segments,
+  // rows); with `dry_run`, only reports what would go.
+  virtual PruneReport prune(TimePoint cutoff, bool dry_run) const = 0;
+  // Checks every record's hash chain and the store's own structure.
+  virtual VerifyReport verify() const = 0;
+  // Brings the store to the current schema now (otherwise the first write does). Returns a
+  // sentence saying what was done.
+  virtual std::string migrate() const = 0;
+  // One line for `status`: the kind of store, its location and size.
+  virtual std::string describe() const = 0;
+};
+
+} // namespace sandboxer

@@ -1,0 +1,603 @@
+#include <cerrno>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <sandboxer/chain.hpp>
+#include <sandboxer/error.hpp>
+
+#include "src/file_descriptor.hpp"
+#include "src/ledger/file_io.hpp"
+#include "src/ledger/local_store.hpp"
+
+namespace sandboxer {
+namespace {
+
+namespace fs = std::filesystem;
+using ledger_files::errno_text;
+using ledger_files::write_failed;
+using ledger_format::Header;
+using ledger_format::JournalTail;
+using ledger_journal::Line;
+using ledger_journal::Problem;
+
+constexpr std::string_view k_backup_name = "ledger.json.bak";
+// Temporary names carry the pid so that a crashed writer's leftovers are recognisable.
+constexpr std::string_view k_temp_prefix = ".ledger.json.tmp.";
+constexpr std::string_view k_backup_temp_prefix = "ledger.json.bak.tmp.";
+constexpr size_t k_write_chunk = 1 << 20;
+
+// Under the lock no other writer is active, so any temporary file in the directory was left by a
+// writer that crashed; removing them keeps the state directory from filling up.
+void remove_stale_temporaries(const fs::path& dir) {
+  DIR* handle = ::opendir(dir.c_str());
+  if (!handle) {
+    return;
+  }
+  while (const dirent* entry = ::readdir(handle)) {
+    const std::string_view name = entry->d_name;
+    if (name.starts_with(k_temp_prefix) || name.starts_with(k_backup_temp_prefix)) {
+      ::unlinkat(::dirfd(handle), entry->d_name, 0);
+    }
+  }
+  ::closedir(handle);
+}
+
+// Another user who can write the state directory can swap the ledger, the lock file or the
+// outbox's files under root's feet, or plant symlinks there: no write is safe in it. Refused,
+// not warned about: cron's output is rarely read.
+void refuse_shared_state_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw LedgerError(
+        fmt::format("cannot inspect state directory {}: {}", dir.string(), errno_text()));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw LedgerError(fmt::format(
+        "state directory {} is writable by {} (mode {:04o}): another user could replace the "
+        "ledger or plant symlinks in it; run 'chmod go-w {}' or choose a private --state-dir",
+        dir.string(), (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777,
+        dir.string()));
+  }
+}
+
+void warn(const Problem& problem) {
+  spdlog::warn("ledger journal {} at byte {}: {}", problem.file.string(), problem.offset,
+               problem.what);
+}
+
+// Reads a journal line, or reports it as a problem and returns false.
+bool parse_line(const ledger_journal::Journal& journal, const Line& line, ReadScope scope,
+                SandboxRecord& record, const std::function<void(const Problem&)>& problem) {
+  try {
+    ledger_format::read_journal_line(line.text, record, scope);
+    return true;
+  } catch (const ledger_format::ShapeError& e) {
+    problem({journal.segment_path(line.segment), line.offset,
+             fmt::format("record {}: {}", record.id.empty() ? "without an id" : record.id,
+                         e.describe())});
+  } catch (const ledger_format::SyntaxError& e) {
+    problem({journal.segment_path(line.segment), line.offset + e.offset,
+             "invalid JSON: " + e.message});
+  }
+  return false;
+}
+
+std::string id_in(const Line& line) {
+  std::string_view id = ledger_journal::id_of_line(line.text);
+  if (!id.empty()) {
+    return std::string(id);
+  }
+  SandboxRecord record;
+  try {
+    ledger_format::read_journal_line(line.text, record, ReadScope::summary);
+  } catch (...) {
+  }
+  return record.id;
+}
+
+// Whether `line` is the record `id_or_name` names (by id, or by name).
+bool names_record(const Line& line, const std::string& id_or_name) {
+  std::string_view id = ledger_journal::id_of_line(line.text);
+  if (id.empty()) {
+    SandboxRecord record;
+    try {
+      ledger_format::read_journal_line(line.text, record, ReadScope::summary);
+    } catch (...) {
+      return false;
+    }
+    return record.id == id_or_name || record.name == id_or_name;
+  }
+  return id == id_or_name || ledger_journal::name_of_line(line.text) == id_or_name;
+}
+
+// The time a closed record was closed: its last entry.
+TimePoint closed_at(const SandboxRecord& record) {
+  return record.history.empty() ? record.created_at : record.history.back().time;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+LocalStore::LocalStore(fs::path state_dir, Seconds lock_timeout)
+    : m_dir(std::move(state_dir)),
+      m_lock(m_dir / "ledger.lock", lock_timeout,
+             fmt::format("ledger {}", (m_dir / "ledger.json").string())),
+      m_journal(m_dir / "journal") {}
+
+LocalStore::Live LocalStore::load(ReadScope scope, bool all) const {
+  Live live;
+  const auto path = file();
+  ledger_files::FileText text;
+  if (!text.load(path)) {
+    return live;
+  }
+  // No record our writer makes is shorter than this, so the vector never grows (and moves every
+  // record) while reading; the excess is address space that is never touched.
+  constexpr size_t k_shortest_record = 400;
+  live.records.reserve(text.view().size() / k_shortest_record + 16);
+  live.header = ledger_format::parse_document(text.view(), path, scope, [&](SandboxRecord& r) {
+    if (all || is_resident(r)) {
+      live.records.push_back(std::move(r));
+    }
+  });
+  return live;
+}
+
+LedgerData LocalStore::read(ReadScope scope) const {
+  Live live = load(scope);
+  LedgerData data;
+  data.ledger_id = std::move(live.header.ledger_id);
+  data.event_seq = live.header.event_seq;
+  data.sandboxes = std::move(live.records);
+  return data;
+}
+
+void LocalStore::scan(Records which, ReadScope scope,
+                      const std::function<bool(SandboxRecord&)>& visit) const {
+  const auto path = file();
+  ledger_files::FileText text;
+  if (!text.load(path)) {
+    return;
+  }
+  // The live document first: its resident records, and (schema 1) its closed ones.
+  std::unordered_set<std::string> resident;
+  bool stopped = false;
+  const Header header =
+      ledger_format::parse_document(text.view(), path, scope, [&](SandboxRecord& r) {
+        const bool is_res = is_resident(r);
+        if (is_res) {
+          resident.insert(r.id);
+        }
+        const bool wanted = which == Records::all ||
+                            (which == Records::resident) == is_res;
+        if (!stopped && wanted) {
+          stopped = !visit(r);
+        }
+      });
+  if (stopped || which == Records::resident || header.schema_version < 2) {
+    return;
+  }
+  // Each closed record once, its newest copy: a record reopened and closed again has two.
+  std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> newest;
+  for (auto s = header.journal.first; s <= header.journal.segment; ++s) {
+    m_journal.read_segment(
+        s, header.journal, header.ledger_id,
+        [&](const Line& line) {
+          newest[id_in(line)] = {line.segment, line.offset};
+          return true;
+        },
+        [](const Problem&) {});
+  }
+  for (auto s = header.journal.first; s <= header.journal.segment && !stopped; ++s) {
+    m_journal.read_segment(
+        s, header.journal, header.ledger_id,
+        [&](const Line& line) {
+          const std::string id = id_in(line);
+          if (resident.contains(id) ||
+              newest[id] != std::pair<std::uint64_t, std::uint64_t>{line.segment, line.offset}) {
+            return true;
+          }
+          SandboxRecord record;
+          if (parse_line(m_journal, line, scope, record, warn)) {
+            stopped = !visit(record);
+          }
+          return !stopped;
+        },
+        warn);
+  }
+}
+
+std::optional<SandboxRecord> LocalStore::find_closed(const JournalTail& tail,
+                                                     const std::string& ledger_id,
+                                                     const std::string& id_or_name) const {
+  // Newest segment first: a name answers with the record that bore it last.
+  for (auto s = tail.segment; s >= tail.first && s > 0; --s) {
+    std::optional<Line> match;
+    std::string keep; // the line's text outlives the segment's mapping
+    m_journal.read_segment(
+        s, tail, ledger_id,
+        [&](const Line& line) {
+          if (names_record(line, id_or_name)) {
+            match = line;
+            keep.assign(line.text);
+          }
+          return true;
+        },
+        warn);
+    if (match) {
+      match->text = keep;
+      SandboxRecord record;
+      if (parse_line(m_journal, *match, ReadScope::whole, record, warn)) {
+        return record;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<SandboxRecord> LocalStore::find(const std::string& id_or_name) const {
+  Live live = load(ReadScope::whole, true);
+  LedgerData data;
+  data.sandboxes = std::move(live.records);
+  const SandboxRecord* found = data.find(id_or_name);
+  if (found && (found->id == id_or_name || is_live(found->state))) {
+    return *found;
+  }
+  if (live.header.schema_version >= 2) {
+    auto closed = find_closed(live.header.journal, live.header.ledger_id, id_or_name);
+    if (closed && (!found || closed->created_at >= found->created_at)) {
+      return closed;
+    }
+  }
+  if (found) {
+    return *found;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+void LocalStore::write_document(const Header& header,
+                                const std::vector<SandboxRecord>& records) const {
+  const auto target = file();
+  const auto pid = std::to_string(::getpid());
+  const auto temp = m_dir / (std::string(k_temp_prefix) + pid);
+  const auto backup = m_dir / k_backup_name;
+  const auto backup_temp = m_dir / (std::string(k_backup_temp_prefix) + pid);
+
+  remove_stale_temporaries(m_dir);
+  try {
+    FileDescriptor fd(
+        ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() < 0) {
+      write_failed("create", temp, target);
+    }
+    // Exactly 0600 whatever the umask: the ledger names users, hosts and CI jobs.
+    if (::fchmod(fd.get(), 0600) != 0) {
+      write_failed("chmod", temp, target);
+    }
+    std::string buffer;
+    ledger_format::serialize(header, records, k_write_chunk, buffer, [&](const std::string& t) {
+      ledger_files::write_all(fd.get(), t, temp, target);
+    });
+    if (::fsync(fd.get()) != 0) {
+      write_failed("fsync", temp, target);
+    }
+    if (::close(fd.release()) != 0) {
+      write_failed("close", temp, target);
+    }
+    // The current file becomes the backup through a hard link and a rename, so that
+    // ledger.json.bak is, at every instant, a whole previous ledger.
+    if (::link(target.c_str(), backup_temp.c_str()) == 0) {
+      if (::rename(backup_temp.c_str(), backup.c_str()) != 0) {
+        write_failed("rename", backup_temp, target);
+      }
+      // rename(2) does nothing when both names are links to the same file, which is the case
+      // when a writer was killed between this rename and the next one: drop the extra link.
+      ::unlink(backup_temp.c_str());
+    } else if (errno != ENOENT) {
+      write_failed("link", backup_temp, target);
+    }
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      write_failed("rename", temp, target);
+    }
+  } catch (...) {
+    ::unlink(temp.c_str());
+    ::unlink(backup_temp.c_str());
+    throw;
+  }
+  ledger_files::fsync_directory(m_dir, target);
+}
+
+LockFile::Guard LocalStore::lock_for_writing() const {
+  std::error_code ec;
+  // Only a directory created here is narrowed to 0700: an existing one was chosen by the user.
+  if (fs::create_directories(m_dir, ec)) {
+    if (::chmod(m_dir.c_str(), 0700) != 0) {
+      throw LedgerError(fmt::format("cannot set the mode of state directory {}: {}",
+                                    m_dir.string(), errno_text()));
+    }
+  } else if (ec) {
+    throw LedgerError(fmt::format("cannot create state directory {}: {}; choose another with "
+                                  "--state-dir or $SANDBOXER_STATE_DIR",
+                                  m_dir.string(), ec.message()));
+  }
+  refuse_shared_state_dir(m_dir);
+  return m_lock.acquire();
+}
+
+namespace {
+
+// What a transaction knew of a record that was already closed, to tell whether it changed.
+struct ClosedCopy {
+  size_t history = 0;
+  size_t snapshots = 0;
+  State state = State::destroyed;
+};
+ClosedCopy copy_of(const SandboxRecord& r) {
+  return {r.history.size(), r.snapshots.size(), r.state};
+}
+bool same(const ClosedCopy& a, const ClosedCopy& b) {
+  return a.history == b.history && a.snapshots == b.snapshots && a.state == b.state;
+}
+
+class LocalTransaction : public LedgerStore::Transaction {
+public:
+  LocalTransaction(const LocalStore& store, LockFile::Guard guard, LocalStore::Live live)
+      : m_store(store), m_guard(std::move(guard)), m_header(std::move(live.header)) {
+    m_data.ledger_id = m_header.ledger_id;
+    m_data.event_seq = m_header.event_seq;
+    m_data.sandboxes = std::move(live.records);
+    // Records brought in by find() are appended: room for them keeps references to the others
+    // valid.
+    m_data.sandboxes.reserve(m_data.sandboxes.size() + 64);
+  }
+
+  LedgerData& data() override { return m_data; }
+
+  SandboxRecord* find(const std::string& id_or_name) override {
+    SandboxRecord* found = m_data.find(id_or_name);
+    if (found && (found->id == id_or_name || is_live(found->state))) {
+      return found;
+    }
+    auto closed = m_store.find_closed(m_header.journal, m_header.ledger_id, id_or_name);
+    if (!closed || (found && found->created_at > closed->created_at)) {
+      return found;
+    }
+    if (SandboxRecord* same_id = m_data.find(closed->id); same_id && same_id->id == closed->id) {
+      return same_id;
+    }
+    m_known_closed[closed->id] = copy_of(*closed);
+    m_data.sandboxes.push_back(std::move(*closed));
+    return &m_data.sandboxes.back();
+  }
+
+  void commit() override {
+    // The id is minted on the first commit, so that merely reading never creates a ledger.
+    if (m_data.ledger_id.empty()) {
+      m_data.ledger_id = new_ledger_id();
+    }
+    m_header.ledger_id = m_data.ledger_id;
+    m_header.event_seq = m_data.event_seq;
+    m_header.schema_version = LedgerData::k_schema_version;
+    std::vector<std::string> closing;
+    std::optional<TimePoint> closing_time;
+    std::vector<SandboxRecord> resident;
+    resident.reserve(m_data.sandboxes.size());
+    for (auto& record : m_data.sandboxes) {
+      chain::seal(record);
+      if (is_resident(record)) {
+        resident.push_back(record);
+        continue;
+      }
+      auto known = m_known_closed.find(record.id);
+      if (known != m_known_closed.end() && same(known->second, copy_of(record))) {
+        continue; // already in the journal as it is
+      }
+      closing.push_back(ledger_format::journal_line(record));
+      closing_time = closing_time.value_or(closed_at(record));
+    }
+    JournalTail tail = m_header.journal;
+    if (!closing.empty()) {
+      tail = m_store.journal().append(tail, closing, m_header.ledger_id, *closing_time);
+    }
+    Header header = m_header;
+    header.journal = tail;
+    m_store.write_document(header, resident);
+    m_header.journal = tail;
+    for (const auto& record : m_data.sandboxes) {
+      if (!is_resident(record)) {
+        m_known_closed[record.id] = copy_of(record);
+      }
+    }
+  }
+
+private:
+  const LocalStore& m_store;
+  LockFile::Guard m_guard;
+  Header m_header;
+  LedgerData m_data;
+  std::unordered_map<std::string, ClosedCopy> m_known_closed;
+};
+
+} // namespace
+
+std::unique_ptr<LedgerStore::Transaction> LocalStore::begin() const {
+  auto guard = lock_for_writing();
+  // Reading under the lock also means that a corrupt ledger throws here, before anyone can
+  // commit over it.
+  Live live = load(ReadScope::whole);
+  if (live.header.schema_version < LedgerData::k_schema_version &&
+      std::filesystem::exists(file())) {
+    spdlog::info("{}", migrate_from_v1(*this));
+    live = load(ReadScope::whole);
+  }
+  return std::make_unique<LocalTransaction>(*this, std::move(guard), std::move(live));
+}
+
+std::string LocalStore::migrate() const {
+  auto guard = lock_for_writing();
+  Live live = load(ReadScope::summary);
+  if (!std::filesystem::exists(file())) {
+    return fmt::format("no ledger at {} yet: nothing to migrate", file().string());
+  }
+  if (live.header.schema_version >= LedgerData::k_schema_version) {
+    return fmt::format("ledger {} is already at schema_version {}", file().string(),
+                       live.header.schema_version);
+  }
+  return migrate_from_v1(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention
+
+PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
+  PruneReport report;
+  auto examine = [&](const Live& live, std::uint64_t& keep_from) {
+    const JournalTail& tail = live.header.journal;
+    keep_from = tail.first;
+    // Segments are in closing order: stop at the first that holds a record closed after cutoff.
+    for (auto s = tail.first; s <= tail.segment; ++s) {
+      std::vector<SandboxRecord> held;
+      bool young = false;
+      m_journal.read_segment(
+          s, tail, live.header.ledger_id,
+          [&](const Line& line) {
+            SandboxRecord record;
+            if (parse_line(m_journal, line, ReadScope::whole, record, warn)) {
+              young = young || closed_at(record) > cutoff;
+              held.push_back(std::move(record));
+            }
+            return !young;
+          },
+          warn);
+      if (young || (s == tail.segment && tail.offset == 0)) {
+        break;
+      }
+      for (auto& record : held) {
+        record.history = {record.history.empty() ? HistoryEntry() : record.history.back()};
+        report.records.push_back(std::move(record));
+      }
+      ++report.units;
+      keep_from = s + 1;
+    }
+  };
+  if (dry_run) {
+    std::uint64_t keep_from = 0;
+    Live live = load(ReadScope::summary);
+    if (live.header.schema_version >= 2) {
+      examine(live, keep_from);
+    }
+    return report;
+  }
+  auto guard = lock_for_writing();
+  Live live = load(ReadScope::whole);
+  if (live.header.schema_version < 2) {
+    return report; // the first write migrates; retention then works on segments
+  }
+  std::uint64_t keep_from = 0;
+  examine(live, keep_from);
+  if (report.units == 0) {
+    return report;
+  }
+  const std::uint64_t old_first = live.header.journal.first;
+  Header header = live.header;
+  if (keep_from > header.journal.segment) {
+    header.journal = {keep_from, keep_from, 0}; // every segment went, the current one too
+  } else {
+    header.journal.first = keep_from;
+  }
+  write_document(header, live.records);
+  // Only once the live document no longer refers to them.
+  m_journal.remove(old_first, keep_from);
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification and description
+
+VerifyReport LocalStore::verify() const {
+  VerifyReport report;
+  Live live;
+  try {
+    live = load(ReadScope::whole, true);
+  } catch (const Error& e) {
+    report.problems.push_back({"", -1, file().string(), e.what()});
+    return report;
+  }
+  if (live.header.schema_version < 2) {
+    report.problems.push_back(
+        {"", -1, file().string(),
+         "schema_version 1: its records have no hash chains yet; 'sandboxer ledger migrate' (or "
+         "any change) migrates it and seals every history"});
+    return report;
+  }
+  auto check = [&](const SandboxRecord& record, const std::string& where) {
+    ++report.records;
+    report.entries += record.history.size();
+    if (auto broken = chain::verify(record)) {
+      const bool head = broken->index == record.history.size();
+      report.problems.push_back(
+          {record.id, head ? -1 : static_cast<long>(broken->index), where,
+           head ? fmt::format("chain_head is {}, but the last entry hashes to {}: the last entry "
+                              "was changed or removed",
+                              broken->found.empty() ? "missing" : broken->found, broken->expected)
+                : fmt::format("history[{}].prev is {}, expected {}: history[{}] was changed, "
+                              "removed or reordered",
+                              broken->index, broken->found.empty() ? "missing" : broken->found,
+                              broken->expected, broken->index == 0 ? 0 : broken->index - 1)});
+    }
+  };
+  for (const auto& record : live.records) {
+    check(record, file().string());
+  }
+  const JournalTail& tail = live.header.journal;
+  auto problem = [&](const Problem& p) {
+    report.problems.push_back({"", -1, fmt::format("{} at byte {}", p.file.string(), p.offset),
+                               p.what});
+  };
+  for (auto s = tail.first; s <= tail.segment; ++s) {
+    m_journal.read_segment(
+        s, tail, live.header.ledger_id,
+        [&](const Line& line) {
+          SandboxRecord record;
+          if (parse_line(m_journal, line, ReadScope::whole, record, problem)) {
+            check(record, fmt::format("{} at byte {}", m_journal.segment_path(s).string(),
+                                      line.offset));
+          }
+          return true;
+        },
+        problem);
+  }
+  return report;
+}
+
+std::string LocalStore::describe() const {
+  Live live = load(ReadScope::summary);
+  const JournalTail& tail = live.header.journal;
+  std::uintmax_t bytes = 0;
+  std::size_t segments = 0;
+  for (auto s = tail.first; s <= tail.segment; ++s) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(m_journal.segment_path(s), ec);
+    if (!ec) {
+      bytes += size;
+      ++segments;
+    }
+  }
+  return fmt::format("local files {} (schema {}): {} resident record(s); journal {} segment(s), "
+                     "{} bytes",
+                     file().string(), live.header.schema_version, live.records.size(), segments,
+                     bytes);
+}
+
+} // namespace sandboxer
