@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,9 @@ struct LedgerData {
   // The sequence number of the last event given out: events are numbered in commit order.
   std::uint64_t event_seq = 0;
   std::vector<SandboxRecord> sandboxes;
+  // How many closed records the history holds, by state ("destroyed", "failed"): kept by every
+  // commit and prune, so that counting them never reads the history.
+  std::map<std::string, std::uint64_t> closed_counts;
 
   // Among these records: by id; else by name, the live record of that name or the newest one
   // that bore it. nullptr when absent.

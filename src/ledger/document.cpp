@@ -156,6 +156,14 @@ Header parse_document(std::string_view text, const std::filesystem::path& file, 
             read_integer(in, "event_seq", 0, INT64_MAX, "a non-negative integer"));
       } else if (key == "journal") {
         read_journal_tail(in, header.journal);
+      } else if (key == "closed") {
+        expect(in, Kind::object, key, "an object of counts");
+        nested(key, [&] {
+          in.object([&](std::string_view state) {
+            header.closed_counts[std::string(state)] = static_cast<std::uint64_t>(
+                read_integer(in, state, 0, INT64_MAX, "a non-negative integer"));
+          });
+        });
       } else if (key == "sandboxes") {
         // Readers disagree on which of two copies counts (jq: the last); refuse to guess.
         if (has_sandboxes) {
@@ -212,6 +220,15 @@ void serialize(const Header& header, const std::vector<SandboxRecord>& records, 
   out.integer(header.journal.segment);
   out.raw(",\"offset\":");
   out.integer(header.journal.offset);
+  out.raw("},\"closed\":{");
+  bool first = true;
+  for (const auto& [state, count] : header.closed_counts) {
+    out.raw(first ? "" : ",");
+    first = false;
+    out.string(state);
+    out.raw(":");
+    out.integer(count);
+  }
   out.raw("},\"sandboxes\":[");
   for (size_t i = 0; i < records.size(); ++i) {
     if (i > 0) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ struct Header {
   std::string ledger_id;
   std::uint64_t event_seq = 0;
   JournalTail journal;
+  std::map<std::string, std::uint64_t> closed_counts; // LedgerData::closed_counts
 };
 
 using RecordSink = std::function<void(SandboxRecord&)>;

@@ -17,7 +17,7 @@ void Ledger::scan(ReadScope scope, const std::function<void(SandboxRecord&)>& vi
 }
 
 std::string Ledger::ensure_id() const {
-  if (auto data = read(ReadScope::summary); !data.ledger_id.empty()) {
+  if (auto data = read(ReadScope::whole); !data.ledger_id.empty()) {
     return data.ledger_id;
   }
   auto transaction = begin();

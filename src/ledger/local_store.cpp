@@ -156,6 +156,7 @@ LedgerData LocalStore::read(ReadScope scope) const {
   LedgerData data;
   data.ledger_id = std::move(live.header.ledger_id);
   data.event_seq = live.header.event_seq;
+  data.closed_counts = live.header.closed_counts;
   data.sandboxes = std::move(live.records);
   return data;
 }
@@ -356,6 +357,7 @@ public:
       : m_store(store), m_guard(std::move(guard)), m_header(std::move(live.header)) {
     m_data.ledger_id = m_header.ledger_id;
     m_data.event_seq = m_header.event_seq;
+    m_data.closed_counts = m_header.closed_counts;
     m_data.sandboxes = std::move(live.records);
     // Records brought in by find() are appended: room for them keeps references to the others
     // valid.
@@ -405,6 +407,9 @@ public:
       }
       closing.push_back(ledger_format::journal_line(record));
       closing_time = closing_time.value_or(closed_at(record));
+      if (known == m_known_closed.end()) {
+        ++m_header.closed_counts[to_string(record.state)];
+      }
     }
     JournalTail tail = m_header.journal;
     if (!closing.empty()) {
@@ -414,6 +419,7 @@ public:
     header.journal = tail;
     m_store.write_document(header, resident);
     m_header.journal = tail;
+    m_data.closed_counts = m_header.closed_counts;
     for (const auto& record : m_data.sandboxes) {
       if (!is_resident(record)) {
         m_known_closed[record.id] = copy_of(record);
@@ -511,6 +517,10 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
   }
   const std::uint64_t old_first = live.header.journal.first;
   Header header = live.header;
+  for (const auto& record : report.records) {
+    auto& count = header.closed_counts[to_string(record.state)];
+    count -= std::min<std::uint64_t>(count, 1);
+  }
   if (keep_from > header.journal.segment) {
     header.journal = {keep_from, keep_from, 0}; // every segment went, the current one too
   } else {

@@ -91,6 +91,7 @@ std::string migrate_from_v1(const LocalStore& store) {
   ledger_format::Header header;
   Buckets buckets(staging);
   std::vector<SandboxRecord> resident;
+  std::map<std::string, std::uint64_t> closed_counts;
   size_t closed = 0;
   {
     ledger_files::FileText text;
@@ -108,6 +109,7 @@ std::string migrate_from_v1(const LocalStore& store) {
                                                      : record.history.back().time;
                                              buckets.add(format_time(at).substr(0, 10),
                                                          ledger_format::journal_line(record));
+                                             ++closed_counts[to_string(record.state)];
                                              ++closed;
                                            });
   }
@@ -152,6 +154,7 @@ std::string migrate_from_v1(const LocalStore& store) {
   }
   header.schema_version = LedgerData::k_schema_version;
   header.journal = tail;
+  header.closed_counts = closed_counts;
   store.write_document(header, resident);
   return fmt::format("ledger {} migrated from schema_version 1 to {}: {} resident record(s), {} "
                      "closed record(s) moved to {} ({} segment(s)); every history sealed into its "

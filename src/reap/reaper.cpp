@@ -266,6 +266,9 @@ ReapReport Reaper::run(const ReapOptions& options) {
   for (const auto& record : run.seen.sandboxes) {
     ++report.states[to_string(record.state)];
   }
+  for (const auto& [state, count] : run.seen.closed_counts) {
+    report.states[state] += static_cast<int>(count);
+  }
   report.duration_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;

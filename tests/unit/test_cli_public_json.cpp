@@ -71,7 +71,10 @@ TEST(PublicJson, HistoryOnRequest) {
                                          {"to", "creating"},
                                          {"actor", "alice"},
                                          {"reason", "create"},
-                                         {"details", json::object()}}));
+                                         {"details", json::object()},
+                                         {"event", "created"},
+                                         {"event_id", ""},
+                                         {"prev", ""}}));
   EXPECT_EQ(j.at("history").at(1).at("details"), json({{"duration_ms", 2000}}));
 }
 

@@ -19,6 +19,7 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/chain.hpp>
 #include <sandboxer/ledger.hpp>
 #include <sandboxer/owner.hpp>
 
@@ -89,12 +90,12 @@ SandboxRecord full_record() {
   r.env = {{"GREETING", "h\u00e9llo \"w\u00f6rld\"\n\ttab"}};
   r.secret_refs = {{"api_key", {{"env", "E2B_API_KEY"}}}};
   r.owner = {"alice", "build-7", 4242, {{"CI", "true"}, {"GITHUB_RUN_ID", "42"}}};
-  r.transition(EventKind::updated, State::creating, at("2026-12-02T11:51:32Z"), "alice@build-7 pid 4242", "create");
-  r.transition(EventKind::updated, State::running, at("2026-12-02T11:51:35Z"), "alice@build-7 pid 4242", "created",
+  r.transition(EventKind::created, State::creating, at("2026-12-02T11:51:32Z"), "alice@build-7 pid 4242", "create");
+  r.transition(EventKind::ready, State::running, at("2026-12-02T11:51:35Z"), "alice@build-7 pid 4242", "created",
                {{"duration_ms", 2875}});
-  r.transition(EventKind::updated, State::snapshotting, at("2026-12-02T12:00:00Z"), "alice@build-7 pid 4242",
+  r.transition(EventKind::snapshotting, State::snapshotting, at("2026-12-02T12:00:00Z"), "alice@build-7 pid 4242",
                "snapshot before-tests");
-  r.transition(EventKind::updated, State::running, at("2026-12-02T12:00:09Z"), "alice@build-7 pid 4242",
+  r.transition(EventKind::snapshotted, State::running, at("2026-12-02T12:00:09Z"), "alice@build-7 pid 4242",
                "snapshot taken");
   r.snapshots.push_back({"snp-qrstuvwx6734", "before-tests", "sandboxer/sbx-abcdefgh2345:before",
                          123456789, at("2026-12-02T12:00:09Z")});
@@ -139,8 +140,8 @@ std::string error_of(const std::function<void()>& run) {
   return "";
 }
 
-std::filesystem::path golden_path() {
-  return std::filesystem::path(SANDBOXER_TEST_DATA) / "golden" / "ledger_v1.json";
+std::filesystem::path golden_path(const char* name = "ledger_v2.json") {
+  return std::filesystem::path(SANDBOXER_TEST_DATA) / "golden" / name;
 }
 
 bool accept_golden() {
@@ -341,13 +342,38 @@ TEST(LedgerRecord, UnknownFieldsAreIgnored) {
 // ---------------------------------------------------------------------------------------------
 // The golden file
 
-TEST(LedgerGolden, FileMatchesGolden) {
+// The policy a full record was created with, as a profile would give it.
+SandboxRecord with_policy(SandboxRecord r) {
+  r.policy.ttl = "45m";
+  r.policy.ttl_max = "4h";
+  r.policy.snapshots_keep = 3;
+  r.policy.events = json::array({{{"type", "jsonl"}, {"path", "/var/log/sandboxer.jsonl"}}});
+  return r;
+}
+
+void check_golden(const std::string& written, const char* name) {
+  if (accept_golden()) {
+    // Pretty-printed in the file's own key order, so that it also documents the format.
+    write_file(golden_path(name), nlohmann::ordered_json::parse(written).dump(2) + "\n");
+  }
+  ASSERT_TRUE(std::filesystem::exists(golden_path(name)))
+      << golden_path(name) << " is missing: run with SANDBOXER_TEST_ACCEPT=1 to create it";
+  const json golden = json::parse(read_file(golden_path(name)));
+  const json document = json::parse(written);
+  EXPECT_EQ(document, golden) << "differences (golden -> now): "
+                              << json::diff(golden, document).dump(2)
+                              << "\nif the change is intended, rerun with SANDBOXER_TEST_ACCEPT=1";
+}
+
+// The live document keeps the running record; the destroyed one went to the journal, whose
+// segment is golden too (its header line, then the record).
+TEST(LedgerGolden, FilesMatchGolden) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
   {
     auto transaction = ledger.begin();
     transaction.data().ledger_id = "ldg-goldenfile23";
-    transaction.data().sandboxes.push_back(full_record());
+    transaction.data().sandboxes.push_back(with_policy(full_record()));
     transaction.data().sandboxes.push_back(
         small_record("sbx-mmmmmmmmmmmm", "minimal", State::destroyed));
     transaction.commit();
@@ -356,21 +382,17 @@ TEST(LedgerGolden, FileMatchesGolden) {
   // Compact: one line, ended by a newline.
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.find('\n'), written.size() - 1);
-  EXPECT_TRUE(written.starts_with("{\"schema_version\":1,\"ledger_id\":\"ldg-goldenfile23\","));
-  const json document = json::parse(written);
+  EXPECT_TRUE(written.starts_with("{\"schema_version\":2,\"ledger_id\":\"ldg-goldenfile23\","));
   // As long as nlohmann's compact form (which orders keys differently): no white space.
-  EXPECT_EQ(written.size(), document.dump().size() + 1);
+  EXPECT_EQ(written.size(), json::parse(written).dump().size() + 1);
+  check_golden(written, "ledger_v2.json");
 
-  if (accept_golden()) {
-    // Pretty-printed in the file's own key order, so that it also documents the format.
-    write_file(golden_path(), nlohmann::ordered_json::parse(written).dump(2) + "\n");
-  }
-  ASSERT_TRUE(std::filesystem::exists(golden_path()))
-      << golden_path() << " is missing: run with SANDBOXER_TEST_ACCEPT=1 to create it";
-  const json golden = json::parse(read_file(golden_path()));
-  EXPECT_EQ(document, golden) << "differences (golden -> now): "
-                              << json::diff(golden, document).dump(2)
-                              << "\nif the change is intended, rerun with SANDBOXER_TEST_ACCEPT=1";
+  const std::string segment = read_file(dir / "state" / "journal" / "segment-000001.jsonl");
+  const auto newline = segment.find('\n');
+  ASSERT_NE(newline, std::string::npos);
+  EXPECT_EQ(segment.substr(0, newline),
+            R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02"})");
+  check_golden(segment.substr(newline + 1), "journal_record_v2.json");
 }
 
 TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
@@ -378,12 +400,14 @@ TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
   write_file(dir / "state" / "ledger.json", read_file(golden_path()));
   const LedgerData data = Ledger(dir / "state", 1s).read();
   EXPECT_EQ(data.ledger_id, "ldg-goldenfile23");
-  ASSERT_EQ(data.sandboxes.size(), 2u);
-  EXPECT_EQ(as_json(data.sandboxes[0]), as_json(full_record()));
-  EXPECT_EQ(as_json(data.sandboxes[1]),
-            as_json(small_record("sbx-mmmmmmmmmmmm", "minimal", State::destroyed)));
+  ASSERT_EQ(data.sandboxes.size(), 1u);
+  SandboxRecord expected = with_policy(full_record());
+  chain::seal(expected);
+  EXPECT_EQ(as_json(data.sandboxes[0]), as_json(expected));
   EXPECT_EQ(data.sandboxes[0].env.at("GREETING"), "h\u00e9llo \"w\u00f6rld\"\n\ttab");
   EXPECT_EQ(data.sandboxes[0].spec.at("cpus"), 1.5);
+  EXPECT_EQ(data.closed_counts.at("destroyed"), 1u);
+  EXPECT_FALSE(chain::verify(data.sandboxes[0]));
 }
 
 // Another writer (jq, an editor, nlohmann's dump) may sort the keys, which puts schema_version
@@ -395,8 +419,25 @@ TEST(LedgerGolden, SortedKeysReadTheSame) {
   ASSERT_LT(sorted.find("\"sandboxes\""), sorted.find("\"schema_version\""));
   write_file(dir / "state" / "ledger.json", sorted);
   const LedgerData data = Ledger(dir / "state", 1s).read();
-  ASSERT_EQ(data.sandboxes.size(), 2u);
-  EXPECT_EQ(as_json(data.sandboxes[0]), as_json(full_record()));
+  ASSERT_EQ(data.sandboxes.size(), 1u);
+  EXPECT_EQ(data.sandboxes[0].id, full_record().id);
+}
+
+// Schema 1 (tests/data/golden/ledger_v1.json, written by the previous version) is still read,
+// each record upgraded in memory: the creation policy from the first entry's details.
+TEST(LedgerGolden, Schema1GoldenIsStillRead) {
+  TempDir dir;
+  write_file(dir / "state" / "ledger.json", read_file(golden_path("ledger_v1.json")));
+  Ledger ledger(dir / "state", 1s);
+  const LedgerData data = ledger.read();
+  ASSERT_EQ(data.sandboxes.size(), 1u) << "the destroyed record is not resident";
+  EXPECT_EQ(data.sandboxes[0].id, "sbx-abcdefgh2345");
+  EXPECT_EQ(data.sandboxes[0].history[0].event, EventKind::created);
+  EXPECT_EQ(data.sandboxes[0].history[1].event, EventKind::ready);
+  ASSERT_TRUE(ledger.find("sbx-mmmmmmmmmmmm"));
+  EXPECT_EQ(ledger.find("minimal")->state, State::destroyed);
+  EXPECT_EQ(read_file(ledger_file(ledger)), read_file(golden_path("ledger_v1.json")))
+      << "reading never writes";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,15 +704,15 @@ TEST(LedgerFile, NewerSchemaIsRefused) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
   const std::string expected = "ledger " + ledger_file(ledger).string() +
-                               " has schema_version 2, newer than this sandboxer understands (1); "
+                               " has schema_version 3, newer than this sandboxer understands (2); "
                                "upgrade sandboxer";
-  write_file(ledger_file(ledger), "{\"schema_version\":2,\"sandboxes\":[{\"a\":\"new shape\"}]}");
+  write_file(ledger_file(ledger), "{\"schema_version\":3,\"sandboxes\":[{\"a\":\"new shape\"}]}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
   EXPECT_EQ(error_of([&] { ledger.begin(); }), expected);
   // Also when the version comes after records that this version cannot read.
-  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
+  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v3\":[1,2]},\"schema_version\":3}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
-  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v2\":[1,2]},\"schema_version\":2}");
+  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v3\":[1,2]},\"schema_version\":3}");
 }
 
 TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {
@@ -769,6 +810,7 @@ TEST(LedgerFile, SummaryReadLeavesOutTheBulkAndKeepsTheRest) {
   }
   const SandboxRecord summary = ledger.read(ReadScope::summary).sandboxes.at(0);
   SandboxRecord expected = full_record();
+  chain::seal(expected); // the commit sealed the history: the head is a summary field
   expected.history.clear();
   expected.spec = json::object();
   expected.info = json::object();
@@ -790,14 +832,14 @@ TEST(LedgerFile, SummaryReadStepsOverTrickyStrings) {
     r.spec = {{"tricky", "\\\\\""}};
     r.error = "after the skipped parts";
     transaction.data().sandboxes.push_back(r);
-    transaction.data().sandboxes.push_back(small_record("sbx-bbbbbbbbbbbb", "b", State::failed));
+    transaction.data().sandboxes.push_back(small_record("sbx-bbbbbbbbbbbb", "b", State::orphaned));
     transaction.commit();
   }
   const LedgerData data = ledger.read(ReadScope::summary);
   ASSERT_EQ(data.sandboxes.size(), 2u);
   EXPECT_EQ(data.sandboxes[0].error, "after the skipped parts");
   EXPECT_EQ(data.sandboxes[1].id, "sbx-bbbbbbbbbbbb");
-  EXPECT_EQ(data.sandboxes[1].state, State::failed);
+  EXPECT_EQ(data.sandboxes[1].state, State::orphaned);
 }
 
 TEST(LedgerFile, ScanVisitsEveryRecordInOrder) {

@@ -83,10 +83,11 @@ TEST_F(Lifecycle, TtlIsCappedAndTheCapReported) {
   EXPECT_EQ(outcome.record.expires_at, clock.now() + 2h);
   ASSERT_EQ(outcome.notices.size(), 1u);
   EXPECT_EQ(outcome.notices[0], "ttl 8h capped to 2h (ttl.max of profile p)");
-  const auto& created = outcome.record.history.front().details;
-  EXPECT_EQ(created["ttl"], "2h");
-  EXPECT_EQ(created["ttl_requested"], "8h");
-  EXPECT_EQ(created["capped"], outcome.notices[0]);
+  const CreationPolicy& policy = outcome.record.policy;
+  EXPECT_EQ(policy.ttl, "2h");
+  EXPECT_EQ(policy.ttl_max, "2h");
+  EXPECT_EQ(policy.ttl_requested, "8h");
+  EXPECT_EQ(policy.capped, outcome.notices[0]);
 }
 
 TEST_F(Lifecycle, AProfileWithoutTtlStillGetsADeadline) {
@@ -134,11 +135,16 @@ TEST_F(Lifecycle, FailedCreateIsRecordedWithTheBackendMessage) {
   } catch (const DriverError& e) {
     EXPECT_EQ(e.code(), ExitCode::backend);
   }
-  auto stored = ledger.read();
-  ASSERT_EQ(stored.sandboxes.size(), 1u);
-  EXPECT_EQ(stored.sandboxes[0].state, State::failed);
-  EXPECT_EQ(stored.sandboxes[0].error, "stub: injected failure of create (call #1)");
-  EXPECT_EQ(stored.sandboxes[0].history.back().reason, *stored.sandboxes[0].error);
+  EXPECT_TRUE(ledger.read().sandboxes.empty()) << "a failed record is closed history";
+  std::vector<SandboxRecord> closed;
+  ledger.scan(Records::closed, ReadScope::whole, [&](SandboxRecord& r) {
+    closed.push_back(r);
+    return true;
+  });
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].state, State::failed);
+  EXPECT_EQ(closed[0].error, "stub: injected failure of create (call #1)");
+  EXPECT_EQ(closed[0].history.back().reason, *closed[0].error);
 }
 
 TEST_F(Lifecycle, DestroyCountsAVanishedBackendAsDestroyed) {
