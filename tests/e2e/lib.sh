@@ -49,8 +49,19 @@ expect_contains() {
   case "$1" in *"$2"*) ;; *) fail "expected to find \"$2\" in: $1" ;; esac
 }
 
-# ledger_jq FILTER: runs jq over the ledger file.
-ledger_jq() { jq -r "$@" "$STATE/ledger.json"; }
+# ledger_jq FILTER: runs jq over the ledger as one document: the live file's fields, with
+# "sandboxes" holding every record (the closed ones from the journal first, newest copy of each).
+ledger_jq() { merged_ledger | jq -r "$@"; }
+merged_ledger() {
+  {
+    cat "$STATE/ledger.json"
+    if [ -d "$STATE/journal" ]; then cat "$STATE/journal"/segment-*.jsonl; fi
+  } | jq -s '.[0] as $doc | ($doc.sandboxes | map(.id)) as $live
+    | [.[1:][] | select(has("id") and has("state"))]
+    | reduce .[] as $r ({}; .[$r.id] = $r) | [.[]]
+    | map(select(.id as $i | $live | index($i) | not))
+    | $doc + {sandboxes: (. + $doc.sandboxes)}'
+}
 
 # A stub profile named $1 with extra YAML from stdin appended to its stub section.
 stub_profile() {
