@@ -490,7 +490,6 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
         break;
       }
       for (auto& record : held) {
-        record.history = {record.history.empty() ? HistoryEntry() : record.history.back()};
         report.records.push_back(std::move(record));
       }
       ++report.units;

@@ -24,8 +24,8 @@ expect_contains "$OUT" "ttl 5h capped to 2h (ttl.max of profile dev)"
 expect_code 0 at $T0 create --profile dev --ttl 5h --quiet
 expect_contains "$ERR" "ttl 5h capped to 2h"
 CAPPED=$OUT
-[ "$(ledger_jq --arg id "$CAPPED" '.sandboxes[] | select(.id == $id) | .history[0].details | "\(.ttl) \(.ttl_requested) \(.capped)"')" = \
-  "2h 5h ttl 5h capped to 2h (ttl.max of profile dev)" ] || fail "cap not in history"
+[ "$(record "$CAPPED" '.policy | "\(.ttl) \(.ttl_requested) \(.capped)"')" = \
+  "2h 5h ttl 5h capped to 2h (ttl.max of profile dev)" ] || fail "cap not in the creation policy"
 expect_code 7 at $T0 extend "$CAPPED" --by 1h --quiet
 expect_contains "$ERR" "maximum"
 EXT=$(at $T0 create --profile dev --ttl 1h --quiet)
@@ -191,14 +191,14 @@ expect_code 0 at 2026-12-02T14:05:00Z reap --metrics-file "$M"
 grep -q '^sandboxer_reap_duration_seconds ' "$M" || fail "duration"
 [ -z "$(find "$WORK" -maxdepth 1 -name '.reap.prom*')" ] || fail "temp metrics file left"
 
-# Retention: destroyed records go after --keep-history (default 7d).
-N=$(ledger_jq '[.sandboxes[] | select(.state == "destroyed")] | length')
+# Retention: closed records (destroyed, failed) go after --keep-history (default 7d).
+N=$(ledger_jq '[.sandboxes[] | select(.state == "destroyed" or .state == "failed")] | length')
 [ "$N" -ge 4 ] || fail "destroyed records: $N"
 expect_code 0 at 2026-12-08T14:06:00Z reap -o json
 [ "$(jq '.pruned' <<<"$OUT")" = 0 ] || fail "pruned before 7 days: $OUT"
-M=$(ledger_jq '[.sandboxes[] | select(.state == "destroyed")] | length')
+M=$(ledger_jq '[.sandboxes[] | select(.state == "destroyed" or .state == "failed")] | length')
 expect_code 0 at 2026-12-09T14:06:00Z reap -o json
 [ "$(jq '.pruned' <<<"$OUT")" = "$N" ] || fail "prune: $OUT"
-[ "$(ledger_jq '[.sandboxes[] | select(.state == "destroyed")] | length')" = $((M - N)) ] ||
+[ "$(ledger_jq '[.sandboxes[] | select(.state == "destroyed" or .state == "failed")] | length')" = $((M - N)) ] ||
   fail "destroyed records left"
 echo ok
