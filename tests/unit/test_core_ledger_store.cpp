@@ -1,0 +1,450 @@
+// The local store: live document + journal segments, migration from schema 1, retention by
+// segment, and what a SIGKILL at any instant of an append, a rotation or a migration leaves.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <random>
+#include <set>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <sandboxer/chain.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/ledger.hpp>
+
+#include "support/temp_dir.hpp"
+
+namespace sandboxer {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+TimePoint day(int n, int hour = 12) {
+  return *parse_time("2026-11-01T00:00:00Z") + std::chrono::hours(24 * n + hour);
+}
+
+SandboxRecord record(const std::string& name, State state, TimePoint at) {
+  SandboxRecord r;
+  r.id = new_sandbox_id();
+  r.name = name;
+  r.driver = "stub";
+  r.created_at = at;
+  r.transition(EventKind::created, State::creating, at, "t", "create");
+  r.transition(EventKind::ready, State::running, at, "t", "created");
+  if (!is_live(state)) {
+    r.transition(state == State::failed ? EventKind::failed : EventKind::destroyed, state, at, "t",
+                 "closed");
+  }
+  return r;
+}
+
+// Adds one record closed on day `n` (and returns its id).
+std::string add_closed(const Ledger& ledger, const std::string& name, int n,
+                       State state = State::destroyed) {
+  auto tx = ledger.begin();
+  tx.data().sandboxes.push_back(record(name, state, day(n)));
+  const std::string id = tx.data().sandboxes.back().id;
+  tx.commit();
+  return id;
+}
+
+std::vector<SandboxRecord> all_closed(const Ledger& ledger) {
+  std::vector<SandboxRecord> out;
+  ledger.scan(Records::closed, ReadScope::whole, [&](SandboxRecord& r) {
+    out.push_back(r);
+    return true;
+  });
+  return out;
+}
+
+std::vector<std::string> segments(const fs::path& state) {
+  std::vector<std::string> names;
+  if (fs::exists(state / "journal")) {
+    for (const auto& entry : fs::directory_iterator(state / "journal")) {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(LedgerStore, ClosedRecordsLeaveTheLiveDocumentForOneSegmentPerDay) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto a = add_closed(ledger, "a", 0);
+  const auto b = add_closed(ledger, "b", 0, State::failed);
+  const auto c = add_closed(ledger, "c", 1);
+  {
+    auto tx = ledger.begin();
+    tx.data().sandboxes.push_back(record("live", State::running, day(1)));
+    tx.commit();
+  }
+  EXPECT_EQ(ledger.read().sandboxes.size(), 1u);
+  EXPECT_EQ(segments(dir / "state"),
+            (std::vector<std::string>{"segment-000001.jsonl", "segment-000002.jsonl"}));
+  const auto closed = all_closed(ledger);
+  ASSERT_EQ(closed.size(), 3u);
+  EXPECT_EQ(closed[0].id, a);
+  EXPECT_EQ(closed[1].id, b);
+  EXPECT_EQ(closed[2].id, c);
+  EXPECT_EQ(ledger.find(b)->state, State::failed);
+  EXPECT_EQ(ledger.find("c")->id, c);
+  EXPECT_EQ(ledger.read().closed_counts, (std::map<std::string, std::uint64_t>{
+                                             {"destroyed", 2}, {"failed", 1}}));
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+TEST(LedgerStore, ARecordWithSnapshotsStaysLiveUntilTheLastGoes) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  auto r = record("kept", State::destroyed, day(0));
+  r.snapshots.push_back({"snp-aaaaaaaaaaaa", "s1", "ref", 1, day(0)});
+  {
+    auto tx = ledger.begin();
+    tx.data().sandboxes.push_back(r);
+    tx.commit();
+  }
+  EXPECT_EQ(ledger.read().sandboxes.size(), 1u) << "its snapshots are still on the backend";
+  {
+    auto tx = ledger.begin();
+    tx.find(r.id)->snapshots.clear();
+    tx.commit();
+  }
+  EXPECT_TRUE(ledger.read().sandboxes.empty());
+  EXPECT_EQ(all_closed(ledger).size(), 1u);
+}
+
+TEST(LedgerStore, AReopenedRecordComesBackLiveAndItsNewestCopyWins) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto id = add_closed(ledger, "x", 0);
+  {
+    auto tx = ledger.begin();
+    SandboxRecord* found = tx.find(id);
+    ASSERT_NE(found, nullptr);
+    found->transition(EventKind::orphan_found, State::orphaned, day(1), "reaper", "found again");
+    tx.commit();
+  }
+  EXPECT_EQ(ledger.read().sandboxes.at(0).id, id);
+  EXPECT_TRUE(all_closed(ledger).empty()) << "the live copy hides the closed one";
+  {
+    auto tx = ledger.begin();
+    tx.find(id)->transition(EventKind::destroyed, State::destroyed, day(1), "reaper", "gone");
+    tx.commit();
+  }
+  const auto closed = all_closed(ledger);
+  ASSERT_EQ(closed.size(), 1u) << "one record, though the journal holds two copies";
+  EXPECT_EQ(closed[0].history.size(), 5u);
+  EXPECT_EQ(ledger.find(id)->history.size(), 5u);
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+TEST(LedgerStore, AnUnchangedClosedRecordIsNotWrittenAgain) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto id = add_closed(ledger, "x", 0);
+  const auto before = fs::file_size(dir / "state" / "journal" / "segment-000001.jsonl");
+  {
+    auto tx = ledger.begin();
+    ASSERT_NE(tx.find(id), nullptr);
+    tx.commit();
+  }
+  EXPECT_EQ(fs::file_size(dir / "state" / "journal" / "segment-000001.jsonl"), before);
+}
+
+TEST(LedgerStore, BytesPastTheCommittedEndAreNeitherReadNorKept) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
+  const std::string committed = read_file(segment);
+  write_file(segment, committed + R"({"id":"sbx-halfwritten","na)");
+  EXPECT_EQ(all_closed(ledger).size(), 1u);
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+  add_closed(ledger, "b", 0);
+  const std::string now = read_file(segment);
+  EXPECT_TRUE(now.starts_with(committed));
+  EXPECT_EQ(now.find("halfwritten"), std::string::npos);
+  EXPECT_EQ(all_closed(ledger).size(), 2u);
+}
+
+TEST(LedgerStore, ACorruptLineIsNamedAndTheRestStillRead) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const auto b = add_closed(ledger, "b", 0);
+  add_closed(ledger, "c", 0);
+  const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
+  std::string text = read_file(segment);
+  const auto at = text.find(b);
+  const auto line = text.rfind('\n', at) + 1;
+  text[at + 2] = '"'; // a quote inside the id: the line no longer parses
+  write_file(segment, text);
+  EXPECT_EQ(all_closed(ledger).size(), 2u);
+  const auto report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].where.find(segment.string() + " at byte "), std::string::npos);
+  EXPECT_GE(std::stoul(report.problems[0].where.substr(report.problems[0].where.rfind(' ') + 1)),
+            line);
+}
+
+TEST(LedgerStore, AMissingOrForeignSegmentIsReported) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const auto kept = add_closed(ledger, "b", 1);
+  const auto first = dir / "state" / "journal" / "segment-000001.jsonl";
+  const std::string text = read_file(first);
+  fs::remove(first);
+  auto report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].what.find("is missing"), std::string::npos);
+  EXPECT_EQ(all_closed(ledger).at(0).id, kept);
+  std::string foreign = text;
+  foreign.replace(foreign.find("ldg-"), 16, "ldg-someoneelse0");
+  write_file(first, foreign);
+  report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].what.find("belongs to ledger ldg-someoneelse0"), std::string::npos);
+}
+
+TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto old1 = add_closed(ledger, "a", 0);
+  const auto old2 = add_closed(ledger, "b", 0);
+  const auto young = add_closed(ledger, "c", 5);
+  const auto dry = ledger.store().prune(day(3), true);
+  EXPECT_EQ(dry.records.size(), 2u);
+  EXPECT_EQ(all_closed(ledger).size(), 3u) << "a dry run removes nothing";
+  const auto pruned = ledger.store().prune(day(3), false);
+  ASSERT_EQ(pruned.records.size(), 2u);
+  EXPECT_EQ(pruned.units, 1u);
+  EXPECT_EQ(pruned.records[0].id, old1);
+  EXPECT_EQ(pruned.records[1].id, old2);
+  EXPECT_EQ(segments(dir / "state"), std::vector<std::string>{"segment-000002.jsonl"});
+  EXPECT_FALSE(ledger.find(old1));
+  EXPECT_TRUE(ledger.find(young));
+  EXPECT_EQ(ledger.read().closed_counts.at("destroyed"), 1u);
+  // Everything, the current segment too: the next close starts a new one.
+  EXPECT_EQ(ledger.store().prune(day(9), false).records.size(), 1u);
+  EXPECT_TRUE(segments(dir / "state").empty());
+  add_closed(ledger, "d", 9);
+  EXPECT_EQ(segments(dir / "state"), std::vector<std::string>{"segment-000003.jsonl"});
+  EXPECT_EQ(all_closed(ledger).size(), 1u);
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+TEST(LedgerStore, VerifyFindsAnAlteredEntryAndTheRecordCarriesOn) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  std::string id;
+  {
+    auto tx = ledger.begin();
+    tx.data().sandboxes.push_back(record("live", State::running, day(0)));
+    id = tx.data().sandboxes.back().id;
+    tx.commit();
+  }
+  auto doc = json::parse(read_file(dir / "state" / "ledger.json"));
+  doc["sandboxes"][0]["history"][0]["actor"] = "mallory";
+  write_file(dir / "state" / "ledger.json", doc.dump() + "\n");
+  auto report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].sandbox, id);
+  EXPECT_EQ(report.problems[0].index, 1);
+  // A later commit links to the head on record: the edit stays visible.
+  {
+    auto tx = ledger.begin();
+    tx.find(id)->transition(EventKind::extended, State::running, day(0), "t", "extended");
+    tx.commit();
+  }
+  report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].index, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Migration from schema 1
+
+// A schema-1 ledger as the previous version wrote it: `live` running records and `closed`
+// destroyed ones spread over `days` days, histories without event kinds or chains.
+std::string schema1_ledger(int live, int closed, int days) {
+  json sandboxes = json::array();
+  auto add = [&](int i, bool is_closed) {
+    SandboxRecord r = record("r" + std::to_string(i), is_closed ? State::destroyed : State::running,
+                             day(i % days));
+    r.history.front().details = {{"ttl", "1h"}, {"ttl_max", "4h"}, {"snapshots_keep", 2}};
+    json j = r;
+    j.erase("policy");
+    j.erase("chain_head");
+    for (auto& entry : j["history"]) {
+      entry.erase("prev");
+      entry.erase("event");
+      entry.erase("event_id");
+    }
+    sandboxes.push_back(j);
+  };
+  for (int i = 0; i < live + closed; ++i) {
+    add(i, i >= live);
+  }
+  return json{{"schema_version", 1}, {"ledger_id", "ldg-migration0001"}, {"sandboxes", sandboxes}}
+             .dump() +
+         "\n";
+}
+
+TEST(LedgerMigration, FirstWriteMigratesAndKeepsTheOldFile) {
+  TempDir dir;
+  const std::string v1 = schema1_ledger(3, 20, 4);
+  write_file(dir / "state" / "ledger.json", v1);
+  Ledger ledger(dir / "state", 1s);
+  EXPECT_EQ(ledger.read().sandboxes.size(), 3u) << "reading schema 1 works and writes nothing";
+  EXPECT_EQ(read_file(dir / "state" / "ledger.json"), v1);
+  EXPECT_EQ(ledger.read().sandboxes[0].policy.ttl, "1h");
+  EXPECT_EQ(ledger.read().sandboxes[0].policy.snapshots_keep, 2u);
+  EXPECT_FALSE(ledger.store().verify().problems.empty()) << "schema 1 has no chains yet";
+
+  ledger.begin().commit();
+  EXPECT_EQ(read_file(dir / "state" / "ledger.v1.json"), v1);
+  EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["schema_version"], 2);
+  EXPECT_EQ(segments(dir / "state").size(), 4u) << "one segment per day of closing";
+  const auto closed = all_closed(ledger);
+  EXPECT_EQ(closed.size(), 20u);
+  EXPECT_EQ(closed[0].history[2].event, EventKind::destroyed);
+  EXPECT_EQ(closed[0].history[0].details["ttl"], "1h") << "history is evidence: kept as it was";
+  EXPECT_EQ(ledger.read().closed_counts.at("destroyed"), 20u);
+  const auto report = ledger.store().verify();
+  EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+  EXPECT_EQ(report.records, 23u);
+  EXPECT_FALSE(fs::exists(dir / "state" / "journal.migrating"));
+}
+
+// SIGKILL at random instants of a migration: ledger.json is the untouched schema-1 file or a
+// complete schema-2 ledger, never anything between, and the next write finishes the job.
+TEST(LedgerCrash, KilledMigrationLeavesTheOldOrTheNewLedger) {
+  TempDir dir;
+  const std::string v1 = schema1_ledger(50, 1500, 12);
+  const auto state = dir / "state";
+  auto reset = [&] {
+    fs::remove_all(state);
+    write_file(state / "ledger.json", v1);
+  };
+  reset();
+  const auto start = std::chrono::steady_clock::now();
+  Ledger(state, 5s).begin().commit();
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  const unsigned seed = std::random_device()();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<long> delay_us(0, took + 1000);
+  int old_seen = 0, new_seen = 0;
+  for (int round = 0; round < 16; ++round) {
+    reset();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        Ledger(state, 5s).begin().commit();
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
+    ::kill(child, SIGKILL);
+    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+    Ledger ledger(state, 5s);
+    if (read_file(state / "ledger.json") == v1) {
+      ++old_seen;
+      EXPECT_EQ(ledger.read().sandboxes.size(), 50u);
+    } else {
+      ++new_seen;
+      const auto report = ledger.store().verify();
+      EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+      EXPECT_EQ(report.records, 1550u);
+    }
+    ledger.begin().commit(); // finishes (or redoes) the migration
+    EXPECT_EQ(all_closed(ledger).size(), 1500u) << "round " << round;
+    EXPECT_TRUE(ledger.store().verify().problems.empty());
+    EXPECT_EQ(read_file(state / "ledger.v1.json"), v1);
+  }
+  EXPECT_GT(old_seen + new_seen, 0);
+}
+
+// SIGKILL at random instants of a writer that closes a record in every commit, on a new day every
+// other commit (so that it rotates segments too): the ledger always reads, verifies, and holds
+// every record it committed, exactly once.
+TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
+  TempDir dir;
+  const auto state = dir / "state";
+  Ledger ledger(state, 5s);
+  {
+    auto tx = ledger.begin();
+    auto counter = record("counter", State::running, day(0));
+    counter.labels["closed"] = "0";
+    tx.data().sandboxes.push_back(counter);
+    tx.commit();
+  }
+  // One iteration of the writer below, timed here: a commit that appends to the journal.
+  const auto start = std::chrono::steady_clock::now();
+  add_closed(ledger, "warm-up", 0);
+  const auto iteration = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  const unsigned seed = std::random_device()();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<long> delay_us(2 * iteration.count(),
+                                               20 * iteration.count() + 5000);
+  int last = 0;
+  for (int round = 0; round < 20; ++round) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        Ledger writer(state, 5s);
+        while (true) {
+          auto tx = writer.begin();
+          auto& counter = tx.data().sandboxes.at(0);
+          const int n = std::stoi(counter.labels.at("closed")) + 1;
+          counter.labels["closed"] = std::to_string(n);
+          tx.data().sandboxes.push_back(record("closed-" + std::to_string(n), State::destroyed,
+                                               day(n / 2)));
+          tx.commit();
+        }
+      } catch (...) {
+      }
+      ::_exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
+    ::kill(child, SIGKILL);
+    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+
+    const LedgerData data = ledger.read();
+    const int n = std::stoi(data.sandboxes.at(0).labels.at("closed"));
+    EXPECT_GE(n, last);
+    last = n;
+    const auto closed = all_closed(ledger);
+    ASSERT_EQ(closed.size(), static_cast<size_t>(n) + 1) << "round " << round; // + warm-up
+    std::set<std::string> names;
+    for (const auto& r : closed) {
+      names.insert(r.name);
+    }
+    EXPECT_EQ(names.size(), closed.size()) << "a record appears twice";
+    EXPECT_EQ(data.closed_counts.at("destroyed"), static_cast<std::uint64_t>(n) + 1);
+    const auto report = ledger.store().verify();
+    EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).where << ": "
+                                         << report.problems.at(0).what;
+  }
+  EXPECT_GT(last, 2) << "the writer hardly committed: the test proved little";
+  EXPECT_GT(segments(state).size(), 1u) << "no rotation happened";
+}
+
+} // namespace
+} // namespace sandboxer
