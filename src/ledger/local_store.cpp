@@ -245,23 +245,41 @@ std::optional<SandboxRecord> LocalStore::find_closed(const JournalTail& tail,
 }
 
 std::optional<SandboxRecord> LocalStore::find(const std::string& id_or_name) const {
-  Live live = load(ReadScope::whole, true);
-  LedgerData data;
-  data.sandboxes = std::move(live.records);
-  const SandboxRecord* found = data.find(id_or_name);
-  if (found && (found->id == id_or_name || is_live(found->state))) {
-    return *found;
+  // Streamed, keeping only candidates: a schema-1 file holds its whole history.
+  std::optional<SandboxRecord> best;
+  bool exact = false;
+  Header header;
+  {
+    const auto path = file();
+    ledger_files::FileText text;
+    if (!text.load(path)) {
+      return std::nullopt;
+    }
+    // As LedgerData::find: the id, else the live record of that name, else the newest.
+    header = ledger_format::parse_document(text.view(), path, ReadScope::whole, [&](SandboxRecord& r) {
+      if (exact) {
+        return;
+      }
+      if (r.id == id_or_name) {
+        best = std::move(r);
+        exact = true;
+      } else if (r.name == id_or_name &&
+                 (!best || (is_live(r.state) && !is_live(best->state)) ||
+                  (is_live(r.state) == is_live(best->state) && r.created_at >= best->created_at))) {
+        best = std::move(r);
+      }
+    });
   }
-  if (live.header.schema_version >= 2) {
-    auto closed = find_closed(live.header.journal, live.header.ledger_id, id_or_name);
-    if (closed && (!found || closed->created_at >= found->created_at)) {
+  if (exact || (best && is_live(best->state))) {
+    return best;
+  }
+  if (header.schema_version >= 2) {
+    auto closed = find_closed(header.journal, header.ledger_id, id_or_name);
+    if (closed && (!best || closed->created_at >= best->created_at)) {
       return closed;
     }
   }
-  if (found) {
-    return *found;
-  }
-  return std::nullopt;
+  return best;
 }
 
 // ---------------------------------------------------------------------------------------------
