@@ -76,42 +76,67 @@ void write_list(JsonWriter& out, const std::vector<T>& items, Write write) {
   out.raw("]");
 }
 
-void write_record(JsonWriter& out, const SandboxRecord& r, TimePoint now, bool with_history) {
-  // Nested structs are written sorted too; snapshots carry their sandbox and driver.
-  std::vector<std::pair<std::string_view, std::function<void(JsonWriter&)>>> members = {
-      {"owner", [&](JsonWriter& w) { write_sorted(w, r.owner); }},
-      {"profile", [&](JsonWriter& w) { write_sorted(w, r.profile); }},
-      {"snapshots",
-       [&](JsonWriter& w) {
-         write_list(w, r.snapshots,
-                    [&](JsonWriter& o, const SnapshotRecord& s) { write_snapshot(o, r, s); });
-       }},
-      {"seconds_left",
-       [&](JsonWriter& w) {
-         if (r.expires_at) {
-           w.integer((*r.expires_at - now).count());
-         } else {
-           w.raw("null");
-         }
-       }},
-  };
-  if (with_history) {
-    members.emplace_back("history", [&](JsonWriter& w) {
-      write_list(w, r.history, [](JsonWriter& o, const HistoryEntry& e) { write_sorted(o, e); });
-    });
-  }
-  // The record's own public fields, but for the nested ones written above.
-  for (const auto& f : Fields<SandboxRecord>::fields) {
-    const bool nested = f.name == "owner" || f.name == "profile" || f.name == "snapshots";
-    if (!(f.flags & ledger_format::k_private) && !nested) {
-      members.emplace_back(f.name, [&r, write = f.write](JsonWriter& w) { write(w, r); });
+// The record's public members in name order, computed once: the record's own public fields, the
+// nested ones written sorted, and the computed `seconds_left`.
+enum class Member { field, owner, profile, snapshots, history, seconds_left };
+struct Slot {
+  std::string_view name;
+  Member member;
+  const Field<SandboxRecord>* field = nullptr;
+};
+
+const std::vector<Slot>& record_slots() {
+  static const std::vector<Slot> slots = [] {
+    std::vector<Slot> list = {{"owner", Member::owner},
+                              {"profile", Member::profile},
+                              {"snapshots", Member::snapshots},
+                              {"history", Member::history},
+                              {"seconds_left", Member::seconds_left}};
+    for (const auto& f : Fields<SandboxRecord>::fields) {
+      const bool listed = std::any_of(list.begin(), list.end(),
+                                      [&](const Slot& s) { return s.name == f.name; });
+      if (!(f.flags & ledger_format::k_private) && !listed) {
+        list.push_back({f.name, Member::field, &f});
+      }
     }
-  }
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(list.begin(), list.end(),
+              [](const Slot& a, const Slot& b) { return a.name < b.name; });
+    return list;
+  }();
+  return slots;
+}
+
+void write_record(JsonWriter& out, const SandboxRecord& r, TimePoint now, bool with_history) {
   Members m(out);
-  for (const auto& [name, write] : members) {
-    write(m.key(name));
+  for (const Slot& slot : record_slots()) {
+    switch (slot.member) {
+    case Member::field:
+      slot.field->write(m.key(slot.name), r);
+      break;
+    case Member::owner:
+      write_sorted(m.key(slot.name), r.owner);
+      break;
+    case Member::profile:
+      write_sorted(m.key(slot.name), r.profile);
+      break;
+    case Member::snapshots:
+      write_list(m.key(slot.name), r.snapshots,
+                 [&](JsonWriter& o, const SnapshotRecord& s) { write_snapshot(o, r, s); });
+      break;
+    case Member::history:
+      if (with_history) {
+        write_list(m.key(slot.name), r.history,
+                   [](JsonWriter& o, const HistoryEntry& e) { write_sorted(o, e); });
+      }
+      break;
+    case Member::seconds_left:
+      if (r.expires_at) {
+        m.key(slot.name).integer((*r.expires_at - now).count());
+      } else {
+        m.key(slot.name).raw("null");
+      }
+      break;
+    }
   }
 }
 

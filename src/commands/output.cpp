@@ -13,43 +13,65 @@ namespace {
 
 void print_table(const Table& raw, bool headers) {
   // Names, labels and errors come from users and backends: a newline or an escape sequence in one
-  // must not forge rows or rewrite the terminal.
-  Table table;
-  table.headers = raw.headers;
-  for (const auto& row : raw.rows) {
-    auto& escaped = table.rows.emplace_back();
+  // must not forge rows or rewrite the terminal. Cells that need it are escaped once, here.
+  std::vector<std::vector<std::string>> escaped_rows;
+  // Plain printable ASCII (the usual cell) is its own escape; anything else is asked.
+  auto changed_by_escaping = [](const std::string& cell) {
+    const bool plain = std::all_of(cell.begin(), cell.end(), [](char c) {
+      return c >= 0x20 && c < 0x7f && c != '\\';
+    });
+    return !plain && printable(cell) != cell;
+  };
+  auto cells_of = [&](const std::vector<std::string>& row) -> const std::vector<std::string>& {
     for (const auto& cell : row) {
-      escaped.push_back(printable(cell));
+      if (changed_by_escaping(cell)) {
+        auto& copy = escaped_rows.emplace_back();
+        for (const auto& c : row) {
+          copy.push_back(printable(c));
+        }
+        return copy;
+      }
     }
+    return row;
+  };
+  std::vector<const std::vector<std::string>*> rows;
+  rows.reserve(raw.rows.size() + 1);
+  escaped_rows.reserve(raw.rows.size() + 1);
+  if (headers && !raw.headers.empty()) {
+    rows.push_back(&raw.headers);
   }
-  size_t columns = table.headers.size();
-  for (const auto& row : table.rows) {
-    columns = std::max(columns, row.size());
+  for (const auto& row : raw.rows) {
+    rows.push_back(&cells_of(row));
+  }
+  size_t columns = raw.headers.size();
+  for (const auto* row : rows) {
+    columns = std::max(columns, row->size());
   }
   std::vector<size_t> widths(columns, 0);
-  for (size_t c = 0; c < columns; ++c) {
-    widths[c] = c < table.headers.size() ? table.headers[c].size() : 0;
-    for (const auto& row : table.rows) {
-      widths[c] = std::max(widths[c], c < row.size() ? row[c].size() : 0);
+  for (size_t c = 0; c < raw.headers.size(); ++c) {
+    widths[c] = raw.headers[c].size();
+  }
+  for (const auto* row : rows) {
+    for (size_t c = 0; c < row->size(); ++c) {
+      widths[c] = std::max(widths[c], (*row)[c].size());
     }
   }
   std::string text;
-  auto add_row = [&](const std::vector<std::string>& row) {
-    std::string line;
+  for (const auto* row : rows) {
+    const size_t start = text.size();
     for (size_t c = 0; c < widths.size(); ++c) {
-      const std::string& cell = c < row.size() ? row[c] : "";
-      line += c + 1 == widths.size() ? cell : fmt::format("{:<{}}  ", cell, widths[c]);
+      const std::string* cell = c < row->size() ? &(*row)[c] : nullptr;
+      if (cell) {
+        text += *cell;
+      }
+      if (c + 1 < widths.size()) {
+        text.append(widths[c] - (cell ? cell->size() : 0) + 2, ' ');
+      }
     }
-    while (!line.empty() && line.back() == ' ') {
-      line.pop_back();
+    while (text.size() > start && text.back() == ' ') {
+      text.pop_back();
     }
-    text += line + "\n";
-  };
-  if (headers && !table.headers.empty()) {
-    add_row(table.headers);
-  }
-  for (const auto& row : table.rows) {
-    add_row(row);
+    text += '\n';
   }
   std::cout << text;
 }

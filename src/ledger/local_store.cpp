@@ -174,7 +174,7 @@ void LocalStore::scan(Records which, ReadScope scope,
   const Header header =
       ledger_format::parse_document(text.view(), path, scope, [&](SandboxRecord& r) {
         const bool is_res = is_resident(r);
-        if (is_res) {
+        if (is_res && which != Records::resident) {
           resident.insert(r.id);
         }
         const bool wanted = which == Records::all ||
