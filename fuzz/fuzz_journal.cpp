@@ -1,5 +1,5 @@
-// A journal segment (docs/ledger-format.md, "The journal"): whatever its bytes, reading, looking up,
-// verifying and a retention dry run report problems rather than crash, and a commit that closes
+// A journal segment (docs/ledger-format.md, "The journal"): whatever its bytes, reading, looking
+// up, verifying and a retention dry run report problems rather than crash, and a commit that closes
 // one more record afterwards leaves every record that was readable still readable, plus the new
 // one.
 #include <chrono>
@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     std::ofstream doc(state / "ledger.json", std::ios::binary);
     doc << R"({"schema_version":2,"ledger_id":"ldg-fuzzfuzzfuzz","event_seq":0,"journal":{"first":1,"segment":1,"offset":)"
-        << size << R"(},"closed":{},"sandboxes":[]})" << "\n";
+        << size << R"(},"closed":{},"sandboxes":[]})"
+        << "\n";
   }
   Ledger ledger(state, std::chrono::seconds(1));
   std::size_t before = 0;

@@ -59,8 +59,8 @@ NullProgress g_null_progress;
 // now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
 // Durations are bounded (k_max_duration), so only a clock far in the future could make the
 // deadline unwritable: refused before anything is recorded.
-std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<std::string>& duration_text,
-                                        const char* key) {
+std::optional<TimePoint>
+deadline_after(TimePoint now, const std::optional<std::string>& duration_text, const char* key) {
   if (!duration_text) {
     return std::nullopt;
   }
@@ -541,8 +541,8 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
     State back = intent == State::expired ? State::expired : before;
     nlohmann::json details = driver_time.details(started);
     details.update(failure_details);
-    record_failure(record.id, e, EventKind::destroy_failed, back, actor, "destroy failed: ",
-                   std::move(details));
+    record_failure(record.id, e, EventKind::destroy_failed, back, actor,
+                   "destroy failed: ", std::move(details));
     throw;
   }
 }
@@ -747,8 +747,7 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
     destroyed_meanwhile = r.state != State::creating;
     if (!destroyed_meanwhile) {
       r.transition(EventKind::restored, State::running, m_clock.now(), m_actor,
-                   "restored in place from " + snapshot_id,
-                   details);
+                   "restored in place from " + snapshot_id, details);
     }
   });
   // A destroy that ran meanwhile removed the old resource (or found it gone): the new one too.
@@ -827,7 +826,8 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
     r.expires_at = granted;
     // An expired sandbox whose destroy failed lives again once its deadline moves ahead.
     State to = r.state == State::expired ? State::running : r.state;
-    r.transition(EventKind::extended, to, now, m_actor, "extended to " + format_time(granted), details);
+    r.transition(EventKind::extended, to, now, m_actor, "extended to " + format_time(granted),
+                 details);
   });
   for (const auto& notice : notices) {
     spdlog::warn("{}: {}", record.id, notice);
@@ -853,7 +853,8 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
   }
   std::string summary = "exec " + log::redact(request.argv.empty() ? "" : request.argv.front());
   update(record.id, [&](SandboxRecord& r) {
-    r.transition(EventKind::exec_started, r.state, m_clock.now(), m_actor, summary, {{"exec", exec}});
+    r.transition(EventKind::exec_started, r.state, m_clock.now(), m_actor, summary,
+                 {{"exec", exec}});
   });
   const auto started = Stopwatch::now();
   Stopwatch driver_time;

@@ -3,12 +3,11 @@
 // document per record cost more than reading the whole ledger. Keys come in sorted order, as
 // nlohmann's dump() writes them, so that every command prints a record the same way.
 
+#include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include <sandboxer/public_json.hpp>
-
-#include <algorithm>
-#include <functional>
 
 #include "src/ledger/fields.hpp"
 
@@ -42,9 +41,9 @@ private:
 
 // A struct's public fields (fields.hpp) in name order, with `extra` members merged in.
 template <typename Struct>
-void write_sorted(JsonWriter& out, const Struct& value,
-                  std::vector<std::pair<std::string_view, std::function<void(JsonWriter&)>>>
-                      extra = {}) {
+void write_sorted(
+    JsonWriter& out, const Struct& value,
+    std::vector<std::pair<std::string_view, std::function<void(JsonWriter&)>>> extra = {}) {
   for (const auto& f : Fields<Struct>::fields) {
     if (!(f.flags & ledger_format::k_private)) {
       extra.emplace_back(f.name, [&value, write = f.write](JsonWriter& w) { write(w, value); });
@@ -93,8 +92,8 @@ const std::vector<Slot>& record_slots() {
                               {"history", Member::history},
                               {"seconds_left", Member::seconds_left}};
     for (const auto& f : Fields<SandboxRecord>::fields) {
-      const bool listed = std::any_of(list.begin(), list.end(),
-                                      [&](const Slot& s) { return s.name == f.name; });
+      const bool listed =
+          std::any_of(list.begin(), list.end(), [&](const Slot& s) { return s.name == f.name; });
       if (!(f.flags & ledger_format::k_private) && !listed) {
         list.push_back({f.name, Member::field, &f});
       }

@@ -165,8 +165,7 @@ private:
   // reason `what` + the error. The caller rethrows its error; a failure to record it is logged,
   // never thrown over it.
   void record_failure(const std::string& id, const Error& error, EventKind kind, State to,
-                      const std::string& actor,
-                      const std::string& what, nlohmann::json details);
+                      const std::string& actor, const std::string& what, nlohmann::json details);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);

@@ -129,11 +129,11 @@ struct SandboxRecord {
   std::optional<std::string> idempotency_key;
   std::optional<std::string> restored_from; // snapshot id
   std::optional<std::string> error;         // last failure, for failed / retried states
-  std::string chain_head; // "sha256:..." of the last history entry, set at commit
+  std::string chain_head;                   // "sha256:..." of the last history entry, set at commit
 
   // Appends a history entry of kind `event` and sets `state`.
-  void transition(EventKind event, State to, TimePoint time, std::string actor,
-                  std::string reason, nlohmann::json details = nlohmann::json::object());
+  void transition(EventKind event, State to, TimePoint time, std::string actor, std::string reason,
+                  nlohmann::json details = nlohmann::json::object());
 };
 
 // Live or still holding snapshots (which outlive their sandbox): kept in the live part of the

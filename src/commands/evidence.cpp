@@ -23,8 +23,7 @@ ExitCode run_evidence(Context& context, const std::string& id) {
     table.rows.push_back({"transitions:", std::to_string(doc["transitions"].size())});
     table.rows.push_back({"execs:", std::to_string(doc["execs"].size())});
     table.rows.push_back({"chain head:", record.chain_head});
-    table.rows.push_back(
-        {"chain:", doc["chain"]["verified"].get<bool>() ? "verified" : "BROKEN"});
+    table.rows.push_back({"chain:", doc["chain"]["verified"].get<bool>() ? "verified" : "BROKEN"});
     table.rows.push_back({"", "-o json prints the document; docs/evidence.md checks it"});
     return table;
   });

@@ -11,10 +11,11 @@ ExitCode run_verify(Context& context) {
   VerifyReport report = context.ledger().store().verify();
   nlohmann::json problems = nlohmann::json::array();
   for (const auto& p : report.problems) {
-    problems.push_back({{"sandbox", p.sandbox.empty() ? nlohmann::json() : nlohmann::json(p.sandbox)},
-                        {"index", p.index < 0 ? nlohmann::json() : nlohmann::json(p.index)},
-                        {"where", p.where},
-                        {"problem", p.what}});
+    problems.push_back(
+        {{"sandbox", p.sandbox.empty() ? nlohmann::json() : nlohmann::json(p.sandbox)},
+         {"index", p.index < 0 ? nlohmann::json() : nlohmann::json(p.index)},
+         {"where", p.where},
+         {"problem", p.what}});
   }
   nlohmann::json data = {{"ledger", context.ledger().location()},
                          {"records", report.records},
@@ -28,12 +29,12 @@ ExitCode run_verify(Context& context) {
       if (p.index >= 0) {
         what += fmt::format(" history[{}]", p.index);
       }
-      table.rows.push_back({"BROKEN:", fmt::format("{}{}{} ({})", what, what.empty() ? "" : ": ",
-                                                   p.what, p.where)});
+      table.rows.push_back(
+          {"BROKEN:", fmt::format("{}{}{} ({})", what, what.empty() ? "" : ": ", p.what, p.where)});
     }
-    table.rows.push_back({report.problems.empty() ? "ok:" : "checked:",
-                          fmt::format("{} record(s), {} history entries", report.records,
-                                      report.entries)});
+    table.rows.push_back(
+        {report.problems.empty() ? "ok:" : "checked:",
+         fmt::format("{} record(s), {} history entries", report.records, report.entries)});
     return table;
   });
   if (!report.problems.empty()) {
@@ -65,8 +66,9 @@ void setup_ledger(CLI::App& app, Runner& runner) {
     (void)info;
     const std::string text = migrate->parsed() ? context.ledger().store().migrate()
                                                : context.ledger().store().describe();
-    context.out().print({{migrate->parsed() ? "message" : "ledger", text}},
-                        [&] { return Table{{}, {{text}}}; });
+    context.out().print({{migrate->parsed() ? "message" : "ledger", text}}, [&] {
+      return Table{{}, {{text}}};
+    });
     return ExitCode::ok;
   };
 }

@@ -93,9 +93,9 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   };
   // Closed records are read from the history (the journal) only when they can be shown.
   const bool closed_wanted =
-      wanted.empty() ? args.all
-                     : std::any_of(wanted.begin(), wanted.end(),
-                                   [](State s) { return s == State::destroyed || s == State::failed; });
+      wanted.empty() ? args.all : std::any_of(wanted.begin(), wanted.end(), [](State s) {
+        return s == State::destroyed || s == State::failed;
+      });
   const Ledger& ledger = context.ledger();
   auto each = [&](const std::function<void(const SandboxRecord&)>& visit) {
     ledger.scan(closed_wanted ? Records::all : Records::resident, ReadScope::summary,

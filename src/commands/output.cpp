@@ -17,9 +17,8 @@ void print_table(const Table& raw, bool headers) {
   std::vector<std::vector<std::string>> escaped_rows;
   // Plain printable ASCII (the usual cell) is its own escape; anything else is asked.
   auto changed_by_escaping = [](const std::string& cell) {
-    const bool plain = std::all_of(cell.begin(), cell.end(), [](char c) {
-      return c >= 0x20 && c < 0x7f && c != '\\';
-    });
+    const bool plain = std::all_of(cell.begin(), cell.end(),
+                                   [](char c) { return c >= 0x20 && c < 0x7f && c != '\\'; });
     return !plain && printable(cell) != cell;
   };
   auto cells_of = [&](const std::vector<std::string>& row) -> const std::vector<std::string>& {

@@ -5,8 +5,8 @@
 namespace sandboxer::events {
 
 Publisher::Publisher(const Ledger& ledger, nlohmann::json global_sinks, DeliveryPolicy policy)
-    : m_ledger(ledger), m_global_sinks(std::move(global_sinks)), m_outbox(ledger.state_dir(), &ledger),
-      m_delivery(m_outbox, policy) {}
+    : m_ledger(ledger), m_global_sinks(std::move(global_sinks)),
+      m_outbox(ledger.state_dir(), &ledger), m_delivery(m_outbox, policy) {}
 
 void Publisher::stage(LedgerData& data, SandboxRecord& record, size_t first_new) {
   m_outbox.stage(data, record, first_new, m_global_sinks);

@@ -1,9 +1,9 @@
 // The ledger's value codecs (codec.hpp): each value read straight from the text into its field,
 // checked, and written back exactly as read.
+#include "src/ledger/codec.hpp"
+
 #include <climits>
 #include <fmt/format.h>
-
-#include "src/ledger/codec.hpp"
 
 namespace sandboxer::ledger_format {
 

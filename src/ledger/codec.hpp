@@ -65,7 +65,9 @@ void write_value(JsonWriter& out, const nlohmann::json& value);
 // Structs with a field list (fields.hpp) and arrays, defined below.
 template <typename Struct> struct Fields;
 template <typename Struct>
-concept HasFields = requires { Fields<Struct>::fields; };
+concept HasFields = requires {
+  Fields<Struct>::fields;
+};
 template <HasFields Struct> void read_value(JsonReader& in, Struct& out, std::string_view field);
 template <HasFields Struct> void write_value(JsonWriter& out, const Struct& value);
 template <typename T> void read_value(JsonReader& in, std::vector<T>& out, std::string_view field);
@@ -174,8 +176,7 @@ template <HasFields Struct> void write_fields(JsonWriter& out, const Struct& s) 
   out.raw("}");
 }
 
-template <HasFields Struct>
-void read_value(JsonReader& in, Struct& out, std::string_view field) {
+template <HasFields Struct> void read_value(JsonReader& in, Struct& out, std::string_view field) {
   read_fields(in, out, field);
 }
 template <HasFields Struct> void write_value(JsonWriter& out, const Struct& value) {
@@ -183,8 +184,7 @@ template <HasFields Struct> void write_value(JsonWriter& out, const Struct& valu
 }
 
 // Arrays name the index of an element they reject: "history[2].to".
-template <typename T>
-void read_value(JsonReader& in, std::vector<T>& out, std::string_view field) {
+template <typename T> void read_value(JsonReader& in, std::vector<T>& out, std::string_view field) {
   expect(in, Kind::array, field, "an array");
   out.clear();
   in.array([&](size_t index) {

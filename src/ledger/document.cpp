@@ -1,4 +1,6 @@
 // The live document and journal lines as text (document.hpp).
+#include "src/ledger/document.hpp"
+
 #include <climits>
 #include <fmt/format.h>
 #include <optional>
@@ -6,7 +8,6 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/ledger/document.hpp"
 #include "src/ledger/fields.hpp"
 
 namespace sandboxer::ledger_format {
@@ -50,8 +51,8 @@ std::string find_id(JsonReader in) {
   return id;
 }
 
-void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope scope,
-                    int version, const RecordSink& sink) {
+void read_sandboxes(JsonReader& in, const std::filesystem::path& file, ReadScope scope, int version,
+                    const RecordSink& sink) {
   expect(in, Kind::array, "sandboxes", "an array");
   // Two records with one id (a hand merge, a bad restore) would make every lookup by id pick one
   // of them silently, and a destroy settle the wrong one: refused like any other corruption.
@@ -103,8 +104,8 @@ void read_journal_tail(JsonReader& in, JournalTail& tail) {
     });
   });
   if (tail.first < 1 || tail.first > tail.segment) {
-    throw ShapeError{"journal.first",
-                     fmt::format("is {}, outside 1..{} (journal.segment)", tail.first, tail.segment)};
+    throw ShapeError{"journal.first", fmt::format("is {}, outside 1..{} (journal.segment)",
+                                                  tail.first, tail.segment)};
   }
 }
 

@@ -1,3 +1,5 @@
+#include "src/ledger/file_io.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -9,7 +11,6 @@
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
-#include "src/ledger/file_io.hpp"
 
 namespace sandboxer::ledger_files {
 namespace {

@@ -1,3 +1,5 @@
+#include "src/ledger/journal.hpp"
+
 #include <cerrno>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -8,7 +10,6 @@
 
 #include "src/file_descriptor.hpp"
 #include "src/ledger/file_io.hpp"
-#include "src/ledger/journal.hpp"
 
 namespace sandboxer::ledger_journal {
 namespace {
@@ -74,7 +75,7 @@ std::string_view quoted_after(std::string_view line, std::string_view prefix) {
   line.remove_prefix(prefix.size());
   const size_t end = line.find_first_of("\"\\");
   return end == std::string_view::npos || line[end] != '"' ? std::string_view()
-                                                            : line.substr(0, end);
+                                                           : line.substr(0, end);
 }
 
 } // namespace
@@ -118,8 +119,8 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   if (std::filesystem::create_directory(m_dir, ec)) {
     ::chmod(m_dir.c_str(), 0700);
   } else if (ec) {
-    throw LedgerError(fmt::format("cannot create journal directory {}: {}", m_dir.string(),
-                                  ec.message()));
+    throw LedgerError(
+        fmt::format("cannot create journal directory {}: {}", m_dir.string(), ec.message()));
   }
   std::string text;
   for (const auto& line : lines) {

@@ -1,3 +1,5 @@
+#include "src/ledger/local_store.hpp"
+
 #include <cerrno>
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +15,6 @@
 
 #include "src/file_descriptor.hpp"
 #include "src/ledger/file_io.hpp"
-#include "src/ledger/local_store.hpp"
 
 namespace sandboxer {
 namespace {
@@ -82,8 +83,8 @@ bool parse_line(const ledger_journal::Journal& journal, const Line& line, ReadSc
              fmt::format("record {}: {}", record.id.empty() ? "without an id" : record.id,
                          e.describe())});
   } catch (const ledger_format::SyntaxError& e) {
-    problem({journal.segment_path(line.segment), line.offset + e.offset,
-             "invalid JSON: " + e.message});
+    problem(
+        {journal.segment_path(line.segment), line.offset + e.offset, "invalid JSON: " + e.message});
   }
   return false;
 }
@@ -177,8 +178,7 @@ void LocalStore::scan(Records which, ReadScope scope,
         if (is_res && which != Records::resident) {
           resident.insert(r.id);
         }
-        const bool wanted = which == Records::all ||
-                            (which == Records::resident) == is_res;
+        const bool wanted = which == Records::all || (which == Records::resident) == is_res;
         if (!stopped && wanted) {
           stopped = !visit(r);
         }
@@ -256,19 +256,21 @@ std::optional<SandboxRecord> LocalStore::find(const std::string& id_or_name) con
       return std::nullopt;
     }
     // As LedgerData::find: the id, else the live record of that name, else the newest.
-    header = ledger_format::parse_document(text.view(), path, ReadScope::whole, [&](SandboxRecord& r) {
-      if (exact) {
-        return;
-      }
-      if (r.id == id_or_name) {
-        best = std::move(r);
-        exact = true;
-      } else if (r.name == id_or_name &&
-                 (!best || (is_live(r.state) && !is_live(best->state)) ||
-                  (is_live(r.state) == is_live(best->state) && r.created_at >= best->created_at))) {
-        best = std::move(r);
-      }
-    });
+    header =
+        ledger_format::parse_document(text.view(), path, ReadScope::whole, [&](SandboxRecord& r) {
+          if (exact) {
+            return;
+          }
+          if (r.id == id_or_name) {
+            best = std::move(r);
+            exact = true;
+          } else if (r.name == id_or_name &&
+                     (!best || (is_live(r.state) && !is_live(best->state)) ||
+                      (is_live(r.state) == is_live(best->state) &&
+                       r.created_at >= best->created_at))) {
+            best = std::move(r);
+          }
+        });
   }
   if (exact || (best && is_live(best->state))) {
     return best;
@@ -342,8 +344,8 @@ LockFile::Guard LocalStore::lock_for_writing() const {
   // Only a directory created here is narrowed to 0700: an existing one was chosen by the user.
   if (fs::create_directories(m_dir, ec)) {
     if (::chmod(m_dir.c_str(), 0700) != 0) {
-      throw LedgerError(fmt::format("cannot set the mode of state directory {}: {}",
-                                    m_dir.string(), errno_text()));
+      throw LedgerError(fmt::format("cannot set the mode of state directory {}: {}", m_dir.string(),
+                                    errno_text()));
     }
   } else if (ec) {
     throw LedgerError(fmt::format("cannot create state directory {}: {}; choose another with "
@@ -589,8 +591,8 @@ VerifyReport LocalStore::verify() const {
   }
   const JournalTail& tail = live.header.journal;
   auto problem = [&](const Problem& p) {
-    report.problems.push_back({"", -1, fmt::format("{} at byte {}", p.file.string(), p.offset),
-                               p.what});
+    report.problems.push_back(
+        {"", -1, fmt::format("{} at byte {}", p.file.string(), p.offset), p.what});
   };
   for (auto s = tail.first; s <= tail.segment; ++s) {
     m_journal.read_segment(
@@ -598,8 +600,8 @@ VerifyReport LocalStore::verify() const {
         [&](const Line& line) {
           SandboxRecord record;
           if (parse_line(m_journal, line, ReadScope::whole, record, problem)) {
-            check(record, fmt::format("{} at byte {}", m_journal.segment_path(s).string(),
-                                      line.offset));
+            check(record,
+                  fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset));
           }
           return true;
         },

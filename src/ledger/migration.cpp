@@ -39,8 +39,8 @@ void remove_tree(const fs::path& dir) {
   std::error_code ec;
   fs::remove_all(dir, ec);
   if (ec) {
-    throw LedgerError(fmt::format("cannot migrate the ledger: cannot remove {}: {}", dir.string(),
-                                  ec.message()));
+    throw LedgerError(
+        fmt::format("cannot migrate the ledger: cannot remove {}: {}", dir.string(), ec.message()));
   }
 }
 
@@ -96,22 +96,19 @@ std::string migrate_from_v1(const LocalStore& store) {
   {
     ledger_files::FileText text;
     text.load(file);
-    header = ledger_format::parse_document(text.view(), file, ReadScope::whole,
-                                           [&](SandboxRecord& record) {
-                                             chain::seal(record);
-                                             if (is_resident(record)) {
-                                               resident.push_back(std::move(record));
-                                               return;
-                                             }
-                                             const TimePoint at =
-                                                 record.history.empty()
-                                                     ? record.created_at
-                                                     : record.history.back().time;
-                                             buckets.add(format_time(at).substr(0, 10),
-                                                         ledger_format::journal_line(record));
-                                             ++closed_counts[to_string(record.state)];
-                                             ++closed;
-                                           });
+    header = ledger_format::parse_document(
+        text.view(), file, ReadScope::whole, [&](SandboxRecord& record) {
+          chain::seal(record);
+          if (is_resident(record)) {
+            resident.push_back(std::move(record));
+            return;
+          }
+          const TimePoint at =
+              record.history.empty() ? record.created_at : record.history.back().time;
+          buckets.add(format_time(at).substr(0, 10), ledger_format::journal_line(record));
+          ++closed_counts[to_string(record.state)];
+          ++closed;
+        });
   }
   buckets.close();
   if (header.ledger_id.empty()) {

@@ -23,16 +23,15 @@ constexpr std::array<std::string_view, 8> k_state_names = {
 
 // In EventKind's order.
 constexpr std::array<std::string_view, 21> k_event_names = {
-    "created",          "ready",      "restoring",      "restored",   "restore.failed", "exec.started",
-    "exec.finished",    "snapshotting", "snapshotted",  "snapshot.failed",
-    "snapshot.removed", "extended",   "expiring",       "expired",    "destroying",
-    "destroyed",        "destroy.failed", "failed",     "orphan.found", "repaired",
+    "created",          "ready",          "restoring",    "restored",     "restore.failed",
+    "exec.started",     "exec.finished",  "snapshotting", "snapshotted",  "snapshot.failed",
+    "snapshot.removed", "extended",       "expiring",     "expired",      "destroying",
+    "destroyed",        "destroy.failed", "failed",       "orphan.found", "repaired",
     "updated",
 };
 
 template <typename Enum, size_t N>
-std::optional<Enum> from_name(const std::array<std::string_view, N>& names,
-                              std::string_view text) {
+std::optional<Enum> from_name(const std::array<std::string_view, N>& names, std::string_view text) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == text) {
       return static_cast<Enum>(i);

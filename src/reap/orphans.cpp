@@ -206,7 +206,8 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       if (run.options.dry_run) {
         item.outcome = "planned";
       } else if (settle_seen(run, record, [&](SandboxRecord& r) {
-                   r.transition(EventKind::destroyed, State::destroyed, run.clock.now(), run.actor, "vanished",
+                   r.transition(EventKind::destroyed, State::destroyed, run.clock.now(), run.actor,
+                                "vanished",
                                 {{"backend_id", r.backend_id}, {"detail", status.detail}});
                  })) {
         item.outcome = "destroyed";

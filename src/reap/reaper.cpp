@@ -133,10 +133,10 @@ void prune(Run& run) {
   for (const auto& record : pruned.records) {
     ReapItem item = reap::item_of(record, "prune");
     item.outcome = run.options.dry_run ? "planned" : "pruned";
-    item.reason = fmt::format("{} at {}, kept {}", to_string(record.state),
-                              format_time(record.history.empty() ? record.created_at
-                                                                 : record.history.back().time),
-                              format_duration(run.options.keep_history));
+    item.reason = fmt::format(
+        "{} at {}, kept {}", to_string(record.state),
+        format_time(record.history.empty() ? record.created_at : record.history.back().time),
+        format_duration(run.options.keep_history));
     run.report.items.push_back(std::move(item));
   }
   if (!run.options.dry_run && !pruned.records.empty()) {

@@ -97,8 +97,8 @@ void repair_one(Run& run, SandboxRecord& record, TimePoint now, const std::strin
         if (*settlement.to == State::failed) {
           r.error = settlement.reason;
         }
-        r.transition(EventKind::repaired, *settlement.to, run.clock.now(), run.actor, settlement.reason,
-                     {{"repair", true}});
+        r.transition(EventKind::repaired, *settlement.to, run.clock.now(), run.actor,
+                     settlement.reason, {{"repair", true}});
       });
       if (settled && settlement.destroy) {
         SandboxRecord destroyed =

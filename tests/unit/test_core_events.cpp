@@ -2,12 +2,11 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/events.hpp>
-
-#include "src/ledger/document.hpp"
 #include <sandboxer/files.hpp>
 #include <sandboxer/lifecycle.hpp>
 #include <sandboxer/profile.hpp>
 
+#include "src/ledger/document.hpp"
 #include "support/fake_clock.hpp"
 #include "support/temp_dir.hpp"
 
@@ -136,11 +135,14 @@ TEST(EventKinds, OfSchema1EntriesAreToldFromTheTransitionAndItsDetails) {
   auto at = *parse_time("2026-12-02T12:00:00Z");
   r.transition(EventKind::updated, State::creating, at, "t", "create");
   r.transition(EventKind::updated, State::running, at, "t", "created");
-  r.transition(EventKind::updated, State::running, at, "t", "exec sh", {{"exec", {{"argv", {"sh"}}}}});
-  r.transition(EventKind::updated, State::running, at, "t", "exec sh exited 0", {{"exec", {{"exit_code", 0}}}});
+  r.transition(EventKind::updated, State::running, at, "t", "exec sh",
+               {{"exec", {{"argv", {"sh"}}}}});
+  r.transition(EventKind::updated, State::running, at, "t", "exec sh exited 0",
+               {{"exec", {{"exit_code", 0}}}});
   r.transition(EventKind::updated, State::expired, at, "reaper", "ttl expired");
   r.transition(EventKind::updated, State::expired, at, "reaper", "destroy failed: x");
-  r.transition(EventKind::updated, State::running, at, "t", "extended", {{"from", "a"}, {"to", "b"}});
+  r.transition(EventKind::updated, State::running, at, "t", "extended",
+               {{"from", "a"}, {"to", "b"}});
   r.transition(EventKind::updated, State::creating, at, "t", "restore in place");
   r.transition(EventKind::updated, State::running, at, "t", "restored", {{"snapshot", "snp-x"}});
   r.transition(EventKind::updated, State::destroying, at, "t", "x");

@@ -16,10 +16,10 @@
 #include <thread>
 #include <unistd.h>
 
+#include <sandboxer/chain.hpp>
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/chain.hpp>
 #include <sandboxer/ledger.hpp>
 #include <sandboxer/owner.hpp>
 
@@ -90,13 +90,14 @@ SandboxRecord full_record() {
   r.env = {{"GREETING", "h\u00e9llo \"w\u00f6rld\"\n\ttab"}};
   r.secret_refs = {{"api_key", {{"env", "E2B_API_KEY"}}}};
   r.owner = {"alice", "build-7", 4242, {{"CI", "true"}, {"GITHUB_RUN_ID", "42"}}};
-  r.transition(EventKind::created, State::creating, at("2026-12-02T11:51:32Z"), "alice@build-7 pid 4242", "create");
-  r.transition(EventKind::ready, State::running, at("2026-12-02T11:51:35Z"), "alice@build-7 pid 4242", "created",
-               {{"duration_ms", 2875}});
-  r.transition(EventKind::snapshotting, State::snapshotting, at("2026-12-02T12:00:00Z"), "alice@build-7 pid 4242",
-               "snapshot before-tests");
-  r.transition(EventKind::snapshotted, State::running, at("2026-12-02T12:00:09Z"), "alice@build-7 pid 4242",
-               "snapshot taken");
+  r.transition(EventKind::created, State::creating, at("2026-12-02T11:51:32Z"),
+               "alice@build-7 pid 4242", "create");
+  r.transition(EventKind::ready, State::running, at("2026-12-02T11:51:35Z"),
+               "alice@build-7 pid 4242", "created", {{"duration_ms", 2875}});
+  r.transition(EventKind::snapshotting, State::snapshotting, at("2026-12-02T12:00:00Z"),
+               "alice@build-7 pid 4242", "snapshot before-tests");
+  r.transition(EventKind::snapshotted, State::running, at("2026-12-02T12:00:09Z"),
+               "alice@build-7 pid 4242", "snapshot taken");
   r.snapshots.push_back({"snp-qrstuvwx6734", "before-tests", "sandboxer/sbx-abcdefgh2345:before",
                          123456789, at("2026-12-02T12:00:09Z")});
   r.snapshots.push_back(
@@ -207,10 +208,12 @@ TEST(LedgerStates, TransitionalAndLive) {
 
 TEST(LedgerRecord, TransitionAppendsHistory) {
   SandboxRecord r;
-  r.transition(EventKind::updated, State::creating, at("2026-12-02T11:00:00Z"), "alice@h pid 1", "create");
-  r.transition(EventKind::updated, State::running, at("2026-12-02T11:00:05Z"), "alice@h pid 1", "created",
-               {{"duration_ms", 5000}});
-  r.transition(EventKind::updated, State::destroying, at("2026-12-02T12:00:00Z"), "reaper", "ttl expired");
+  r.transition(EventKind::updated, State::creating, at("2026-12-02T11:00:00Z"), "alice@h pid 1",
+               "create");
+  r.transition(EventKind::updated, State::running, at("2026-12-02T11:00:05Z"), "alice@h pid 1",
+               "created", {{"duration_ms", 5000}});
+  r.transition(EventKind::updated, State::destroying, at("2026-12-02T12:00:00Z"), "reaper",
+               "ttl expired");
 
   ASSERT_EQ(r.history.size(), 3u);
   EXPECT_EQ(r.state, State::destroying);
@@ -390,8 +393,9 @@ TEST(LedgerGolden, FilesMatchGolden) {
   const std::string segment = read_file(dir / "state" / "journal" / "segment-000001.jsonl");
   const auto newline = segment.find('\n');
   ASSERT_NE(newline, std::string::npos);
-  EXPECT_EQ(segment.substr(0, newline),
-            R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02"})");
+  EXPECT_EQ(
+      segment.substr(0, newline),
+      R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02"})");
   check_golden(segment.substr(newline + 1), "journal_record_v2.json");
 }
 

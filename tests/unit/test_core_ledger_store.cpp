@@ -96,8 +96,8 @@ TEST(LedgerStore, ClosedRecordsLeaveTheLiveDocumentForOneSegmentPerDay) {
   EXPECT_EQ(closed[2].id, c);
   EXPECT_EQ(ledger.find(b)->state, State::failed);
   EXPECT_EQ(ledger.find("c")->id, c);
-  EXPECT_EQ(ledger.read().closed_counts, (std::map<std::string, std::uint64_t>{
-                                             {"destroyed", 2}, {"failed", 1}}));
+  EXPECT_EQ(ledger.read().closed_counts,
+            (std::map<std::string, std::uint64_t>{{"destroyed", 2}, {"failed", 1}}));
   EXPECT_TRUE(ledger.store().verify().problems.empty());
 }
 
@@ -414,8 +414,8 @@ TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
           auto& counter = tx.data().sandboxes.at(0);
           const int n = std::stoi(counter.labels.at("closed")) + 1;
           counter.labels["closed"] = std::to_string(n);
-          tx.data().sandboxes.push_back(record("closed-" + std::to_string(n), State::destroyed,
-                                               day(n / 2)));
+          tx.data().sandboxes.push_back(
+              record("closed-" + std::to_string(n), State::destroyed, day(n / 2)));
           tx.commit();
         }
       } catch (...) {
@@ -439,8 +439,8 @@ TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
     EXPECT_EQ(names.size(), closed.size()) << "a record appears twice";
     EXPECT_EQ(data.closed_counts.at("destroyed"), static_cast<std::uint64_t>(n) + 1);
     const auto report = ledger.store().verify();
-    EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).where << ": "
-                                         << report.problems.at(0).what;
+    EXPECT_TRUE(report.problems.empty())
+        << report.problems.at(0).where << ": " << report.problems.at(0).what;
   }
   EXPECT_GT(last, 2) << "the writer hardly committed: the test proved little";
   EXPECT_GT(segments(state).size(), 1u) << "no rotation happened";

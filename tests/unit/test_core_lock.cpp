@@ -207,8 +207,9 @@ TEST(LockLedger, ForkedHolderIsNamedAndItsDeathReleasesTheLock) {
   ::close(ready[0]);
 
   const auto [message, took] = timeout_of([&] { ledger.begin(); });
-  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is locked by pid " +
-                         std::to_string(child) + " (" + self_command() + "); waited 1s; " + hint());
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() +
+                         " is locked by pid " + std::to_string(child) + " (" + self_command() +
+                         "); waited 1s; " + hint());
   EXPECT_GE(took, 950ms);
   // Reads take no lock.
   EXPECT_NO_THROW(ledger.read());
@@ -228,9 +229,9 @@ TEST(LockLedger, SecondLedgerInAnotherThreadTimesOut) {
   std::thread other(
       [&] { message = timeout_of([&] { Ledger(dir / "state", 1s).begin(); }).first; });
   other.join();
-  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is locked by pid " +
-                         std::to_string(::getpid()) + " (" + self_command() + "); waited 1s; " +
-                         hint());
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() +
+                         " is locked by pid " + std::to_string(::getpid()) + " (" + self_command() +
+                         "); waited 1s; " + hint());
 }
 
 TEST(LockLedger, TransactionsOfManyThreadsDoNotLoseUpdates) {

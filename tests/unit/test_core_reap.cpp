@@ -65,12 +65,14 @@ TEST(ReapRules, AttemptsCountTheTrailingFailures) {
   auto r = record_in(State::running, k_noon, k_noon);
   EXPECT_EQ(failed_attempts(r), 0);
   EXPECT_FALSE(next_attempt_at(r));
-  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 1}});
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired",
+               {{"attempt", 1}});
   r.transition(EventKind::updated, State::expired, k_noon, "reaper", "destroy failed: x",
                {{"attempt", 1}, {"next_attempt_at", "2026-12-02T12:01:00Z"}});
   EXPECT_EQ(failed_attempts(r), 1);
   EXPECT_EQ(next_attempt_at(r), k_noon + 1min);
-  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired", {{"attempt", 2}});
+  r.transition(EventKind::updated, State::expired, k_noon, "reaper", "ttl expired",
+               {{"attempt", 2}});
   r.transition(EventKind::updated, State::expired, k_noon, "reaper", "destroy failed: x",
                {{"attempt", 2}, {"next_attempt_at", "2026-12-02T12:03:00Z"}});
   EXPECT_EQ(failed_attempts(r), 2);
@@ -373,7 +375,8 @@ TEST_F(Reap, ARepairedExpiredSandboxIsDestroyedInTheSameRun) {
   auto id = create(10min);
   clock.advance(11min);
   edit(id, [&](SandboxRecord& r) {
-    r.transition(EventKind::updated, State::destroying, clock.now(), "alice@elsewhere pid 42", "killed");
+    r.transition(EventKind::updated, State::destroying, clock.now(), "alice@elsewhere pid 42",
+                 "killed");
   });
   clock.advance(11min);
   auto report = reaper.run(options());
