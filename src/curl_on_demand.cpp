@@ -14,6 +14,8 @@
 #include <dlfcn.h>
 #include <string>
 
+#include "src/bind_symbol.hpp"
+
 namespace sandboxer {
 namespace {
 
@@ -32,11 +34,6 @@ struct CurlLibrary {
   void (*slist_free_all)(curl_slist*) = nullptr;
   std::string error; // why it could not be loaded; empty when it was
 };
-
-template <typename Function> bool bind(void* handle, const char* name, Function& function) {
-  function = reinterpret_cast<Function>(::dlsym(handle, name));
-  return function != nullptr;
-}
 
 CurlLibrary load() {
   CurlLibrary lib;
@@ -59,17 +56,17 @@ CurlLibrary load() {
                 "); install it with: apt-get install libcurl4";
     return lib;
   }
-  const bool complete = bind(handle, "curl_global_init", lib.global_init) &&
-                        bind(handle, "curl_easy_init", lib.easy_init) &&
-                        bind(handle, "curl_easy_cleanup", lib.easy_cleanup) &&
-                        bind(handle, "curl_easy_reset", lib.easy_reset) &&
-                        bind(handle, "curl_easy_perform", lib.easy_perform) &&
-                        bind(handle, "curl_easy_setopt", lib.easy_setopt) &&
-                        bind(handle, "curl_easy_getinfo", lib.easy_getinfo) &&
-                        bind(handle, "curl_easy_strerror", lib.easy_strerror) &&
-                        bind(handle, "curl_slist_append", lib.slist_append) &&
-                        bind(handle, "curl_slist_free_all", lib.slist_free_all);
-  bind(handle, "curl_version", lib.version); // only for --version: optional
+  const bool complete = bind_symbol(handle, "curl_global_init", lib.global_init) &&
+                        bind_symbol(handle, "curl_easy_init", lib.easy_init) &&
+                        bind_symbol(handle, "curl_easy_cleanup", lib.easy_cleanup) &&
+                        bind_symbol(handle, "curl_easy_reset", lib.easy_reset) &&
+                        bind_symbol(handle, "curl_easy_perform", lib.easy_perform) &&
+                        bind_symbol(handle, "curl_easy_setopt", lib.easy_setopt) &&
+                        bind_symbol(handle, "curl_easy_getinfo", lib.easy_getinfo) &&
+                        bind_symbol(handle, "curl_easy_strerror", lib.easy_strerror) &&
+                        bind_symbol(handle, "curl_slist_append", lib.slist_append) &&
+                        bind_symbol(handle, "curl_slist_free_all", lib.slist_free_all);
+  bind_symbol(handle, "curl_version", lib.version); // only for --version: optional
   if (!complete) {
     lib = CurlLibrary();
     lib.error =

@@ -7,10 +7,11 @@
 
 #include <dlfcn.h>
 #include <openssl/evp.h>
-#include <stdexcept>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/sha256.hpp>
+
+#include "src/bind_symbol.hpp"
 
 namespace sandboxer {
 namespace {
@@ -22,11 +23,6 @@ struct CryptoLibrary {
   std::string error; // why it could not be loaded; empty when it was
 };
 
-template <typename Function> bool bind(void* handle, const char* name, Function& function) {
-  function = reinterpret_cast<Function>(::dlsym(handle, name));
-  return function != nullptr;
-}
-
 CryptoLibrary load() {
   CryptoLibrary lib;
   void* handle = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
@@ -36,7 +32,8 @@ CryptoLibrary load() {
                 "); install it with: apt-get install libssl3";
     return lib;
   }
-  if (!bind(handle, "EVP_Digest", lib.digest) || !bind(handle, "EVP_sha256", lib.sha256)) {
+  if (!bind_symbol(handle, "EVP_Digest", lib.digest) ||
+      !bind_symbol(handle, "EVP_sha256", lib.sha256)) {
     lib = CryptoLibrary();
     lib.error = "the libcrypto found lacks EVP_Digest or EVP_sha256; install libssl3";
   }
