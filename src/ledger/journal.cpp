@@ -97,7 +97,7 @@ std::filesystem::path Journal::segment_path(std::uint64_t segment) const {
   return m_dir / fmt::format("segment-{:06}.jsonl", segment);
 }
 
-std::string Journal::day_of(std::uint64_t segment) const {
+std::string Journal::day_of(std::uint64_t segment, const std::string& ledger_id) const {
   FileDescriptor fd(::open(segment_path(segment).c_str(), O_RDONLY | O_CLOEXEC));
   char buffer[512];
   const ssize_t got = fd.get() < 0 ? -1 : ::pread(fd.get(), buffer, sizeof(buffer), 0);
@@ -107,7 +107,13 @@ std::string Journal::day_of(std::uint64_t segment) const {
   const std::string_view text(buffer, static_cast<size_t>(got));
   const size_t end = text.find('\n');
   try {
-    return end == std::string_view::npos ? std::string() : parse_header(text.substr(0, end)).day;
+    if (end == std::string_view::npos) {
+      return {};
+    }
+    const SegmentHeader header = parse_header(text.substr(0, end));
+    const bool ours = header.version == LedgerData::k_schema_version &&
+                      (ledger_id.empty() || header.ledger_id == ledger_id);
+    return ours ? header.day : std::string();
   } catch (...) {
     return {};
   }
@@ -128,11 +134,13 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   const std::string today = day_text(closed);
   const bool has_segment = tail.offset > 0;
+  // A full segment, another day's, or one that is not readable as ours (damaged, foreign,
+  // missing): the records go to a new one, where they can be read.
   const bool rotate =
-      has_segment && (tail.offset >= k_segment_limit || day_of(tail.segment) != today);
+      has_segment && (tail.offset >= k_segment_limit || day_of(tail.segment, ledger_id) != today);
   const auto current = segment_path(tail.segment);
   if (has_segment && !rotate) {
-    FileDescriptor fd(::open(current.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+    FileDescriptor fd(::open(current.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
     if (fd.get() < 0) {
       write_failed("open", current, current);
     }
@@ -140,6 +148,12 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
     if (::ftruncate(fd.get(), static_cast<off_t>(tail.offset)) != 0 ||
         ::lseek(fd.get(), static_cast<off_t>(tail.offset), SEEK_SET) < 0) {
       write_failed("truncate", current, current);
+    }
+    // A committed end that is not a line's end (the file was damaged): the new lines must not be
+    // glued to what is there.
+    char last = '\n';
+    if (::pread(fd.get(), &last, 1, static_cast<off_t>(tail.offset - 1)) == 1 && last != '\n') {
+      text.insert(0, "\n");
     }
     ledger_files::write_all(fd.get(), text, current, current);
     if (::fsync(fd.get()) != 0) {
@@ -149,7 +163,7 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   if (rotate) {
     // The finished segment keeps exactly its committed bytes.
-    if (::truncate(current.c_str(), static_cast<off_t>(tail.offset)) != 0) {
+    if (::truncate(current.c_str(), static_cast<off_t>(tail.offset)) != 0 && errno != ENOENT) {
       write_failed("truncate", current, current);
     }
   }

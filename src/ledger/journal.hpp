@@ -54,8 +54,9 @@ public:
                     const std::function<bool(const Line&)>& visit,
                     const std::function<void(const Problem&)>& problem) const;
 
-  // The UTC day a segment holds ("2026-12-02"), from its header; empty if unreadable.
-  std::string day_of(std::uint64_t segment) const;
+  // The UTC day a segment holds ("2026-12-02"), from its header; empty if it is unreadable, of
+  // another schema, or (`ledger_id` given) of another ledger.
+  std::string day_of(std::uint64_t segment, const std::string& ledger_id = "") const;
 
   // Deletes segments [from, to) and what lies beyond `tail` (segments an unfinished rotation
   // made). Called after the live document stopped referring to them.

@@ -215,6 +215,38 @@ TEST(LedgerStore, AMissingOrForeignSegmentIsReported) {
   EXPECT_NE(report.problems[0].what.find("belongs to ledger ldg-someoneelse0"), std::string::npos);
 }
 
+// Found by fuzz_journal: a segment whose committed end is not a line's end (damaged) had the next
+// record glued to the broken line, unreadable.
+TEST(LedgerStore, ARecordClosedAfterADamagedEndIsReadable) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
+  write_file(segment, read_file(segment) + R"({"id":"sbx-cut)");
+  auto doc = json::parse(read_file(dir / "state" / "ledger.json"));
+  doc["journal"]["offset"] = fs::file_size(segment);
+  write_file(dir / "state" / "ledger.json", doc.dump() + "\n");
+  const auto b = add_closed(ledger, "b", 0);
+  EXPECT_EQ(all_closed(ledger).size(), 2u);
+  EXPECT_TRUE(ledger.find(b));
+  EXPECT_EQ(ledger.store().verify().problems.size(), 1u) << "the cut line is still reported";
+}
+
+// A current segment that is not readable as this ledger's (another ledger's, a newer schema's):
+// the next records go to a new segment rather than where no reader would see them.
+TEST(LedgerStore, AnUnreadableCurrentSegmentIsNotAppendedTo) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
+  std::string text = read_file(segment);
+  text.replace(text.find("\"sandboxer_journal\":2"), 21, "\"sandboxer_journal\":9");
+  write_file(segment, text);
+  const auto b = add_closed(ledger, "b", 0);
+  EXPECT_TRUE(ledger.find(b));
+  EXPECT_EQ(segments(dir / "state").size(), 2u);
+}
+
 TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
