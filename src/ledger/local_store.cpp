@@ -186,57 +186,74 @@ void LocalStore::scan(Records which, ReadScope scope,
   if (stopped || which == Records::resident || header.schema_version < 2) {
     return;
   }
-  // Each closed record once, its newest copy: a record reopened and closed again has two.
-  std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> newest;
+  // Each closed record once, its newest readable copy: a record reopened and closed again has
+  // two. Such ids are rare, so only their copies are held until the end; the others are visited
+  // as they come.
+  std::unordered_map<std::string, unsigned> copies;
   for (auto s = header.journal.first; s <= header.journal.segment; ++s) {
     m_journal.read_segment(
         s, header.journal, header.ledger_id,
         [&](const Line& line) {
-          newest[id_in(line)] = {line.segment, line.offset};
+          ++copies[id_in(line)];
           return true;
         },
         [](const Problem&) {});
   }
+  std::vector<SandboxRecord> held;
+  std::unordered_map<std::string, size_t> held_at;
   for (auto s = header.journal.first; s <= header.journal.segment && !stopped; ++s) {
     m_journal.read_segment(
         s, header.journal, header.ledger_id,
         [&](const Line& line) {
           const std::string id = id_in(line);
-          if (resident.contains(id) ||
-              newest[id] != std::pair<std::uint64_t, std::uint64_t>{line.segment, line.offset}) {
+          if (resident.contains(id)) {
             return true;
           }
           SandboxRecord record;
-          if (parse_line(m_journal, line, scope, record, warn)) {
-            stopped = !visit(record);
+          if (!parse_line(m_journal, line, scope, record, warn)) {
+            return true;
           }
+          if (copies[id] > 1) {
+            auto [at, added] = held_at.emplace(record.id, held.size());
+            if (added) {
+              held.push_back(std::move(record));
+            } else {
+              held[at->second] = std::move(record);
+            }
+            return true;
+          }
+          stopped = !visit(record);
           return !stopped;
         },
         warn);
+  }
+  for (auto& record : held) {
+    if (stopped || (stopped = !visit(record))) {
+      break;
+    }
   }
 }
 
 std::optional<SandboxRecord> LocalStore::find_closed(const JournalTail& tail,
                                                      const std::string& ledger_id,
                                                      const std::string& id_or_name) const {
-  // Newest segment first: a name answers with the record that bore it last.
+  // Newest segment first: a name answers with the record that bore it last. Within a segment,
+  // the last readable match.
   for (auto s = tail.segment; s >= tail.first && s > 0; --s) {
-    std::optional<Line> match;
-    std::string keep; // the line's text outlives the segment's mapping
+    std::vector<std::pair<Line, std::string>> matches; // the text outlives the segment's mapping
     m_journal.read_segment(
         s, tail, ledger_id,
         [&](const Line& line) {
           if (names_record(line, id_or_name)) {
-            match = line;
-            keep.assign(line.text);
+            matches.emplace_back(line, std::string(line.text));
           }
           return true;
         },
         warn);
-    if (match) {
-      match->text = keep;
+    for (auto it = matches.rbegin(); it != matches.rend(); ++it) {
+      it->first.text = it->second;
       SandboxRecord record;
-      if (parse_line(m_journal, *match, ReadScope::whole, record, warn)) {
+      if (parse_line(m_journal, it->first, ReadScope::whole, record, warn)) {
         return record;
       }
     }

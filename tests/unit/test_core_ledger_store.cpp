@@ -146,6 +146,29 @@ TEST(LedgerStore, AReopenedRecordComesBackLiveAndItsNewestCopyWins) {
   EXPECT_TRUE(ledger.store().verify().problems.empty());
 }
 
+// Found by fuzz_journal: a damaged newer copy hid the readable older one.
+TEST(LedgerStore, ADamagedNewerCopyDoesNotHideTheOlderOne) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto id = add_closed(ledger, "x", 0);
+  for (auto [kind, state] : {std::pair{EventKind::orphan_found, State::orphaned},
+                             std::pair{EventKind::destroyed, State::destroyed}}) {
+    auto tx = ledger.begin();
+    tx.find(id)->transition(kind, state, day(0), "reaper", "again");
+    tx.commit();
+  }
+  const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
+  std::string text = read_file(segment);
+  const auto second = text.rfind("{\"id\":");
+  text[text.find("\"state\"", second) + 1] = '\\'; // same length: the committed end stays right
+  write_file(segment, text);
+  const auto closed = all_closed(ledger);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].history.size(), 3u) << "the first copy";
+  ASSERT_TRUE(ledger.find(id));
+  EXPECT_EQ(ledger.find(id)->history.size(), 3u);
+}
+
 TEST(LedgerStore, AnUnchangedClosedRecordIsNotWrittenAgain) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
