@@ -1,0 +1,158 @@
+// Profiles (sandboxer/profile.hpp): the public calls. The loader's parts are in src/profile/.
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <memory>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/names.hpp>
+#include <sandboxer/owner.hpp>
+#include <sandboxer/profile.hpp>
+#include <sandboxer/sha256.hpp>
+
+#include "src/json/utf8.hpp"
+#include "src/profile/internal.hpp"
+
+namespace sandboxer {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace profile_internal;
+
+std::string Profile::location_of(const std::string& json_pointer) const {
+  std::string pointer = json_pointer;
+  while (true) {
+    if (auto it = locations.find(pointer); it != locations.end()) {
+      return it->second;
+    }
+    size_t slash = pointer.rfind('/');
+    if (slash == std::string::npos) {
+      break;
+    }
+    pointer.resize(slash);
+  }
+  return path.string();
+}
+
+std::vector<fs::path> profile_search_path(const std::optional<std::string>& cli_dir) {
+  std::vector<fs::path> dirs;
+  if (cli_dir && !cli_dir->empty()) {
+    dirs.emplace_back(*cli_dir);
+  }
+  // $SANDBOXER_PROFILES may list several directories, separated by ':' like $PATH.
+  if (const char* list = std::getenv("SANDBOXER_PROFILES"); list != nullptr) {
+    std::string_view rest = list;
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) {
+        dirs.emplace_back(dir);
+      }
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  dirs.emplace_back("./profiles");
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg != '\0') {
+    dirs.push_back(fs::path(xdg) / "sandboxer" / "profiles");
+  } else if (auto home = home_directory()) {
+    dirs.push_back(*home / ".config" / "sandboxer" / "profiles");
+  }
+  dirs.emplace_back("/etc/sandboxer/profiles");
+  // The profiles shipped with sandboxer, installed beside the binary (cmake --install: PREFIX/bin
+  // and PREFIX/share/sandboxer/profiles), wherever the prefix is.
+  std::error_code ec;
+  if (auto exe = fs::read_symlink("/proc/self/exe", ec); !ec) {
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "sandboxer" / "profiles");
+  }
+  return dirs;
+}
+
+fs::path find_profile(const std::string& name_or_path, const std::vector<fs::path>& search) {
+  if (looks_like_path(name_or_path)) {
+    if (is_file(name_or_path)) {
+      return name_or_path;
+    }
+    throw NotFoundError(fmt::format("profile file {} not found (a value with \"/\" or a .yaml/.yml "
+                                    "ending is read as a path; give a bare name to search the "
+                                    "profile directories)",
+                                    name_or_path));
+  }
+  if (auto found = find_in(name_or_path, search, std::nullopt)) {
+    return *found;
+  }
+  throw NotFoundError(not_found_message(name_or_path, search));
+}
+
+Config load_config(const fs::path& file) {
+  // An empty file (or one of comments only) configures nothing, as no file does.
+  if (is_empty_document(file)) {
+    Config config;
+    config.path = file;
+    return config;
+  }
+  Document doc = parse_document(file);
+  return config_of(file, doc);
+}
+
+fs::path config_path() {
+  if (const char* explicit_path = std::getenv("SANDBOXER_CONFIG");
+      explicit_path && *explicit_path) {
+    return explicit_path;
+  }
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return fs::path(xdg) / "sandboxer" / "config.yaml";
+  }
+  auto home = home_directory();
+  return home ? *home / ".config" / "sandboxer" / "config.yaml"
+              : fs::path("/etc/sandboxer/config.yaml");
+}
+
+Profile load_profile(const fs::path& file, const std::vector<fs::path>& search) {
+  std::vector<fs::path> stack;
+  Loaded loaded = load_chain(file, search, stack);
+  return checked_profile(file, loaded.doc, std::move(loaded.chain));
+}
+
+std::vector<std::pair<std::string, fs::path>> list_profiles(const std::vector<fs::path>& search) {
+  std::map<std::string, fs::path> found;
+  for (const auto& dir : search) {
+    std::error_code error;
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+      std::string extension = it->path().extension().string();
+      if ((extension == ".yaml" || extension == ".yml") && is_file(it->path())) {
+        files.push_back(it->path());
+      }
+    }
+    // Sorted, so that x.yaml wins over x.yml in one directory, as in find_profile.
+    std::sort(files.begin(), files.end());
+    for (const auto& path : files) {
+      found.emplace(path.stem().string(), path);
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+std::optional<std::string> closest_match(const std::string& word,
+                                         const std::vector<std::string>& candidates) {
+  size_t limit = std::max<size_t>(2, word.size() / 3);
+  std::optional<std::string> best;
+  size_t best_distance = limit + 1;
+  for (const auto& candidate : candidates) {
+    size_t distance = edit_distance(word, candidate);
+    // A "match" that rewrites the whole word is no match ("ab" is not a typo of "e2b").
+    if (distance < best_distance && distance < word.size() && distance < candidate.size()) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+} // namespace sandboxer
