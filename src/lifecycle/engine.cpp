@@ -1,3 +1,4 @@
+// The lifecycle engine: every operation as intent, backend call, outcome (docs/architecture.md).
 #include <fmt/format.h>
 #include <fstream>
 #include <spdlog/spdlog.h>
@@ -14,8 +15,11 @@
 #include <sandboxer/reap.hpp>
 #include <sandboxer/registry.hpp>
 
+#include "src/lifecycle/rules.hpp"
+
 namespace sandboxer {
 namespace fs = std::filesystem;
+using namespace lifecycle_rules;
 namespace {
 
 // Times an operation for its outcome entry: the whole operation, and the driver's part of it.
@@ -56,25 +60,6 @@ public:
 };
 NullProgress g_null_progress;
 
-// now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
-// Durations are bounded (k_max_duration), so only a clock far in the future could make the
-// deadline unwritable: refused before anything is recorded.
-std::optional<TimePoint>
-deadline_after(TimePoint now, const std::optional<std::string>& duration_text, const char* key) {
-  if (!duration_text) {
-    return std::nullopt;
-  }
-  const std::string& text = *duration_text;
-  const auto duration = parse_duration(text);
-  const auto deadline = duration ? add_checked(now, *duration) : std::nullopt;
-  if (!deadline) {
-    throw UsageError(fmt::format("{} {} from now ({}) is not a time sandboxer can record (years "
-                                 "0000-9999, durations up to 100 years)",
-                                 key, text, format_time(now)));
-  }
-  return deadline;
-}
-
 // The ledger could not record what the backend did: not a backend failure, so no failure entry
 // follows (it would misstate the backend, and the same commit would likely fail again).
 class OutcomeNotRecorded : public Error {
@@ -103,121 +88,7 @@ void require(const DriverFactory& factory, bool capable, std::string_view verb) 
   }
 }
 
-std::string read_secret_file(const std::string& name, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(ExitCode::usage, fmt::format("secret {}: cannot read file {}: {}", name, path,
-                                             std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string value = text.str();
-  while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) {
-    value.pop_back();
-  }
-  return value;
-}
-
 } // namespace
-
-std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs) {
-  std::map<std::string, std::string> values;
-  for (const auto& [name, ref] : refs.items()) {
-    std::string value;
-    if (ref.contains("env")) {
-      std::string var = ref["env"].get<std::string>();
-      const char* text = std::getenv(var.c_str());
-      if (!text || !*text) {
-        throw Error(ExitCode::usage,
-                    fmt::format("secret {}: environment variable {} is not set", name, var));
-      }
-      value = text;
-    } else if (ref.contains("file")) {
-      value = read_secret_file(name, ref["file"].get<std::string>());
-    }
-    log::add_secret(value);
-    values[name] = std::move(value);
-  }
-  return values;
-}
-
-namespace {
-
-SandboxHandle handle_of(const SandboxRecord& record) {
-  return {record.id, record.backend_id, record.spec, record.info};
-}
-
-// The TTL a create asked for, checked against the profile's policy.
-struct TtlDecision {
-  std::optional<Seconds> ttl;
-  std::optional<Seconds> max;
-  std::vector<std::string> notices;
-};
-
-// The TTL part of a creation policy: what was granted, the cap, and what was asked when the cap
-// cut it short (a cap is reported, never silent).
-void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
-                    const std::optional<Seconds>& requested) {
-  auto text = [](const std::optional<Seconds>& d) {
-    return d ? std::optional(format_duration(*d)) : std::nullopt;
-  };
-  policy.ttl = text(decision.ttl);
-  policy.ttl_max = text(decision.max);
-  policy.ttl_requested = text(requested);
-  policy.capped = decision.notices.empty() ? std::nullopt : std::optional(decision.notices.front());
-}
-
-TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
-                       const std::string& profile_name) {
-  TtlDecision decision;
-  decision.max = policy.max_ttl;
-  if (requested) {
-    decision.ttl = *requested;
-  } else if (!policy.none) {
-    decision.ttl = policy.default_ttl;
-  }
-  if (decision.ttl && decision.max && *decision.ttl > *decision.max) {
-    decision.notices.push_back(fmt::format("ttl {} capped to {} (ttl.max of profile {})",
-                                           format_duration(*decision.ttl),
-                                           format_duration(*decision.max), profile_name));
-    decision.ttl = decision.max;
-  }
-  return decision;
-}
-
-Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {
-  Labels labels = record.labels;
-  labels["sandboxer.id"] = record.id;
-  labels["sandboxer.ledger"] = ledger_id;
-  labels["sandboxer.profile"] = record.profile.name;
-  if (record.expires_at) {
-    labels["sandboxer.expires_at"] = format_time(*record.expires_at);
-  }
-  return labels;
-}
-
-// What every driver is asked to make for `record`. The sandbox's own id is in its environment, so
-// a script inside can name the sandbox it ran in whatever the backend.
-CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id) {
-  CreateRequest request;
-  request.sandbox_id = record.id;
-  request.name = record.name;
-  request.labels = ownership_labels(record, ledger_id);
-  request.env = record.env;
-  request.env["SANDBOXER_ID"] = record.id;
-  request.expires_at = record.expires_at;
-  return request;
-}
-
-} // namespace
-
-nlohmann::json secret_refs_of(const Profile& profile) {
-  nlohmann::json refs = nlohmann::json::object();
-  for (const auto& [name, ref] : profile.secrets) {
-    refs[name] = {{ref.kind == SecretRef::Kind::env ? "env" : "file", ref.source}};
-  }
-  return refs;
-}
 
 Engine::Engine(const Ledger& ledger, const Clock& clock, EventHook& events, std::string actor)
     : m_ledger(ledger), m_clock(clock), m_events(events), m_actor(std::move(actor)),

@@ -1,0 +1,87 @@
+#include "src/lifecycle/rules.hpp"
+
+#include <fmt/format.h>
+
+#include <sandboxer/error.hpp>
+
+namespace sandboxer::lifecycle_rules {
+
+// now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
+// Durations are bounded (k_max_duration), so only a clock far in the future could make the
+// deadline unwritable: refused before anything is recorded.
+std::optional<TimePoint>
+deadline_after(TimePoint now, const std::optional<std::string>& duration_text, const char* key) {
+  if (!duration_text) {
+    return std::nullopt;
+  }
+  const std::string& text = *duration_text;
+  const auto duration = parse_duration(text);
+  const auto deadline = duration ? add_checked(now, *duration) : std::nullopt;
+  if (!deadline) {
+    throw UsageError(fmt::format("{} {} from now ({}) is not a time sandboxer can record (years "
+                                 "0000-9999, durations up to 100 years)",
+                                 key, text, format_time(now)));
+  }
+  return deadline;
+}
+
+SandboxHandle handle_of(const SandboxRecord& record) {
+  return {record.id, record.backend_id, record.spec, record.info};
+}
+
+// The TTL part of a creation policy: what was granted, the cap, and what was asked when the cap
+// cut it short (a cap is reported, never silent).
+void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
+                    const std::optional<Seconds>& requested) {
+  auto text = [](const std::optional<Seconds>& d) {
+    return d ? std::optional(format_duration(*d)) : std::nullopt;
+  };
+  policy.ttl = text(decision.ttl);
+  policy.ttl_max = text(decision.max);
+  policy.ttl_requested = text(requested);
+  policy.capped = decision.notices.empty() ? std::nullopt : std::optional(decision.notices.front());
+}
+
+TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
+                       const std::string& profile_name) {
+  TtlDecision decision;
+  decision.max = policy.max_ttl;
+  if (requested) {
+    decision.ttl = *requested;
+  } else if (!policy.none) {
+    decision.ttl = policy.default_ttl;
+  }
+  if (decision.ttl && decision.max && *decision.ttl > *decision.max) {
+    decision.notices.push_back(fmt::format("ttl {} capped to {} (ttl.max of profile {})",
+                                           format_duration(*decision.ttl),
+                                           format_duration(*decision.max), profile_name));
+    decision.ttl = decision.max;
+  }
+  return decision;
+}
+
+Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {
+  Labels labels = record.labels;
+  labels["sandboxer.id"] = record.id;
+  labels["sandboxer.ledger"] = ledger_id;
+  labels["sandboxer.profile"] = record.profile.name;
+  if (record.expires_at) {
+    labels["sandboxer.expires_at"] = format_time(*record.expires_at);
+  }
+  return labels;
+}
+
+// What every driver is asked to make for `record`. The sandbox's own id is in its environment, so
+// a script inside can name the sandbox it ran in whatever the backend.
+CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id) {
+  CreateRequest request;
+  request.sandbox_id = record.id;
+  request.name = record.name;
+  request.labels = ownership_labels(record, ledger_id);
+  request.env = record.env;
+  request.env["SANDBOXER_ID"] = record.id;
+  request.expires_at = record.expires_at;
+  return request;
+}
+
+} // namespace sandboxer::lifecycle_rules
