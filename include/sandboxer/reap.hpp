@@ -106,8 +106,6 @@ bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_hos
 // process that is gone.
 bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
               const std::string& this_host);
-// A destroyed record whose last transition is older than `keep`.
-bool is_prunable(const SandboxRecord& record, TimePoint now, Seconds keep);
 
 // --- plans (src/reap/plan.cpp) ---
 

@@ -103,9 +103,4 @@ bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
   return record.history.back().time + stuck_after <= now && !owner_may_be_alive(record, this_host);
 }
 
-bool is_prunable(const SandboxRecord& record, TimePoint now, Seconds keep) {
-  return record.state == State::destroyed && !record.history.empty() &&
-         record.history.back().time + keep <= now;
-}
-
 } // namespace sandboxer

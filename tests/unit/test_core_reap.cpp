@@ -106,13 +106,6 @@ TEST(ReapRules, StuckNeedsAgeAndAGoneProcess) {
       record_in(State::creating, k_noon, old, fmt::format("x@{} pid 1", host)), host));
 }
 
-TEST(ReapRules, OnlyOldDestroyedRecordsArePruned) {
-  EXPECT_TRUE(is_prunable(record_in(State::destroyed, k_noon, k_noon - 8 * 24h), k_noon, 7 * 24h));
-  EXPECT_FALSE(is_prunable(record_in(State::destroyed, k_noon, k_noon - 6 * 24h), k_noon, 7 * 24h));
-  EXPECT_FALSE(is_prunable(record_in(State::failed, k_noon, k_noon - 80 * 24h), k_noon, 7 * 24h));
-  EXPECT_FALSE(is_prunable(record_in(State::running, k_noon, k_noon - 80 * 24h), k_noon, 7 * 24h));
-}
-
 TEST(ReapMetrics, StatesAndTotalsCarriedOver) {
   ReapReport report;
   report.now = k_noon;
