@@ -11,7 +11,8 @@ cmake --build --preset fuzz -j "$(nproc)"
 findings=build-fuzz/findings
 mkdir -p "$findings"
 failed=()
-for name in profile json ledger duration_time journal; do
+targets=(profile json ledger duration_time journal)
+for name in "${targets[@]}"; do
   target=build-fuzz/fuzz/fuzz_$name
   # The checked-in corpus is only read; what the run learns goes to a scratch copy.
   work=$(mktemp -d)
@@ -30,4 +31,4 @@ if [ "${#failed[@]}" -gt 0 ]; then
   ls "$findings" >&2
   exit 1
 fi
-echo "fuzz.sh: 4 targets, no finding"
+echo "fuzz.sh: ${#targets[@]} targets, no finding"
