@@ -8,9 +8,9 @@
 #include <fstream>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
 
 #include "fuzz/scratch_dir.hpp"
+#include "src/ledger/ledger.hpp"
 
 namespace {
 

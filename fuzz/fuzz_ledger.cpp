@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
 
 #include "fuzz/scratch_dir.hpp"
+#include "src/ledger/ledger.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto state = scratch_dir() / "state";

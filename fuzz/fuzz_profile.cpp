@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/profile.hpp>
 
 #include "fuzz/scratch_dir.hpp"
+#include "src/profile/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = scratch_dir() / "fuzzed.yaml";

@@ -2,7 +2,8 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/profile.hpp>
+
+#include "src/profile/profile.hpp"
 
 namespace sandboxer {
 
@@ -56,7 +57,7 @@ void Driver::unsupported(std::string_view driver, std::string_view verb) const {
 
 // The defaults are only reached when the core's capability check was bypassed; they still fail
 // cleanly rather than half-run.
-SnapshotResult Driver::snapshot(const SandboxHandle&, const std::string&) {
+SnapshotResult Driver::snapshot(const SandboxHandle&, const SnapshotRequest&) {
   unsupported("this", "snapshot");
 }
 void Driver::delete_snapshot(const std::string&) {

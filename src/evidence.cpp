@@ -1,5 +1,6 @@
-#include <sandboxer/chain.hpp>
-#include <sandboxer/evidence.hpp>
+#include "src/evidence.hpp"
+
+#include "src/ledger/chain.hpp"
 
 namespace sandboxer {
 namespace {

@@ -1,3 +1,5 @@
+#include "src/files.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -8,7 +10,6 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/files.hpp>
 
 #include "src/file_descriptor.hpp"
 

@@ -14,9 +14,9 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
-#include <sandboxer/profile.hpp>
 
 #include "commands/commands.hpp"
+#include "src/profile/profile.hpp"
 
 using namespace sandboxer;
 

@@ -1,8 +1,8 @@
+#include "src/names.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <fmt/format.h>
-
-#include <sandboxer/names.hpp>
 
 #include "src/json/utf8.hpp"
 

@@ -1,11 +1,11 @@
+#include "src/owner.hpp"
+
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
 #include <vector>
-
-#include <sandboxer/owner.hpp>
 
 namespace sandboxer {
 namespace {
@@ -74,6 +74,30 @@ std::optional<std::filesystem::path> home_directory() {
     return std::nullopt;
   }
   return from_passwd;
+}
+
+std::optional<std::filesystem::path> config_home() {
+  if (auto xdg = env_or_empty("XDG_CONFIG_HOME"); !xdg.empty()) {
+    return xdg;
+  }
+  if (auto home = home_directory()) {
+    return *home / ".config";
+  }
+  return std::nullopt;
+}
+
+std::vector<std::filesystem::path> directories_in(const char* variable) {
+  std::vector<std::filesystem::path> dirs;
+  const char* list = std::getenv(variable);
+  std::string_view rest = list ? list : "";
+  while (!rest.empty()) {
+    size_t colon = rest.find(':');
+    if (std::string_view dir = rest.substr(0, colon); !dir.empty()) {
+      dirs.emplace_back(dir);
+    }
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  return dirs;
 }
 
 std::string host_name() {

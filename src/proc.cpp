@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -373,6 +374,87 @@ Result run(const Command& command) {
   }
   spdlog::debug("run: {} -> {}", command.argv[0], result.status());
   return result;
+}
+
+Child::Child(const Command& command) {
+  if (command.argv.empty()) {
+    throw Error(ExitCode::runtime, "internal error: empty command");
+  }
+  Pipe in_pipe, out_pipe, err_pipe;
+  Spawner spawner(true);
+  auto* actions = &spawner.m_actions;
+  check_spawn(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO), "stdin");
+  check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
+  check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
+  if (command.cwd) {
+    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
+  }
+  std::vector<std::string> argv_strings = command.argv;
+  std::vector<std::string> env_strings = build_environment(command);
+  auto argv = as_pointers(argv_strings);
+  auto envp = as_pointers(env_strings);
+  pid_t pid = -1;
+  if (int rc = posix_spawnp(&pid, argv[0], actions, &spawner.m_attr, argv.data(), envp.data());
+      rc != 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
+  }
+  m_pid = pid;
+  set_nonblocking(out_pipe.fds[0]);
+  set_nonblocking(err_pipe.fds[0]);
+  m_in = std::exchange(in_pipe.fds[1], -1);
+  m_out = std::exchange(out_pipe.fds[0], -1);
+  m_err = std::exchange(err_pipe.fds[0], -1);
+}
+
+Child::~Child() {
+  if (!m_reaped) {
+    stop(std::chrono::milliseconds(0));
+  }
+  for (int fd : {m_out, m_err}) {
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+}
+
+void Child::close_stdin() {
+  if (m_in >= 0) {
+    close(m_in);
+    m_in = -1;
+  }
+}
+
+bool Child::exited() {
+  if (!m_reaped) {
+    pid_t done = waitpid(m_pid, &m_status, WNOHANG);
+    m_reaped = done == m_pid || (done < 0 && errno != EINTR);
+  }
+  return m_reaped;
+}
+
+int Child::stop(std::chrono::milliseconds grace) {
+  close_stdin();
+  auto wait_until = [&](clock::time_point until) {
+    while (!exited() && clock::now() < until) {
+      usleep(2000);
+    }
+    return m_reaped;
+  };
+  if (!wait_until(clock::now() + grace)) {
+    ::kill(-m_pid, SIGTERM);
+    if (!wait_until(clock::now() + k_term_grace)) {
+      ::kill(-m_pid, SIGKILL);
+      if (!wait_until(clock::now() + k_reap_bound)) {
+        spdlog::warn("{} (pid {}) did not end within {} s of SIGKILL; not waiting longer", "driver",
+                     m_pid, k_reap_bound.count());
+        return -1;
+      }
+    }
+  }
+  // A driver that exited on its own keeps what it started (a VM it daemonized): only the
+  // deadline above signals its group.
+  return WIFSIGNALED(m_status) ? 128 + WTERMSIG(m_status) : WEXITSTATUS(m_status);
 }
 
 } // namespace sandboxer::proc

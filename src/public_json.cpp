@@ -3,11 +3,11 @@
 // document per record cost more than reading the whole ledger. Keys come in sorted order, as
 // nlohmann's dump() writes them, so that every command prints a record the same way.
 
+#include "src/public_json.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
-
-#include <sandboxer/public_json.hpp>
 
 #include "src/ledger/fields.hpp"
 

@@ -5,11 +5,12 @@
 // that never hashes. Only commits (the history's hash chain), profile loading and `ledger verify`
 // hash, so the library is opened with dlopen() on first use, as libcurl is (curl_on_demand.cpp).
 
+#include "src/sha256.hpp"
+
 #include <dlfcn.h>
 #include <openssl/evp.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/sha256.hpp>
 
 #include "src/bind_symbol.hpp"
 

@@ -359,7 +359,8 @@ public:
     return {BackendStatus::State::unknown, detail};
   }
 
-  SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name) override {
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    const std::string& name = request.name;
     std::string tag = sandbox.sandbox_id + "-" + name;
     json labels = {{"sandboxer.id", sandbox.sandbox_id}, {"sandboxer.snapshot", name}};
     m_progress.update(fmt::format("commit {} to {}:{}", sandbox.sandbox_id, k_snapshot_repo, tag));

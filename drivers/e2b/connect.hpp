@@ -35,8 +35,4 @@ private:
   bool m_ended = false;
 };
 
-// Protobuf's JSON form of `bytes` is standard base64 (with padding).
-std::string base64_encode(std::string_view bytes);
-std::string base64_decode(std::string_view text); // throws std::invalid_argument
-
 } // namespace sandboxer::drivers::e2b::connect

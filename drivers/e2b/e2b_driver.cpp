@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sandboxer/base64.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
 
@@ -173,7 +174,8 @@ public:
     return {BackendStatus::State::unknown, state};
   }
 
-  SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name) override {
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    const std::string& name = request.name;
     json body = {{"name", snapshot_name(sandbox.sandbox_id, name)}};
     auto response = m_api.send("POST", sandbox_path(sandbox.backend_id) + "/snapshots", body,
                                Retry::once, k_snapshot_timeout);
@@ -297,7 +299,7 @@ public:
     call.connect_timeout = std::min<std::chrono::milliseconds>(m_spec.request_timeout, 10s);
     call.headers = {{"Content-Type", "application/connect+json"},
                     {"Connect-Protocol-Version", "1"},
-                    {"Authorization", "Basic " + connect::base64_encode(m_spec.user + ":")},
+                    {"Authorization", "Basic " + base64_encode(m_spec.user + ":")},
                     {"E2b-Sandbox-Id", sandbox.backend_id},
                     {"E2b-Sandbox-Port", "49983"},
                     // envd then sends keepalive events, so a quiet command's stream is not cut
@@ -326,11 +328,11 @@ public:
       if (event.contains("data")) {
         const json& data = event["data"];
         if (data.contains("stdout")) {
-          io.out(connect::base64_decode(data["stdout"].get<std::string>()));
+          io.out(base64_decode(data["stdout"].get<std::string>()));
         } else if (data.contains("stderr")) {
-          io.err(connect::base64_decode(data["stderr"].get<std::string>()));
+          io.err(base64_decode(data["stderr"].get<std::string>()));
         } else if (data.contains("pty")) {
-          io.out(connect::base64_decode(data["pty"].get<std::string>()));
+          io.out(base64_decode(data["pty"].get<std::string>()));
         }
       } else if (event.contains("end")) {
         exit_status = exit_status_of(event["end"]);

@@ -166,7 +166,8 @@ public:
     return {BackendStatus::State::missing, "directory absent"};
   }
 
-  SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name) override {
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    const std::string& name = request.name;
     enter("snapshot");
     fs::path source = sandbox_dir(sandbox.backend_id) / "fs";
     if (!fs::is_directory(source)) {

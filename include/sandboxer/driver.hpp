@@ -71,6 +71,11 @@ struct CreateResult {
   nlohmann::json info = nlohmann::json::object(); // driver-private, public, no secrets
 };
 
+struct SnapshotRequest {
+  std::string snapshot_id; // snp-..., the id the ledger gives it
+  std::string name;        // unique per sandbox ("snap-1" when the user gave none)
+};
+
 struct SnapshotResult {
   std::string backend_ref; // image tag, snapshot directory, ...
   std::optional<std::uint64_t> size_bytes;
@@ -149,7 +154,7 @@ public:
   virtual CreateResult create(const CreateRequest& request) = 0;
   virtual void destroy(const SandboxHandle& sandbox) = 0;
   virtual BackendStatus status(const SandboxHandle& sandbox) = 0;
-  virtual SnapshotResult snapshot(const SandboxHandle& sandbox, const std::string& name);
+  virtual SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request);
   virtual void delete_snapshot(const std::string& backend_ref);
   // Returns the command's exit status (128+N when killed by signal N).
   virtual int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io);

@@ -46,4 +46,35 @@ struct Result {
 // cannot be started (not found, not executable), naming argv[0].
 Result run(const Command& command);
 
+// A program left running with pipes to its stdin, stdout and stderr, for a conversation (an
+// external driver speaking the driver protocol). It runs in a process group of its own. The
+// destructor stops it like stop(), so no error path leaves it behind.
+class Child {
+public:
+  // Starts `command` (argv, env_set, clear_env, cwd; the rest is ignored). Throws
+  // sandboxer::Error naming argv[0] when it cannot be started.
+  explicit Child(const Command& command);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  int pid() const { return m_pid; }
+  int stdin_fd() const { return m_in; }   // blocking
+  int stdout_fd() const { return m_out; } // non-blocking
+  int stderr_fd() const { return m_err; } // non-blocking
+  void close_stdin();
+  // Whether it has exited (without waiting).
+  bool exited();
+  // Closes its stdin, gives it `grace` to exit, then SIGTERM to its group and SIGKILL 2 s later.
+  // Returns the shell's status for its end (128+N when killed by signal N), -1 if it could not
+  // be reaped.
+  int stop(std::chrono::milliseconds grace);
+
+private:
+  int m_pid = -1;
+  int m_in = -1, m_out = -1, m_err = -1;
+  bool m_reaped = false;
+  int m_status = 0;
+};
+
 } // namespace sandboxer::proc

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <sandboxer/log.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/profile.hpp>
+
+#include "src/owner.hpp"
+#include "src/profile/profile.hpp"
+#include "src/registry.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -79,9 +81,10 @@ Seconds duration_option(const std::string& option, const std::string& text) {
 Context::Context(const GlobalOptions& global)
     : m_global(global),
       m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
-      m_clock(system_clock()), m_config(load_config_if_any()),
+      m_drivers(builtin_drivers(), external_driver_path()), m_clock(system_clock()),
+      m_config(load_config_if_any()),
       m_events(m_ledger, m_config.events, {m_config.delivery_wait, false}),
-      m_engine(m_ledger, m_clock, m_events, describe(current_owner())),
+      m_engine(m_ledger, m_drivers, m_clock, m_events, describe(current_owner())),
       m_out(parse_format(global.output), global.quiet) {
   m_out.set_wide(global.output == "wide");
   const auto& dir = m_ledger.state_dir();

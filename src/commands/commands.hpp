@@ -8,12 +8,12 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/lifecycle.hpp>
-#include <sandboxer/profile.hpp>
 
 #include "commands/output.hpp"
+#include "src/events/events.hpp"
+#include "src/ledger/ledger.hpp"
+#include "src/lifecycle/lifecycle.hpp"
+#include "src/profile/profile.hpp"
 
 namespace CLI {
 class App;
@@ -38,6 +38,7 @@ public:
   explicit Context(const GlobalOptions& global);
   const GlobalOptions& global() const { return m_global; }
   const Ledger& ledger() const { return m_ledger; }
+  const DriverCatalog& drivers() const { return m_drivers; }
   Engine& engine() { return m_engine; }
   const Clock& clock() const { return m_clock; }
   Output& out() { return m_out; }
@@ -48,6 +49,7 @@ public:
 private:
   GlobalOptions m_global;
   Ledger m_ledger;
+  DriverCatalog m_drivers;
   const Clock& m_clock;
   Config m_config;
   events::Publisher m_events;

@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 
 #include <sandboxer/log.hpp>
-#include <sandboxer/profile.hpp>
 
 #include "commands/commands.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -1,8 +1,8 @@
 // `sandboxer evidence ID`: one self-contained, checkable document about a sandbox.
+#include "src/evidence.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-
-#include <sandboxer/evidence.hpp>
 
 #include "commands/commands.hpp"
 

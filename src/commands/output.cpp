@@ -6,7 +6,8 @@
 #include <iostream>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/names.hpp>
+
+#include "src/names.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/public_json.hpp>
+#include "src/ledger/ledger.hpp"
+#include "src/public_json.hpp"
 
 namespace sandboxer::commands {
 

@@ -3,10 +3,9 @@
 #include <iostream>
 
 #include <sandboxer/log.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/registry.hpp>
 
 #include "commands/commands.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -20,10 +19,10 @@ struct ProfilesArgs {
 };
 
 // A profile with its driver section bound by the driver's own schema.
-Profile load_checked(const std::string& name_or_path,
+Profile load_checked(const Context& context, const std::string& name_or_path,
                      const std::vector<std::filesystem::path>& search) {
   Profile profile = load_profile(find_profile(name_or_path, search), search);
-  profile.driver_spec = check_profile_driver(profile);
+  profile.driver_spec = context.drivers().check_profile(profile);
   return profile;
 }
 
@@ -34,7 +33,7 @@ ExitCode run_list(Context& context) {
   for (const auto& [name, path] : list_profiles(search)) {
     nlohmann::json item = {{"name", name}, {"path", path.string()}};
     try {
-      Profile profile = load_checked(path.string(), search);
+      Profile profile = load_checked(context, path.string(), search);
       item["driver"] = profile.driver;
       item["error"] = nullptr;
     } catch (const Error& e) {
@@ -51,7 +50,7 @@ ExitCode run_list(Context& context) {
 }
 
 ExitCode run_show(Context& context, const std::string& name) {
-  Profile profile = load_checked(name, context.profile_search_path());
+  Profile profile = load_checked(context, name, context.profile_search_path());
   nlohmann::json data = profile.resolved;
   data[profile.driver] = profile.driver_spec;
   data["name"] = profile.name;
@@ -86,7 +85,7 @@ ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& file : files) {
     try {
-      Profile profile = load_checked(file, search);
+      Profile profile = load_checked(context, file, search);
       items.push_back({{"file", file}, {"ok", true}, {"error", nullptr}});
       context.out().note(fmt::format("{}: ok ({} driver {})", file, profile.name, profile.driver));
     } catch (const Error& e) {

@@ -1,3 +1,5 @@
+#include "src/reap/reap.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fstream>
@@ -5,14 +7,13 @@
 #include <sstream>
 #include <sys/stat.h>
 
-#include <sandboxer/files.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/reap.hpp>
 
 #include "commands/commands.hpp"
+#include "src/files.hpp"
+#include "src/owner.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -2,19 +2,32 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <sandboxer/registry.hpp>
-
 #include "build_info.hpp"
 #include "commands/commands.hpp"
 #include "src/curl_on_demand.hpp"
+#include "src/registry.hpp"
 
 namespace sandboxer::commands {
+
+namespace {
+
+std::vector<std::string> built_in_driver_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : builtin_drivers()) {
+    if (entry.factory != nullptr) {
+      names.push_back(entry.name);
+    }
+  }
+  return names;
+}
+
+} // namespace
 
 nlohmann::json build_info() {
   return {{"version", SANDBOXER_VERSION},
           {"commit", SANDBOXER_COMMIT},
           {"compiler", SANDBOXER_COMPILER},
-          {"drivers", driver_names()},
+          {"drivers", built_in_driver_names()},
           // Loading libcurl costs ~15 ms: only --version and `version` pay it, to say which TLS
           // library this machine's HTTP goes through.
           {"libcurl", curl_version_text()}};

@@ -1,10 +1,10 @@
 // What each history entry is as a lifecycle event, and its CloudEvents 1.0 form (docs/events.md).
 #include <fmt/format.h>
 
-#include <sandboxer/events.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/public_json.hpp>
-#include <sandboxer/sha256.hpp>
+#include "src/events/events.hpp"
+#include "src/owner.hpp"
+#include "src/public_json.hpp"
+#include "src/sha256.hpp"
 
 namespace sandboxer::events {
 

@@ -7,8 +7,9 @@
 #include <thread>
 #include <unistd.h>
 
-#include <sandboxer/events.hpp>
 #include <sandboxer/lock_file.hpp>
+
+#include "src/events/events.hpp"
 
 namespace sandboxer::events {
 namespace fs = std::filesystem;

@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/files.hpp>
 #include <sandboxer/http.hpp>
 #include <sandboxer/log.hpp>
 
+#include "src/events/events.hpp"
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
 
 namespace sandboxer::events {
 namespace fs = std::filesystem;

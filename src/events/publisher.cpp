@@ -1,6 +1,6 @@
 #include <spdlog/spdlog.h>
 
-#include <sandboxer/events.hpp>
+#include "src/events/events.hpp"
 
 namespace sandboxer::events {
 

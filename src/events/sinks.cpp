@@ -7,14 +7,14 @@
 #include <unistd.h>
 
 #include <sandboxer/duration.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/files.hpp>
 #include <sandboxer/http.hpp>
-#include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/proc.hpp>
 
+#include "src/events/events.hpp"
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
+#include "src/lifecycle/lifecycle.hpp"
 
 namespace sandboxer::events {
 using namespace std::chrono;

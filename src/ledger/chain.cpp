@@ -1,5 +1,6 @@
-#include <sandboxer/chain.hpp>
-#include <sandboxer/sha256.hpp>
+#include "src/ledger/chain.hpp"
+
+#include "src/sha256.hpp"
 
 namespace sandboxer::chain {
 namespace {

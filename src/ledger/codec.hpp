@@ -10,10 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include <sandboxer/record.hpp>
-
 #include "src/json/reader.hpp"
 #include "src/json/writer.hpp"
+#include "src/ledger/record.hpp"
 
 namespace sandboxer::ledger_format {
 

@@ -10,9 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandboxer/ledger_store.hpp>
-
 #include "src/ledger/codec.hpp"
+#include "src/ledger/ledger_store.hpp"
 
 namespace sandboxer::ledger_format {
 

@@ -1,4 +1,4 @@
-#include <sandboxer/ledger.hpp>
+#include "src/ledger/ledger.hpp"
 
 #include "src/ledger/local_store.hpp"
 

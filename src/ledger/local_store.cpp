@@ -10,10 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <sandboxer/chain.hpp>
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/ledger/chain.hpp"
 #include "src/ledger/file_io.hpp"
 
 namespace sandboxer {

@@ -11,11 +11,11 @@
 #include <memory>
 
 #include <sandboxer/duration.hpp>
-#include <sandboxer/ledger_store.hpp>
 #include <sandboxer/lock_file.hpp>
 
 #include "src/ledger/document.hpp"
 #include "src/ledger/journal.hpp"
+#include "src/ledger/ledger_store.hpp"
 
 namespace sandboxer {
 

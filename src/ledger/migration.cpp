@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sandboxer/chain.hpp>
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/ledger/chain.hpp"
 #include "src/ledger/file_io.hpp"
 #include "src/ledger/local_store.hpp"
 

@@ -7,9 +7,9 @@
 #include <utility>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger_store.hpp>
 
 #include "src/ledger/document.hpp"
+#include "src/ledger/ledger_store.hpp"
 
 namespace sandboxer {
 namespace {

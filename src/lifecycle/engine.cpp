@@ -6,16 +6,15 @@
 #include <sys/stat.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/files.hpp>
 #include <sandboxer/interrupt.hpp>
-#include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
-#include <sandboxer/names.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/reap.hpp>
-#include <sandboxer/registry.hpp>
 
+#include "src/files.hpp"
+#include "src/lifecycle/lifecycle.hpp"
 #include "src/lifecycle/rules.hpp"
+#include "src/names.hpp"
+#include "src/owner.hpp"
+#include "src/reap/reap.hpp"
 
 namespace sandboxer {
 namespace fs = std::filesystem;
@@ -90,13 +89,14 @@ void require(const DriverFactory& factory, bool capable, std::string_view verb) 
 
 } // namespace
 
-Engine::Engine(const Ledger& ledger, const Clock& clock, EventHook& events, std::string actor)
-    : m_ledger(ledger), m_clock(clock), m_events(events), m_actor(std::move(actor)),
-      m_progress(&g_null_progress) {}
+Engine::Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& clock,
+               EventHook& events, std::string actor)
+    : m_ledger(ledger), m_drivers(drivers), m_clock(clock), m_events(events),
+      m_actor(std::move(actor)), m_progress(&g_null_progress) {}
 
 Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   Opened opened;
-  opened.factory = &find_driver(record.driver);
+  opened.factory = &m_drivers.find(record.driver);
   DriverContext context;
   context.data_dir = m_ledger.state_dir() / "drivers" / record.driver;
   make_private_dirs(context.data_dir);
@@ -142,7 +142,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   SandboxRecord record;
   record.profile = {profile.name, profile.path.string(), profile.hash};
   record.driver = profile.driver;
-  record.spec = check_profile_driver(profile);
+  record.spec = m_drivers.check_profile(profile);
   record.labels = profile.labels;
   record.env = profile.env;
   record.secret_refs = secret_refs_of(profile);
@@ -373,7 +373,7 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
         }
         spdlog::info("{}: already gone from the backend", record.id);
       }
-    } else if (find_driver(record.driver).capabilities().list_by_label) {
+    } else if (m_drivers.find(record.driver).capabilities().list_by_label) {
       // A create interrupted before it recorded its backend id (a SIGKILL, a crash) may still
       // have made something: the backend is asked by label before the sandbox is called gone.
       Opened opened = open_driver(record);
@@ -448,11 +448,12 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   m_events.deliver();
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
+  const SnapshotRequest request{new_snapshot_id(), snapshot_name};
   try {
     SnapshotResult result =
-        driver_time.time([&] { return opened.driver->snapshot(handle_of(record), snapshot_name); });
+        driver_time.time([&] { return opened.driver->snapshot(handle_of(record), request); });
     record = update(record.id, [&](SandboxRecord& r) {
-      SnapshotRecord snap{new_snapshot_id(), snapshot_name, result.backend_ref, result.size_bytes,
+      SnapshotRecord snap{request.snapshot_id, snapshot_name, result.backend_ref, result.size_bytes,
                           m_clock.now()};
       r.snapshots.push_back(snap);
       nlohmann::json details = driver_time.details(started);

@@ -8,8 +8,9 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/record.hpp>
+
+#include "src/ledger/record.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer::lifecycle_rules {
 

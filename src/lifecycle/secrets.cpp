@@ -8,8 +8,9 @@
 #include <sstream>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/lifecycle.hpp>
 #include <sandboxer/log.hpp>
+
+#include "src/lifecycle/lifecycle.hpp"
 
 namespace sandboxer {
 namespace {

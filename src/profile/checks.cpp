@@ -11,13 +11,13 @@
 #include <memory>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/names.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/sha256.hpp>
 
 #include "src/json/utf8.hpp"
+#include "src/names.hpp"
+#include "src/owner.hpp"
 #include "src/profile/internal.hpp"
+#include "src/profile/profile.hpp"
+#include "src/sha256.hpp"
 
 namespace sandboxer::profile_internal {
 
@@ -34,7 +34,7 @@ public:
     profile.chain = std::move(chain);
     check_top_level_keys();
     profile.driver = driver();
-    check_sections(profile.driver);
+    profile.other_sections = other_sections(profile.driver);
     profile.name = name();
     check_description();
     profile.ttl = ttl();
@@ -105,6 +105,10 @@ private:
     }
   }
 
+  // A key that is neither a common key nor the driver's may still be a driver's section (a
+  // parent's, dropped with `NAME: ~`, or a mistake): those are mappings or null, and whether NAME
+  // is a driver is the driver catalog's question. Any other key is unknown, as is a mapping
+  // whose name is a typo of a common key (`lables:`).
   void check_top_level_keys() const {
     std::vector<std::string> allowed = k_common_keys;
     const json* driver = find("driver");
@@ -112,7 +116,9 @@ private:
       allowed.push_back(driver->get<std::string>());
     }
     for (const auto& [key, value] : m_root.items()) {
-      if (!contains(allowed, key) && !contains(k_driver_names, key)) {
+      bool maybe_section =
+          (value.is_object() || value.is_null()) && !closest_match(key, k_common_keys).has_value();
+      if (!contains(allowed, key) && !maybe_section) {
         fail_at_key("/" + escape_token(key), fmt::format("unknown key \"{}\"{}", key,
                                                          suggestion(key, allowed, "known keys")));
       }
@@ -126,20 +132,21 @@ private:
            "no driver: set \"driver:\" in this profile or in a profile it extends");
     }
     if (!driver->is_string() || driver->get<std::string>().empty()) {
-      fail_at("/driver",
-              fmt::format("driver: expected a driver name ({})", fmt::join(k_driver_names, ", ")));
+      fail_at("/driver", "driver: expected a driver name (`sandboxer drivers` lists them)");
     }
     return driver->get<std::string>();
   }
 
-  // A null section (`docker: ~`) is how a child that switches driver drops its parent's section.
-  void check_sections(const std::string& driver) const {
+  // The mappings beside the driver's own section; null ones (`docker: ~`) are how a child that
+  // switches driver drops its parent's section.
+  std::vector<std::string> other_sections(const std::string& driver) const {
+    std::vector<std::string> names;
     for (const auto& [key, value] : m_root.items()) {
-      if (key != driver && contains(k_driver_names, key) && !value.is_null()) {
-        fail_at_key("/" + escape_token(key),
-                    fmt::format("section \"{}\" does not match driver \"{}\"", key, driver));
+      if (key != driver && !contains(k_common_keys, key) && value.is_object()) {
+        names.push_back(key);
       }
     }
+    return names;
   }
 
   std::string name() const {

@@ -11,13 +11,13 @@
 #include <memory>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/names.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/sha256.hpp>
 
 #include "src/json/utf8.hpp"
+#include "src/names.hpp"
+#include "src/owner.hpp"
 #include "src/profile/internal.hpp"
+#include "src/profile/profile.hpp"
+#include "src/sha256.hpp"
 
 namespace sandboxer::profile_internal {
 

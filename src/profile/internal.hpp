@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include <sandboxer/profile.hpp>
+#include "src/profile/profile.hpp"
 
 namespace sandboxer::profile_internal {
 
@@ -24,11 +24,6 @@ using json = nlohmann::json;
 inline const std::vector<std::string> k_common_keys = {
     "name",   "description", "extends", "driver", "ttl",
     "labels", "env",         "secrets", "events", "snapshots"};
-
-// The drivers of the design, whether or not this build has them: a section named after one of
-// them that is not the profile's driver is a mistake, not an unknown key.
-inline const std::vector<std::string> k_driver_names = {"docker", "compose-ssh", "vm-packer",
-                                                        "e2b",    "modal",       "stub"};
 
 inline const std::vector<std::string> k_sink_types = {"jsonl", "http", "stderr", "fd", "exec"};
 

@@ -1,4 +1,6 @@
 // Profiles (sandboxer/profile.hpp): the public calls. The loader's parts are in src/profile/.
+#include "src/profile/profile.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -11,13 +13,12 @@
 #include <memory>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/names.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/sha256.hpp>
 
 #include "src/json/utf8.hpp"
+#include "src/names.hpp"
+#include "src/owner.hpp"
 #include "src/profile/internal.hpp"
+#include "src/sha256.hpp"
 
 namespace sandboxer {
 namespace fs = std::filesystem;
@@ -45,23 +46,12 @@ std::vector<fs::path> profile_search_path(const std::optional<std::string>& cli_
     dirs.emplace_back(*cli_dir);
   }
   // $SANDBOXER_PROFILES may list several directories, separated by ':' like $PATH.
-  if (const char* list = std::getenv("SANDBOXER_PROFILES"); list != nullptr) {
-    std::string_view rest = list;
-    while (!rest.empty()) {
-      size_t colon = rest.find(':');
-      std::string_view dir = rest.substr(0, colon);
-      if (!dir.empty()) {
-        dirs.emplace_back(dir);
-      }
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
+  for (auto& dir : directories_in("SANDBOXER_PROFILES")) {
+    dirs.push_back(std::move(dir));
   }
   dirs.emplace_back("./profiles");
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  if (xdg != nullptr && *xdg != '\0') {
-    dirs.push_back(fs::path(xdg) / "sandboxer" / "profiles");
-  } else if (auto home = home_directory()) {
-    dirs.push_back(*home / ".config" / "sandboxer" / "profiles");
+  if (auto config = config_home()) {
+    dirs.push_back(*config / "sandboxer" / "profiles");
   }
   dirs.emplace_back("/etc/sandboxer/profiles");
   // The profiles shipped with sandboxer, installed beside the binary (cmake --install: PREFIX/bin
@@ -105,12 +95,8 @@ fs::path config_path() {
       explicit_path && *explicit_path) {
     return explicit_path;
   }
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    return fs::path(xdg) / "sandboxer" / "config.yaml";
-  }
-  auto home = home_directory();
-  return home ? *home / ".config" / "sandboxer" / "config.yaml"
-              : fs::path("/etc/sandboxer/config.yaml");
+  auto config = config_home();
+  return config ? *config / "sandboxer" / "config.yaml" : fs::path("/etc/sandboxer/config.yaml");
 }
 
 Profile load_profile(const fs::path& file, const std::vector<fs::path>& search) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <sandboxer/reap.hpp>
+#include "src/reap/reap.hpp"
 
 namespace sandboxer::reap {
 

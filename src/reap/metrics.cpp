@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/reap.hpp>
+
+#include "src/reap/reap.hpp"
 
 namespace sandboxer {
 namespace {

@@ -6,7 +6,6 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
-#include <sandboxer/registry.hpp>
 
 #include "src/reap/internal.hpp"
 
@@ -30,13 +29,13 @@ std::string key_of(const std::string& driver, const nlohmann::json& spec) {
 
 // Every backend used by a record of the ledger or a profile of the profiles dir whose driver can
 // list by label.
-std::map<std::string, Backend> backends_of(const LedgerData& data,
+std::map<std::string, Backend> backends_of(const DriverCatalog& drivers, const LedgerData& data,
                                            const std::vector<Profile>& profiles) {
   std::map<std::string, Backend> backends;
   auto add = [&](const std::string& driver, const nlohmann::json& spec,
                  const nlohmann::json& secret_refs, const std::string& profile, bool from_record) {
     try {
-      if (!find_driver(driver).capabilities().list_by_label) {
+      if (!drivers.find(driver).capabilities().list_by_label) {
         return;
       }
     } catch (const std::exception& e) {
@@ -52,7 +51,7 @@ std::map<std::string, Backend> backends_of(const LedgerData& data,
   }
   for (const auto& profile : profiles) {
     try {
-      add(profile.driver, check_profile_driver(profile), secret_refs_of(profile), profile.name,
+      add(profile.driver, drivers.check_profile(profile), secret_refs_of(profile), profile.name,
           false);
     } catch (const std::exception& e) {
       spdlog::warn("reap --orphans: skipping profile {}: {}", profile.path.string(), e.what());
@@ -233,7 +232,8 @@ void reconcile_orphans(Run& run, std::vector<Work>& destroys) {
     return; // no ledger yet: no resource can carry its id
   }
   std::set<std::string> handled;
-  for (const auto& [key, backend] : backends_of(run.seen, run.options.profiles)) {
+  for (const auto& [key, backend] :
+       backends_of(run.engine.drivers(), run.seen, run.options.profiles)) {
     reconcile_backend(run, backend, destroys, handled);
   }
 }

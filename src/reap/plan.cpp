@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/reap.hpp>
 
 #include "src/reap/internal.hpp"
+#include "src/reap/reap.hpp"
 
 namespace sandboxer {
 namespace {

@@ -6,9 +6,8 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/registry.hpp>
 
+#include "src/owner.hpp"
 #include "src/reap/internal.hpp"
 
 namespace sandboxer::reap {
@@ -23,7 +22,7 @@ struct Settlement {
 
 // An interrupted create recorded no backend id: look for its resource by label.
 Settlement settle_create(Run& run, const SandboxRecord& record) {
-  const auto& factory = find_driver(record.driver);
+  const auto& factory = run.engine.drivers().find(record.driver);
   if (!factory.capabilities().list_by_label) {
     return {State::failed,
             fmt::format("interrupted create: no backend id was recorded and driver {} cannot "

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <regex>
 
-#include <sandboxer/reap.hpp>
+#include "src/reap/reap.hpp"
 
 namespace sandboxer {
 

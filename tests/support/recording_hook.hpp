@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include <sandboxer/events.hpp>
-#include <sandboxer/lifecycle.hpp>
+#include "src/events/events.hpp"
+#include "src/lifecycle/lifecycle.hpp"
 
 namespace sandboxer::testing {
 

@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/duration.hpp>
-#include <sandboxer/sha256.hpp>
+
+#include "src/sha256.hpp"
 
 namespace sandboxer {
 namespace {

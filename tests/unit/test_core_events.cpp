@@ -1,12 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/files.hpp>
-#include <sandboxer/lifecycle.hpp>
-#include <sandboxer/profile.hpp>
 
+#include "src/events/events.hpp"
+#include "src/files.hpp"
 #include "src/ledger/document.hpp"
+#include "src/lifecycle/lifecycle.hpp"
+#include "src/profile/profile.hpp"
+#include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/temp_dir.hpp"
 
@@ -22,7 +23,7 @@ protected:
   Events()
       : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
         publisher(ledger, {{{"type", "jsonl"}, {"path", (dir / "events.jsonl").string()}}}, {}),
-        engine(ledger, clock, publisher, "tester") {
+        engine(ledger, testing::builtin_catalog(), clock, publisher, "tester") {
     testing::write_file(dir / "p.yaml", "driver: stub\nttl: { default: 30m, max: 2h }\nstub: {}\n");
   }
   Profile profile() { return load_profile(dir / "p.yaml", {}); }
@@ -114,7 +115,7 @@ TEST_F(Events, ASinkThatFailsKeepsItsEventsAndTheOthersGoOn) {
   const std::string good = (dir / "good.jsonl").string();
   events::Publisher two(
       ledger, {{{"type", "jsonl"}, {"path", broken}}, {{"type", "jsonl"}, {"path", good}}}, {});
-  Engine with_two(ledger, clock, two, "tester");
+  Engine with_two(ledger, testing::builtin_catalog(), clock, two, "tester");
   auto r = with_two.create(profile(), {}).record;
   EXPECT_EQ(read_file_if_exists(good).value_or("").size() > 0, true);
   auto pending = two.outbox().entries();

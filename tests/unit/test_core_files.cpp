@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/files.hpp>
-#include <sandboxer/ledger.hpp>
 
+#include "src/files.hpp"
+#include "src/ledger/ledger.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace sandboxer;

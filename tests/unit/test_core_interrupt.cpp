@@ -5,9 +5,10 @@
 #include <thread>
 
 #include <sandboxer/interrupt.hpp>
-#include <sandboxer/lifecycle.hpp>
 #include <sandboxer/proc.hpp>
 
+#include "src/lifecycle/lifecycle.hpp"
+#include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"
 #include "support/temp_dir.hpp"
@@ -87,7 +88,7 @@ class InterruptedCreate : public Interrupt {
 protected:
   InterruptedCreate()
       : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
-        engine(ledger, clock, hook, "tester") {}
+        engine(ledger, testing::builtin_catalog(), clock, hook, "tester") {}
   testing::TempDir dir;
   testing::FakeClock clock;
   Ledger ledger;

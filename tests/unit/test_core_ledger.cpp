@@ -16,13 +16,13 @@
 #include <thread>
 #include <unistd.h>
 
-#include <sandboxer/chain.hpp>
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/owner.hpp>
 
+#include "src/ledger/chain.hpp"
+#include "src/ledger/ledger.hpp"
+#include "src/owner.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

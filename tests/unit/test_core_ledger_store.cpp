@@ -10,10 +10,10 @@
 #include <thread>
 #include <unistd.h>
 
-#include <sandboxer/chain.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
 
+#include "src/ledger/chain.hpp"
+#include "src/ledger/ledger.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

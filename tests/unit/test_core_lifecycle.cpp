@@ -2,9 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/lifecycle.hpp>
 
+#include "src/events/events.hpp"
+#include "src/lifecycle/lifecycle.hpp"
+#include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"
 #include "support/temp_dir.hpp"
@@ -27,7 +28,7 @@ class Lifecycle : public ::testing::Test {
 protected:
   Lifecycle()
       : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
-        engine(ledger, clock, hook, "tester") {}
+        engine(ledger, testing::builtin_catalog(), clock, hook, "tester") {}
 
   Profile profile(const std::string& stub_section = "{}",
                   const std::string& ttl = "{ default: 30m, max: 2h }") {

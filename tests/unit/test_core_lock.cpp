@@ -14,9 +14,9 @@
 #include <vector>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
 #include <sandboxer/lock_file.hpp>
 
+#include "src/ledger/ledger.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

@@ -4,8 +4,9 @@
 #include <set>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/profile.hpp>
 
+#include "src/profile/profile.hpp"
+#include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {
@@ -47,7 +48,8 @@ private:
 // The message of the ProfileError that loading `file` throws, or "" when it loads.
 std::string load_error(const fs::path& file, const std::vector<fs::path>& search = {}) {
   try {
-    load_profile(file, search);
+    // What `profiles validate` checks: the loader, then the driver catalog.
+    testing::builtin_catalog().check_profile(load_profile(file, search));
   } catch (const ProfileError& e) {
     EXPECT_EQ(e.code(), ExitCode::usage);
     return e.what();

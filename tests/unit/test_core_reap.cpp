@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/events.hpp>
-#include <sandboxer/owner.hpp>
-#include <sandboxer/reap.hpp>
 
+#include "src/events/events.hpp"
+#include "src/owner.hpp"
+#include "src/reap/reap.hpp"
+#include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"
 #include "support/temp_dir.hpp"
@@ -127,7 +128,8 @@ TEST(ReapMetrics, StatesAndTotalsCarriedOver) {
 class Reap : public ::testing::Test {
 protected:
   Reap()
-      : clock(k_noon), ledger(dir / "state", Seconds(5)), engine(ledger, clock, hook, "tester"),
+      : clock(k_noon), ledger(dir / "state", Seconds(5)),
+        engine(ledger, testing::builtin_catalog(), clock, hook, "tester"),
         reaper(engine, ledger, clock, "reaper") {}
 
   Profile profile(const std::string& stub_section = "{}") {

@@ -581,7 +581,7 @@ TEST_F(DockerDriverTest, SnapshotCommitsToTheSnapshotRepository) {
   engine.expect("POST", "/commit?container=c1&repo=sandboxer%2Fsnap&tag=sbx-abc-s1&pause=1", 201,
                 {{"Id", "sha256:1"}});
   engine.expect("GET", "/images/sandboxer%2Fsnap%3Asbx-abc-s1/json", 200, {{"Size", 12345}});
-  auto result = driver->snapshot(handle(), "s1");
+  auto result = driver->snapshot(handle(), {"snp-test", "s1"});
   EXPECT_EQ(result.backend_ref, "sandboxer/snap:sbx-abc-s1");
   EXPECT_EQ(result.size_bytes, 12345u);
   json config = json::parse(engine.sent[0].body);

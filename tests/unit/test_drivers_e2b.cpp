@@ -3,12 +3,13 @@
 #include <cstdlib>
 #include <gtest/gtest.h>
 
+#include <sandboxer/base64.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/registry.hpp>
 
 #include "drivers/e2b/api.hpp"
 #include "drivers/e2b/connect.hpp"
 #include "drivers/e2b/spec.hpp"
+#include "support/catalog.hpp"
 
 namespace sandboxer::drivers::e2b {
 namespace {
@@ -41,7 +42,7 @@ std::string pointer_of(const json& section) {
 }
 
 TEST(E2bSpec, DefaultsAreFilledInAndRoundTrip) {
-  json normalized = find_driver("e2b").parse_spec(json::object());
+  json normalized = testing::builtin_catalog().find("e2b").parse_spec(json::object());
   EXPECT_EQ(normalized["template"], "base");
   EXPECT_EQ(normalized["on_expiry"], "kill");
   EXPECT_EQ(normalized["ttl_grace"], "1m");
@@ -53,10 +54,10 @@ TEST(E2bSpec, DefaultsAreFilledInAndRoundTrip) {
                {"internet_access", false},
                {"api_url", "http://127.0.0.1:8080/"},
                {"retries", 2}};
-  json once = find_driver("e2b").parse_spec(full);
+  json once = testing::builtin_catalog().find("e2b").parse_spec(full);
   EXPECT_EQ(once["api_url"], "http://127.0.0.1:8080");
   EXPECT_EQ(once["internet_access"], false);
-  EXPECT_EQ(find_driver("e2b").parse_spec(once), once);
+  EXPECT_EQ(testing::builtin_catalog().find("e2b").parse_spec(once), once);
 }
 
 TEST(E2bSpec, BadValuesNameTheirKey) {
@@ -137,10 +138,10 @@ TEST(E2bConnect, EnvelopesSurviveArbitrarySplits) {
 TEST(E2bConnect, Base64RoundTrips) {
   for (const std::string& text :
        std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
-    EXPECT_EQ(connect::base64_decode(connect::base64_encode(text)), text);
+    EXPECT_EQ(base64_decode(base64_encode(text)), text);
   }
-  EXPECT_EQ(connect::base64_encode("user:"), "dXNlcjo=");
-  EXPECT_THROW(connect::base64_decode("a*b"), std::invalid_argument);
+  EXPECT_EQ(base64_encode("user:"), "dXNlcjo=");
+  EXPECT_THROW(base64_decode("a*b"), std::invalid_argument);
 }
 
 TEST(E2bApi, RetryAfterAndErrorBodies) {

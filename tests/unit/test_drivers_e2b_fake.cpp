@@ -7,8 +7,8 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
-#include <sandboxer/registry.hpp>
 
+#include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/local_server.hpp"
 #include "support/temp_dir.hpp"
@@ -78,7 +78,7 @@ protected:
   std::unique_ptr<Driver> open(json section = json::object(), std::string key = k_key) {
     section["api_url"] = fake.url();
     section["envd_url"] = fake.url();
-    const auto& factory = find_driver("e2b");
+    const auto& factory = testing::builtin_catalog().find("e2b");
     DriverContext context;
     context.data_dir = dir.path();
     context.clock = &clock;
@@ -268,7 +268,7 @@ TEST_F(E2bFakeTest, SnapshotsBecomeTemplatesThatCarryTheFiles) {
   auto sandbox = create(*driver, "sbx-snap");
   CollectIo io;
   ASSERT_EQ(driver->exec(sandbox, {.argv = {"sh", "-c", "echo kept > state.txt"}}, io), 0);
-  auto snapshot = driver->snapshot(sandbox, "snap-1");
+  auto snapshot = driver->snapshot(sandbox, {"snp-test", "snap-1"});
   EXPECT_EQ(snapshot.backend_ref, "sbx-snap-snap-1:default");
   CreateRequest request{.sandbox_id = "sbx-restored", .from_snapshot = snapshot.backend_ref};
   request.expires_at = clock.now() + std::chrono::minutes(10);
@@ -281,7 +281,7 @@ TEST_F(E2bFakeTest, SnapshotsBecomeTemplatesThatCarryTheFiles) {
 }
 
 TEST_F(E2bFakeTest, AMissingKeyFailsBeforeAnyRequest) {
-  const auto& factory = find_driver("e2b");
+  const auto& factory = testing::builtin_catalog().find("e2b");
   DriverContext context;
   context.clock = &clock;
   try {

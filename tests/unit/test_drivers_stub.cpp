@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/registry.hpp>
 
+#include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {
@@ -11,7 +11,7 @@ namespace {
 class StubDriverTest : public ::testing::Test {
 protected:
   std::unique_ptr<Driver> open(nlohmann::json section) {
-    const auto& factory = find_driver("stub");
+    const auto& factory = testing::builtin_catalog().find("stub");
     auto spec = factory.parse_spec(section);
     DriverContext context;
     context.data_dir = dir.path();
@@ -21,7 +21,7 @@ protected:
 };
 
 TEST_F(StubDriverTest, SpecIsNormalizedAndStrict) {
-  const auto& factory = find_driver("stub");
+  const auto& factory = testing::builtin_catalog().find("stub");
   auto spec = factory.parse_spec({{"latency", {{"create", "2s"}}}, {"fail", {{"exec", "always"}}}});
   EXPECT_EQ(spec["latency"]["create"], "2000ms");
   EXPECT_EQ(spec["fail"]["exec"], "always");

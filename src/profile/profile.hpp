@@ -41,6 +41,8 @@ struct Profile {
   std::map<std::string, SecretRef> secrets;
   nlohmann::json events = nlohmann::json::array();       // sinks, checked (docs/events.md)
   nlohmann::json driver_spec = nlohmann::json::object(); // the `<driver>:` section
+  // Other top-level mappings: another driver's section, or a mistake (DriverCatalog says which).
+  std::vector<std::string> other_sections;
   nlohmann::json resolved; // the whole merged document, secrets as references
   std::string hash;        // "sha256:<hex>" of `resolved`, canonical form
 
@@ -63,7 +65,7 @@ std::filesystem::path find_profile(const std::string& name_or_path,
 // Loads, merges (`extends`, multi-level, cycles are errors), expands ${VAR} / ${VAR:-default} and
 // checks the common fields. Unknown keys, bad durations and missing variables throw ProfileError
 // with "file:line:col: " in front. The driver's section is checked later by the driver itself
-// (see check_profile_driver in registry.hpp).
+// (DriverCatalog::check_profile).
 Profile load_profile(const std::filesystem::path& file,
                      const std::vector<std::filesystem::path>& search);
 

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include <sandboxer/record.hpp>
+#include "src/ledger/record.hpp"
 
 namespace sandboxer {
 

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include <sandboxer/ledger.hpp>
+#include "src/ledger/ledger.hpp"
 
 namespace sandboxer {
 

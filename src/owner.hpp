@@ -2,8 +2,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <vector>
 
-#include <sandboxer/ledger.hpp>
+#include "src/ledger/ledger.hpp"
 
 namespace sandboxer {
 
@@ -14,6 +15,13 @@ Owner current_owner();
 // $HOME, else the passwd entry's home (cron, systemd units and `env -i` may leave HOME unset);
 // none when neither names one. Never a shared fallback such as /tmp.
 std::optional<std::filesystem::path> home_directory();
+
+// $XDG_CONFIG_HOME, else ~/.config; none without a home.
+std::optional<std::filesystem::path> config_home();
+
+// The directories of a colon-separated list such as $PATH (empty entries left out); none when
+// `variable` is unset.
+std::vector<std::filesystem::path> directories_in(const char* variable);
 
 // gethostname(), or "unknown-host".
 std::string host_name();

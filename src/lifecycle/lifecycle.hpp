@@ -8,8 +8,10 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/profile.hpp>
+
+#include "src/catalog/catalog.hpp"
+#include "src/ledger/ledger.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer {
 
@@ -92,7 +94,9 @@ std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs);
 // -> lock -> record outcome -> event. No backend call ever happens while the ledger lock is held.
 class Engine {
 public:
-  Engine(const Ledger& ledger, const Clock& clock, EventHook& events, std::string actor);
+  Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& clock, EventHook& events,
+         std::string actor);
+  const DriverCatalog& drivers() const { return m_drivers; }
 
   // Throws PolicyError when the profile forbids what was asked, DriverError when the backend fails
   // (after recording `failed` with the backend's message).
@@ -183,6 +187,7 @@ private:
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;
+  const DriverCatalog& m_drivers;
   const Clock& m_clock;
   EventHook& m_events;
   std::string m_actor;

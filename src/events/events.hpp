@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/lifecycle.hpp>
+#include "src/ledger/ledger.hpp"
+#include "src/lifecycle/lifecycle.hpp"
 
 // Lifecycle events (docs/events.md): one CloudEvents 1.0 event per history entry, written to an
 // outbox under the state directory in the same critical section as the ledger change, and

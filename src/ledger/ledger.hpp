@@ -8,8 +8,9 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
-#include <sandboxer/ledger_store.hpp>
-#include <sandboxer/record.hpp>
+
+#include "src/ledger/ledger_store.hpp"
+#include "src/ledger/record.hpp"
 
 namespace sandboxer {
 

@@ -9,9 +9,10 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
-#include <sandboxer/ledger.hpp>
-#include <sandboxer/lifecycle.hpp>
-#include <sandboxer/profile.hpp>
+
+#include "src/ledger/ledger.hpp"
+#include "src/lifecycle/lifecycle.hpp"
+#include "src/profile/profile.hpp"
 
 namespace sandboxer {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <sandboxer/record.hpp>
+#include "src/ledger/record.hpp"
 
 // The ledger's storage, behind one small interface: the local files (src/ledger/local_store.cpp,
 // docs/ledger-format.md) are the embedded default, and a shared database for a fleet of machines

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include <sandboxer/record.hpp>
+#include "src/ledger/record.hpp"
 
 // The hash chain of a record's history (docs/evidence.md). Entry i carries in `prev` the SHA-256
 // of entry i-1's canonical form; entry 0 that of {"sandbox":ID}; the record's `chain_head` is the

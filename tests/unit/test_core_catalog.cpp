@@ -1,23 +1,23 @@
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
-#include <sandboxer/profile.hpp>
-#include <sandboxer/registry.hpp>
 
+#include "src/profile/profile.hpp"
+#include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {
 namespace {
 
 TEST(Registry, FindsCompiledInDrivers) {
-  EXPECT_EQ(find_driver("stub").name(), "stub");
-  auto names = driver_names();
+  EXPECT_EQ(testing::builtin_catalog().find("stub").name(), "stub");
+  auto names = testing::builtin_catalog().builtin_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "stub"), names.end());
 }
 
 TEST(Registry, UnknownDriverSuggestsTheClosest) {
   try {
-    find_driver("stbu");
+    testing::builtin_catalog().find("stbu");
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(), "unknown driver 'stbu', did you mean 'stub'?");
@@ -32,7 +32,7 @@ TEST(Registry, DriverSchemaErrorsCarryTheYamlLocation) {
                                       "    create: fast\n");
   Profile profile = load_profile(dir / "p.yaml", {});
   try {
-    check_profile_driver(profile);
+    testing::builtin_catalog().check_profile(profile);
     FAIL();
   } catch (const ProfileError& e) {
     EXPECT_EQ(std::string(e.what()), (dir / "p.yaml").string() +

@@ -1,0 +1,234 @@
+#include "src/external/connection.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <sandboxer/base64.hpp>
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+
+namespace sandboxer::external {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// After sandboxer closes its stdin, how long a driver gets to exit before SIGTERM.
+constexpr auto k_exit_grace = std::chrono::seconds(2);
+// How many of the driver's last stderr lines an error quotes.
+constexpr size_t k_stderr_kept = 3;
+
+proc::Command command_of(const std::filesystem::path& path) {
+  proc::Command command;
+  command.argv = {path.string()};
+  return command;
+}
+
+int ms_until(clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, 1000));
+}
+
+} // namespace
+
+Connection::Connection(std::string name, std::filesystem::path path) try
+    : m_name(std::move(name)), m_path(std::move(path)), m_child(command_of(m_path)) {
+} catch (const DriverError&) {
+  throw;
+} catch (const Error& e) {
+  throw DriverError(DriverError::Kind::error,
+                    fmt::format("external driver {} ({}): {}", m_name, m_path.string(), e.what()));
+}
+
+Connection::~Connection() {
+  int status = m_child.stop(k_exit_grace);
+  read_stderr();
+  if (status != 0) {
+    spdlog::debug("driver {}: exited with status {}", m_name, status);
+  }
+}
+
+void Connection::broken(DriverError::Kind kind, const std::string& what) {
+  m_usable = false;
+  std::string message = fmt::format("external driver {} ({}): {}", m_name, m_path.string(), what);
+  if (!m_last_stderr.empty()) {
+    message += "; its stderr: ";
+    for (size_t i = 0; i < m_last_stderr.size(); ++i) {
+      message += (i ? " | " : "") + m_last_stderr[i];
+    }
+  }
+  throw DriverError(kind, log::redact(message));
+}
+
+void Connection::read_stderr() {
+  char buffer[8192];
+  while (m_child.stderr_fd() >= 0) {
+    ssize_t n = ::read(m_child.stderr_fd(), buffer, sizeof buffer);
+    if (n <= 0) {
+      break;
+    }
+    try {
+      m_err.feed(std::string_view(buffer, static_cast<size_t>(n)));
+    } catch (const std::length_error&) {
+      m_err.rest();
+    }
+    std::string line;
+    while (m_err.next(line)) {
+      line = log::redact(line);
+      spdlog::info("driver {}: {}", m_name, line);
+      m_last_stderr.push_back(line);
+      if (m_last_stderr.size() > k_stderr_kept) {
+        m_last_stderr.pop_front();
+      }
+    }
+  }
+}
+
+void Connection::send_input(long id, int& input_fd) {
+  char buffer[32768];
+  ssize_t n = ::read(input_fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+    return;
+  }
+  nlohmann::json params = {{"id", id}};
+  if (n > 0) {
+    params["data"] = base64_encode(std::string_view(buffer, static_cast<size_t>(n)));
+  } else {
+    params["eof"] = true;
+    input_fd = -1;
+  }
+  if (!protocol::write_line(m_child.stdin_fd(),
+                            {{"jsonrpc", "2.0"}, {"method", "input"}, {"params", params}})) {
+    input_fd = -1; // the driver stopped reading; its answer (or its end) says why
+  }
+}
+
+std::optional<nlohmann::json> Connection::on_line(const std::string& line, long id,
+                                                  const Call& call) {
+  if (line.empty()) {
+    return std::nullopt;
+  }
+  auto message = nlohmann::json::parse(line, nullptr, false);
+  if (message.is_discarded() || !message.is_object()) {
+    broken(DriverError::Kind::error,
+           fmt::format("wrote a line on stdout that is not a JSON object during {} (stdout is for "
+                       "protocol messages only; write logs to stderr): {:.120}",
+                       call.method, line));
+  }
+  if (!message.contains("id") || message["id"].is_null()) {
+    // A notification.
+    const auto& params = message.value("params", nlohmann::json::object());
+    if (message.value("method", "") == "output" && call.on_output && params.is_object() &&
+        params.value("id", -1L) == id) {
+      call.on_output(params);
+    } else {
+      spdlog::debug("driver {}: notification ignored: {:.200}", m_name, line);
+    }
+    return std::nullopt;
+  }
+  if (!message["id"].is_number_integer() || message["id"].get<long>() != id) {
+    spdlog::warn("driver {}: a response to no pending call ignored: {:.200}", m_name, line);
+    return std::nullopt;
+  }
+  return message;
+}
+
+nlohmann::json Connection::call(const Call& call) {
+  if (!m_usable) {
+    broken(DriverError::Kind::error, "its conversation broke earlier");
+  }
+  const long id = ++m_next_id;
+  nlohmann::json request = {
+      {"jsonrpc", "2.0"}, {"id", id}, {"method", call.method}, {"params", call.params}};
+  if (!protocol::write_line(m_child.stdin_fd(), request)) {
+    read_stderr();
+    broken(DriverError::Kind::error,
+           fmt::format("exited before {} (it closed its stdin)", call.method));
+  }
+  const auto deadline = clock::now() + call.timeout;
+  int input_fd = call.input_fd;
+  char buffer[65536];
+  while (true) {
+    if (interrupt::requested()) {
+      // The driver may stop the call's work; the connection is not reused either way.
+      protocol::write_line(m_child.stdin_fd(),
+                           {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+      m_usable = false;
+      interrupt::check();
+    }
+    if (clock::now() >= deadline) {
+      read_stderr();
+      broken(DriverError::Kind::timeout,
+             fmt::format("did not answer {} within {} s", call.method,
+                         std::chrono::duration_cast<std::chrono::seconds>(call.timeout).count()));
+    }
+    pollfd fds[4] = {{m_child.stdout_fd(), POLLIN, 0},
+                     {m_child.stderr_fd(), POLLIN, 0},
+                     {interrupt::wake_fd(), POLLIN, 0},
+                     {input_fd, POLLIN, 0}};
+    int ready = ::poll(fds, input_fd >= 0 ? 4 : 3, ms_until(deadline));
+    if (ready < 0 && errno != EINTR) {
+      broken(DriverError::Kind::error, fmt::format("poll: {}", strerror(errno)));
+    }
+    if (ready <= 0) {
+      continue;
+    }
+    if (fds[1].revents & (POLLIN | POLLHUP)) {
+      read_stderr();
+    }
+    if (input_fd >= 0 && (fds[3].revents & (POLLIN | POLLHUP | POLLERR))) {
+      send_input(id, input_fd);
+    }
+    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      continue;
+    }
+    ssize_t n = ::read(m_child.stdout_fd(), buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      continue;
+    }
+    if (n <= 0) {
+      m_child.stop(k_exit_grace);
+      read_stderr();
+      broken(DriverError::Kind::error,
+             fmt::format("exited before answering {} (stdout closed)", call.method));
+    }
+    try {
+      m_out.feed(std::string_view(buffer, static_cast<size_t>(n)));
+    } catch (const std::length_error& e) {
+      broken(DriverError::Kind::error, fmt::format("wrote {} on stdout", e.what()));
+    }
+    std::string line;
+    while (m_out.next(line)) {
+      auto response = on_line(line, id, call);
+      if (!response) {
+        continue;
+      }
+      if (response->contains("error")) {
+        const auto& error = (*response)["error"];
+        std::string message =
+            error.is_object() && error.contains("message") && error["message"].is_string()
+                ? error["message"].get<std::string>()
+                : error.dump();
+        const auto& data = error.is_object() ? error.value("data", nlohmann::json::object())
+                                             : nlohmann::json::object();
+        auto kind = protocol::kind_of(data.is_object() ? data.value("kind", "backend") : "backend");
+        if (error.is_object() && error.value("code", 0) == protocol::k_method_not_found) {
+          kind = DriverError::Kind::unsupported;
+        }
+        throw RemoteError(kind, log::redact(fmt::format("{}: {}", m_name, message)),
+                          data.is_object() ? data.value("pointer", "") : "");
+      }
+      if (!response->contains("result")) {
+        broken(DriverError::Kind::error,
+               fmt::format("answered {} with neither result nor error", call.method));
+      }
+      return std::move((*response)["result"]);
+    }
+  }
+}
+
+} // namespace sandboxer::external

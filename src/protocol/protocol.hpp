@@ -1,0 +1,57 @@
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include <sandboxer/driver.hpp>
+#include <sandboxer/error.hpp>
+
+// The driver protocol, version 1 (docs/driver-protocol.md): what both ends agree on. sandboxer's
+// client (src/external/) and the SDK's server (src/sdk/) share it, so the two cannot drift.
+namespace sandboxer::protocol {
+
+inline constexpr int k_version = 1;
+// JSON-RPC 2.0's own codes that the protocol uses.
+inline constexpr int k_parse_error = -32700;
+inline constexpr int k_invalid_request = -32600;
+inline constexpr int k_method_not_found = -32601;
+inline constexpr int k_invalid_params = -32602;
+// Every error of a driver's own: the kind is in `data.kind`.
+inline constexpr int k_driver_error = -32000;
+// A line longer than this is a broken driver, not a message.
+inline constexpr size_t k_max_line = 64u << 20;
+
+// The error kinds of the protocol ("not_found", "invalid_spec", "backend", "unavailable",
+// "unsupported", and "refused", "timeout", "auth", "conflict") and sandboxer's DriverError kinds.
+std::string kind_name(DriverError::Kind kind);
+// An unknown name is "backend": a newer driver's kind still fails the call.
+DriverError::Kind kind_of(std::string_view name);
+
+// A JSON-RPC error object for `error`: {code, message, data: {kind[, pointer]}}.
+nlohmann::json error_object(DriverError::Kind kind, const std::string& message,
+                            const std::string& pointer = "");
+
+nlohmann::json capabilities_json(const Capabilities& caps);
+Capabilities capabilities_of(const nlohmann::json& caps);
+
+// Splits a byte stream into lines: feed() what a read returned, then take whole lines out.
+class LineBuffer {
+public:
+  // Throws std::length_error when a line grows past k_max_line.
+  void feed(std::string_view bytes);
+  // The next whole line, without its '\n', or false.
+  bool next(std::string& line);
+  // What is left after the stream ended (a last line without '\n').
+  std::string rest();
+
+private:
+  std::string m_data;
+  size_t m_start = 0;
+};
+
+// Writes `message` and a '\n' to `fd` in full (blocking). Returns false when the reader is gone.
+bool write_line(int fd, const nlohmann::json& message);
+
+} // namespace sandboxer::protocol
