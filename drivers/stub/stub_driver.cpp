@@ -217,7 +217,10 @@ public:
     }
     command.cwd = dir / "fs";
     if (request.workdir) {
+      // A fresh directory tree has no /tmp: made on demand, as `docker run -w` does.
       command.cwd = *command.cwd / fs::path(*request.workdir).relative_path();
+      std::error_code ec;
+      fs::create_directories(*command.cwd, ec);
     }
     command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
     command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };

@@ -145,8 +145,10 @@ const std::vector<CommandEntry>& all_commands() {
       {"profiles", "List, show and validate profiles", &setup_profiles,
        "sandboxer profiles list\nsandboxer profiles show ci\n"
        "sandboxer profiles validate profiles/*.yaml"},
-      {"drivers", "List the compiled-in drivers and their capabilities", &setup_drivers,
-       "sandboxer drivers -o json"},
+      {"drivers", "List the drivers (built-in and external) and their capabilities; test one",
+       &setup_drivers,
+       "sandboxer drivers -o json\n"
+       "sandboxer drivers test --profile ci"},
       {"version", "Print the version, the build and the drivers", &setup_version,
        "sandboxer version -o json"},
       {"completion", "Print a shell completion script (bash, zsh or fish)", &setup_completion,

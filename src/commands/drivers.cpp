@@ -2,6 +2,10 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.hpp"
+#include <iostream>
+#include <unistd.h>
+
+#include "src/conformance/kit.hpp"
 #include "src/external/external_driver.hpp"
 
 namespace sandboxer::commands {
@@ -61,11 +65,52 @@ ExitCode run_list(Context& context) {
   return ExitCode::ok;
 }
 
+// The conformance kit against the profile's driver. Each check is printed as it ends when stderr
+// is a terminal; the report goes to stdout. Exit 1 when a check fails (docs/exit-codes.md).
+ExitCode run_test(Context& context, const std::string& profile_name) {
+  auto search = context.profile_search_path();
+  Profile profile = load_profile(find_profile(profile_name, search), search);
+  bool live = !context.global().quiet && isatty(STDERR_FILENO) && context.global().output != "json";
+  auto report = conformance::run(profile, context.drivers(), context.clock(),
+                                 [&](const conformance::Check& check) {
+                                   if (live) {
+                                     std::cerr << "  " << conformance::to_string(check.outcome)
+                                               << "  " << check.name << "\n";
+                                   }
+                                 });
+  Table table{{"CHECK", "RESULT", "MS", "DETAIL"}, {}};
+  for (const auto& check : report.checks) {
+    table.rows.push_back({check.name, conformance::to_string(check.outcome),
+                          std::to_string(static_cast<long>(check.ms)), check.detail});
+  }
+  context.out().print(report.to_json(), [&] { return table; });
+  context.out().note(fmt::format("driver {} (profile {}): {} passed, {} failed, {} skipped",
+                                 report.driver, report.profile,
+                                 report.count(conformance::Check::Outcome::pass),
+                                 report.count(conformance::Check::Outcome::fail),
+                                 report.count(conformance::Check::Outcome::skip)));
+  return report.count(conformance::Check::Outcome::fail) == 0 ? ExitCode::ok : ExitCode::runtime;
+}
+
+struct DriversArgs {
+  CLI::App* test = nullptr;
+  std::string profile;
+};
+
 } // namespace
 
 void setup_drivers(CLI::App& app, Runner& runner) {
-  runner = [](Context& context) { return run_list(context); };
-  (void)app;
+  auto args = std::make_shared<DriversArgs>();
+  args->test = app.add_subcommand(
+      "test", "Run the conformance kit against a profile's driver (built-in or external)");
+  args->test->add_option("-p,--profile", args->profile, "Profile name or file")->required();
+  app.require_subcommand(0, 1);
+  runner = [args](Context& context) {
+    if (args->test->parsed()) {
+      return run_test(context, args->profile);
+    }
+    return run_list(context);
+  };
 }
 
 } // namespace sandboxer::commands

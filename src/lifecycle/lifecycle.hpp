@@ -152,12 +152,15 @@ public:
   // Where drivers report progress of long operations; by default nowhere.
   void set_progress(Progress* progress) { m_progress = progress; }
 
-private:
+  // The driver bound to `record`'s spec and secrets, for a call outside the ledger's rules (the
+  // conformance kit asks it about ids the ledger has closed).
   struct Opened {
     const DriverFactory* factory = nullptr;
     std::unique_ptr<Driver> driver;
   };
   Opened open_driver(const SandboxRecord& record) const;
+
+private:
   // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
   SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
   // update() of the outcome of a backend call that succeeded (`done`: "created", "destroyed").
