@@ -1,5 +1,6 @@
 #include "drivers/e2b/e2b_driver.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -369,6 +370,14 @@ public:
                         fmt::format("E2B exec in sandbox {}: {} (HTTP {}{})", sandbox.backend_id,
                                     message.empty() ? "no error message" : message, response.status,
                                     code.empty() ? "" : ", code " + code));
+    }
+    if (stream_error && stream_error->rfind("error starting process", 0) == 0) {
+      // envd could not start the program (Go's exec: not found, or not executable): the shell's
+      // 127 or 126, as every driver answers (docs/exit-codes.md).
+      std::string lower = *stream_error;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      return unstartable_command(request.argv.front(),
+                                 lower.find("permission denied") == std::string::npos, io);
     }
     if (stream_error) {
       throw DriverError(stream_error_kind, fmt::format("E2B exec in sandbox {}: {}",

@@ -1,10 +1,9 @@
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
-
-#include "commands/commands.hpp"
 #include <iostream>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "commands/commands.hpp"
 #include "src/conformance/kit.hpp"
 #include "src/external/external_driver.hpp"
 
@@ -57,7 +56,7 @@ ExitCode run_list(Context& context) {
       const auto& description = external::describe(context.drivers().find(file.name));
       add(file.name, file.path.string(), description.description, &description.capabilities, "");
     } catch (const Error& e) {
-      spdlog::warn("driver {} ({}): {}", file.name, file.path.string(), e.what());
+      spdlog::warn("{}", e.what());
       add(file.name, file.path.string(), "", nullptr, e.what());
     }
   }
@@ -71,13 +70,12 @@ ExitCode run_test(Context& context, const std::string& profile_name) {
   auto search = context.profile_search_path();
   Profile profile = load_profile(find_profile(profile_name, search), search);
   bool live = !context.global().quiet && isatty(STDERR_FILENO) && context.global().output != "json";
-  auto report = conformance::run(profile, context.drivers(), context.clock(),
-                                 [&](const conformance::Check& check) {
-                                   if (live) {
-                                     std::cerr << "  " << conformance::to_string(check.outcome)
-                                               << "  " << check.name << "\n";
-                                   }
-                                 });
+  auto report = conformance::run(
+      profile, context.drivers(), context.clock(), [&](const conformance::Check& check) {
+        if (live) {
+          std::cerr << "  " << conformance::to_string(check.outcome) << "  " << check.name << "\n";
+        }
+      });
   Table table{{"CHECK", "RESULT", "MS", "DETAIL"}, {}};
   for (const auto& check : report.checks) {
     table.rows.push_back({check.name, conformance::to_string(check.outcome),

@@ -5,9 +5,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <optional>
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -33,8 +32,12 @@ struct Stop {
   Outcome outcome;
   std::string detail;
 };
-[[noreturn]] void fail(const std::string& detail) { throw Stop{Outcome::fail, detail}; }
-[[noreturn]] void skip(const std::string& detail) { throw Stop{Outcome::skip, detail}; }
+[[noreturn]] void fail(const std::string& detail) {
+  throw Stop{Outcome::fail, detail};
+}
+[[noreturn]] void skip(const std::string& detail) {
+  throw Stop{Outcome::skip, detail};
+}
 void expect(bool ok, const std::string& detail) {
   if (!ok) {
     fail(detail);
@@ -63,7 +66,8 @@ class ScratchDir {
 public:
   ScratchDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = fmt::format("{}/sandboxer-conformance-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    std::string pattern =
+        fmt::format("{}/sandboxer-conformance-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw Error(ExitCode::runtime, fmt::format("cannot create {}: {}", pattern, strerror(errno)));
     }
@@ -348,8 +352,8 @@ private:
     }
     expect(seen, fmt::format("listing by sandboxer.ledger={} does not show {}", m_ledger_id,
                              m_record->backend_id));
-    auto none = m_opened.driver->list_remote({{"sandboxer.ledger", m_ledger_id},
-                                              {"conformance-check", "no-such-value"}});
+    auto none = m_opened.driver->list_remote(
+        {{"sandboxer.ledger", m_ledger_id}, {"conformance-check", "no-such-value"}});
     expect(none.empty(), fmt::format("a selector no resource matches found {}", none.size()));
     return fmt::format("{} resource(s) of this ledger; a selector matching none finds none",
                        found.size());
@@ -449,8 +453,7 @@ private:
       check.outcome = Outcome::fail;
       check.detail = e.what();
     }
-    check.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                         started)
+    check.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
                    .count();
     if (m_on_check) {
       m_on_check(check);

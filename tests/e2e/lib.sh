@@ -154,3 +154,23 @@ interrupt_slow_create() {
   [ "$(jq -r .id "$WORK/out-$name")" = "$ID" ] || fail "no record on stdout"
   [ "$(jq -r .state "$WORK/out-$name")" = failed ] || fail "stdout record not failed"
 }
+
+# start_fake_e2b: starts tests/fake_e2b/server.py on a loopback port with a fresh API key; sets
+# $KEY, $FAKE_PID and $FAKE_URL, and stops the server when the test exits.
+start_fake_e2b() {
+  KEY="e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  printf '%s\n' "$KEY" >"$WORK/key"
+  python3 "$SANDBOXER_SOURCE_DIR/tests/fake_e2b/server.py" --key-file "$WORK/key" >"$WORK/fake.out" \
+    2>"$WORK/fake.err" &
+  FAKE_PID=$!
+  trap 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "the fake did not start: $(cat "$WORK/fake.err")"
+  FAKE_URL="http://127.0.0.1:$port"
+  export FAKE_URL
+}

@@ -8,21 +8,7 @@ command -v curl >/dev/null || skip "curl is missing"
 # example profiles (which name the real E2B) out of it.
 cd "$WORK"
 
-KEY="e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-printf '%s\n' "$KEY" >"$WORK/key"
-python3 "$SANDBOXER_SOURCE_DIR/tests/fake_e2b/server.py" --key-file "$WORK/key" >"$WORK/fake.out" \
-  2>"$WORK/fake.err" &
-FAKE_PID=$!
-cleanup() {
-  kill "$FAKE_PID" 2>/dev/null || true
-  wait "$FAKE_PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do grep -q '^PORT=' "$WORK/fake.out" && break; sleep 0.1; done
-PORT=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
-[ -n "$PORT" ] || fail "the fake did not start: $(cat "$WORK/fake.err")"
-export FAKE_URL="http://127.0.0.1:$PORT"
+start_fake_e2b
 fake() { curl -sf "$FAKE_URL/_control/$1" ${2:+-H 'Content-Type: application/json' -d "$2"}; }
 # posts METHOD on PATH seen by the fake, with STATUS: "GET /sandboxes/x 503".
 seen() { fake requests | jq -r '.[] | select(.path | startswith("/_control") | not) | "\(.method) \(.path) \(.status)"'; }

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# External drivers: where sandboxer finds them, what `sandboxer drivers` says about them, and how a
+# driver that misbehaves (dies, speaks another protocol, writes logs on stdout, hangs) is reported.
+# The example driver examples/python/sandboxer-driver-pydir runs the whole lifecycle.
+. "$(dirname "$0")/lib.sh"
+command -v python3 >/dev/null || skip "python3 is missing"
+DRIVERS="$SANDBOXER_SOURCE_DIR/tests/data/drivers"
+EXAMPLE="$SANDBOXER_SOURCE_DIR/examples/python"
+export XDG_CONFIG_HOME="$WORK/config"
+export SANDBOXER_DRIVER_PATH="$DRIVERS:$EXAMPLE"
+
+cat >"$PROFILES/pd.yaml" <<EOF2
+driver: pydir
+labels: { team: e2e }
+pydir: { root: $WORK/backend }
+EOF2
+
+# The listing: built-in drivers first, then each external one with its path and capabilities, or
+# the reason its handshake failed.
+expect_code 0 sbx drivers -o json
+[ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$EXAMPLE/sandboxer-driver-pydir" ] \
+  || fail "pydir is not listed with its path: $OUT"
+[ "$(jq -c '.[] | select(.name == "pydir") | .capabilities' <<<"$OUT")" \
+  = '{"exec":true,"list_by_label":true,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
+[ "$(jq '[.[] | select(.name == "stub")] | length' <<<"$OUT")" = 1 ] || fail "stub listed twice: $OUT"
+[ "$(jq -r '.[] | select(.name == "stub") | .builtin' <<<"$OUT")" = true ] || fail "stub is not the built-in one"
+expect_contains "$(jq -r '.[] | select(.name == "dies") | .error' <<<"$OUT")" "no DIES_URL set"
+expect_contains "$(jq -r '.[] | select(.name == "future") | .error' <<<"$OUT")" "speaks protocol 2, this sandboxer speaks 1"
+expect_contains "$(jq -r '.[] | select(.name == "garbage") | .error' <<<"$OUT")" "not a JSON object"
+expect_code 0 sbx drivers
+expect_contains "$OUT" "handshake failed"
+
+# A built-in driver wins over an external one of the same name: the external stub never runs.
+export STUB_SHADOW_MARKER="$WORK/external-stub-ran"
+stub_profile st </dev/null
+expect_code 0 sbx create --profile st -o json
+[ ! -e "$STUB_SHADOW_MARKER" ] || fail "the external sandboxer-driver-stub ran"
+
+# The whole lifecycle through the example driver.
+expect_code 0 sbx create --profile pd --name one -o json
+ID=$(jq -r .id <<<"$OUT")
+BID=$(jq -r .backend_id <<<"$OUT")
+[ -d "$WORK/backend/sandboxes/$BID/fs" ] || fail "no backend directory for $BID"
+expect_code 3 sbx exec one -- sh -c 'printf out; printf err >&2; exit 3'
+[ "$OUT" = out ] && [ "$ERR" = err ] || fail "exec streams: '$OUT' '$ERR'"
+OUT=$(printf 'through stdin' | sbx exec -i one -- cat) || fail "exec -i failed"
+[ "$OUT" = "through stdin" ] || fail "stdin: $OUT"
+expect_code 127 sbx exec one -- no-such-program
+expect_contains "$ERR" "no-such-program: command not found in the sandbox"
+expect_code 0 sbx snapshot one --name base -o json
+expect_code 0 sbx restore one:base --name two -o json
+expect_code 0 sbx destroy one two
+[ ! -d "$WORK/backend/sandboxes/$BID" ] || fail "destroy left $BID"
+[ "$(record "$ID" .state)" = destroyed ] || fail "the record is $(record "$ID" .state)"
+
+# Discovery order: $SANDBOXER_DRIVER_PATH, then $XDG_CONFIG_HOME/sandboxer/drivers, then $PATH.
+mkdir -p "$WORK/first" "$WORK/config/sandboxer/drivers" "$WORK/bin"
+printf '#!/bin/sh\nexit 1\n' >"$WORK/bin/sandboxer-driver-pydir"
+chmod +x "$WORK/bin/sandboxer-driver-pydir"
+ln -s "$EXAMPLE/sandboxer-driver-pydir" "$WORK/first/sandboxer-driver-pydir"
+SANDBOXER_DRIVER_PATH="$WORK/first" PATH="$WORK/bin:$PATH" expect_code 0 sbx drivers -o json
+[ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$WORK/first/sandboxer-driver-pydir" ] \
+  || fail "\$SANDBOXER_DRIVER_PATH does not come first: $OUT"
+ln -s "$EXAMPLE/sandboxer-driver-pydir" "$WORK/config/sandboxer/drivers/sandboxer-driver-pydir"
+SANDBOXER_DRIVER_PATH= PATH="$WORK/bin:$PATH" expect_code 0 sbx drivers -o json
+[ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" \
+  = "$WORK/config/sandboxer/drivers/sandboxer-driver-pydir" ] || fail "the config dir does not come before \$PATH: $OUT"
+rm "$WORK/config/sandboxer/drivers/sandboxer-driver-pydir"
+SANDBOXER_DRIVER_PATH= PATH="$EXAMPLE:$PATH" expect_code 0 sbx drivers -o json
+[ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$EXAMPLE/sandboxer-driver-pydir" ] \
+  || fail "\$PATH is not searched: $OUT"
+
+# Profile errors name the file, line and column, as for a built-in driver.
+printf 'driver: pydir\npydir:\n  rot: /tmp\n' >"$PROFILES/typo.yaml"
+expect_code 2 sbx profiles validate "$PROFILES/typo.yaml"
+expect_contains "$ERR" "typo.yaml:3:8: driver.pydir.rot: unknown key \"rot\""
+printf 'driver: pydri\n' >"$PROFILES/name.yaml"
+expect_code 2 sbx create --profile name
+expect_contains "$ERR" "unknown driver 'pydri', did you mean 'pydir'?"
+printf 'driver: stub\npydir: { root: /tmp }\n' >"$PROFILES/other.yaml"
+expect_code 2 sbx profiles validate "$PROFILES/other.yaml"
+expect_contains "$ERR" "section \"pydir\" does not match driver \"stub\""
+
+# Secrets reach the driver on its stdin only: never the ledger, the events, the log or its argv.
+KEY="key-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s\n' "$KEY" >"$WORK/key"
+export KEYED_KEY_FILE="$WORK/key"
+cat >"$PROFILES/keyed.yaml" <<EOF2
+driver: keyed
+secrets: { api_key: { file: $WORK/key } }
+events: [ { type: jsonl, path: $WORK/events.jsonl } ]
+keyed: { root: $WORK/keyed }
+EOF2
+expect_code 0 sbx -v create --profile keyed -o json
+KID=$(jq -r .id <<<"$OUT")
+printf '%s\n%s\n' "$OUT" "$ERR" >"$WORK/output"
+expect_code 0 sbx -v destroy "$KID"
+printf '%s\n%s\n' "$OUT" "$ERR" >>"$WORK/output"
+if grep -rqF "$KEY" "$STATE" "$WORK/events.jsonl" "$WORK/output"; then
+  fail "the secret leaked: $(grep -rlF "$KEY" "$STATE" "$WORK/events.jsonl" "$WORK/output")"
+fi
+printf 'wrong\n' >"$WORK/wrong"
+sed "s|$WORK/key|$WORK/wrong|" "$PROFILES/keyed.yaml" >"$PROFILES/keyed-wrong.yaml"
+expect_code 4 sbx create --profile keyed-wrong
+expect_contains "$ERR" "keyed: api_key refused"
+
+# A driver that does not answer meets the call's deadline; the record says so.
+printf 'driver: hangs\n' >"$PROFILES/hangs.yaml"
+SANDBOXER_DRIVER_TIMEOUT=1 expect_code 4 sbx create --profile hangs -o json
+expect_contains "$ERR" "did not answer create within 1 s"
+expect_contains "$ERR" "create received; sleeping"
+[ "$(jq -r .state <<<"$OUT")" = failed ] || fail "the hung create is recorded as: $OUT"
+echo "ok"
