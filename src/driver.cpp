@@ -3,8 +3,6 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
 
-#include "src/profile/profile.hpp"
-
 namespace sandboxer {
 
 void check_keys(const nlohmann::json& section, const std::vector<std::string>& allowed,

@@ -442,7 +442,7 @@ void EngineApi::start_exec_attached(const std::string& exec_id, bool tty, ExecIo
       {"Content-Type", "application/json"}, {"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
   request.body = json{{"Detach", false}, {"Tty", tty}}.dump();
   request.answer_timeout = k_exec_answer_timeout;
-  auto stream = http::hijack(request);
+  auto stream = hijack(request);
   StreamDemuxer demuxer(io);
   auto deliver = [&](std::string_view bytes) { tty ? io.out(bytes) : demuxer.feed(bytes); };
   if (!stream->initial.empty()) {

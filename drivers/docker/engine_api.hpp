@@ -9,6 +9,8 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/http.hpp>
 
+#include "drivers/docker/hijack.hpp"
+
 namespace sandboxer::drivers::docker {
 
 // Where the engine listens: a unix socket (the default /var/run/docker.sock) or tcp://host:port.

@@ -38,6 +38,12 @@ private:
   std::string m_pointer;
 };
 
+// "did you mean 'x'?" helper shared by every "unknown ..." message: the closest candidate within
+// an edit distance of 2 (or a third of the word), if any; ASCII case and a swap of two neighbours
+// count as typos.
+std::optional<std::string> closest_match(const std::string& word,
+                                         const std::vector<std::string>& candidates);
+
 // Checks that `section` holds only `allowed` keys; throws SpecError naming the first unknown key
 // with a did-you-mean. Every driver's parse_spec starts with this.
 void check_keys(const nlohmann::json& section, const std::vector<std::string>& allowed,
@@ -177,6 +183,9 @@ public:
   // Validates the profile's `<driver>:` section and returns it normalized (defaults filled in),
   // which is what the ledger stores. Throws SpecError.
   virtual nlohmann::json parse_spec(const nlohmann::json& section) const = 0;
+  // The JSON Schema of the profile's `<driver>:` section (`sandboxer schema profile` includes
+  // it), or null when the driver publishes none. parse_spec stays the authority.
+  virtual nlohmann::json schema() const { return nullptr; }
   virtual std::unique_ptr<Driver> open(const nlohmann::json& spec,
                                        const DriverContext& context) const = 0;
 };

@@ -50,23 +50,6 @@ public:
 // libcurl, with TLS verification on. Thread-safe: each call uses its own easy handle.
 Transport& curl_transport();
 
-// A connection taken over after the response headers: the Docker Engine "hijacks" it for the
-// bidirectional stream of an attach or an exec with stdin.
-struct RawStream {
-  int fd = -1;
-  long status = 0;
-  std::string initial; // bytes of the stream that arrived with the headers
-  RawStream() = default;
-  RawStream(const RawStream&) = delete;
-  RawStream& operator=(const RawStream&) = delete;
-  ~RawStream();
-};
-
-// Sends `request` (http:// over TCP or `unix_socket`; no TLS) and hands over the connection once
-// the response headers are read. Throws DriverError when it cannot connect or the status is not 101
-// or 200.
-std::unique_ptr<RawStream> hijack(const Request& request);
-
 // The DriverError kind an HTTP status stands for: 401/403 auth, 404 not_found, 409 conflict,
 // 408/504 timeout, other 4xx/5xx error.
 DriverError::Kind kind_of_status(long status);

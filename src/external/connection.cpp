@@ -219,7 +219,11 @@ nlohmann::json Connection::call(const Call& call) {
         if (error.is_object() && error.value("code", 0) == protocol::k_method_not_found) {
           kind = DriverError::Kind::unsupported;
         }
-        throw RemoteError(kind, log::redact(fmt::format("{}: {}", m_name, message)),
+        // Attributed to the driver, unless it names itself already ("saas-stub: ...").
+        if (message.rfind(m_name + ": ", 0) != 0) {
+          message = fmt::format("{}: {}", m_name, message);
+        }
+        throw RemoteError(kind, log::redact(message),
                           data.is_object() ? data.value("pointer", "") : "");
       }
       if (!response->contains("result")) {

@@ -203,13 +203,9 @@ public:
     if (request.replaces) {
       unsupported(m_factory.name(), "restore --in-place");
     }
-    json params = {{"id", request.sandbox_id},
-                   {"name", request.name},
-                   {"spec", m_spec},
-                   {"labels", request.labels},
-                   {"env", request.env},
-                   {"secrets", m_secrets},
-                   {"expires_at", time_text(request.expires_at)}};
+    json params = {{"id", request.sandbox_id}, {"name", request.name},
+                   {"spec", m_spec},           {"labels", request.labels},
+                   {"env", request.env},       {"expires_at", time_text(request.expires_at)}};
     std::string method = "create";
     if (request.from_snapshot) {
       method = "restore";
@@ -279,7 +275,8 @@ public:
                    {"workdir", request.workdir ? json(*request.workdir) : json(nullptr)},
                    {"tty", request.tty},
                    {"stdin", request.attach_stdin},
-                   {"spec", m_spec}};
+                   {"spec", m_spec},
+                   {"secrets", m_secrets}};
     Connection::Call call{"exec", params, timeout_of("exec")};
     call.on_output = [&](const json& output) {
       std::string data;
@@ -337,9 +334,12 @@ public:
   }
 
 private:
-  json call(const std::string& method, const json& params) {
+  // Every call that reaches the backend carries the secrets: a SaaS needs its key to destroy as
+  // much as to create (docs/driver-protocol.md).
+  json call(const std::string& method, json params) {
+    params["secrets"] = m_secrets;
     Lease connection = m_factory.lease();
-    return connection->call({method, params, timeout_of(method)});
+    return connection->call({method, std::move(params), timeout_of(method)});
   }
 
   const Factory& m_factory;

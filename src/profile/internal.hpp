@@ -82,6 +82,5 @@ std::string expand_home(const std::string& path);
 // checks.cpp
 Config config_of(const fs::path& file, Document& doc);
 Profile checked_profile(const fs::path& file, Document& doc, std::vector<fs::path> chain);
-size_t edit_distance(const std::string& a, const std::string& b);
 
 } // namespace sandboxer::profile_internal

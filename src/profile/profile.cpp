@@ -125,20 +125,4 @@ std::vector<std::pair<std::string, fs::path>> list_profiles(const std::vector<fs
   return {found.begin(), found.end()};
 }
 
-std::optional<std::string> closest_match(const std::string& word,
-                                         const std::vector<std::string>& candidates) {
-  size_t limit = std::max<size_t>(2, word.size() / 3);
-  std::optional<std::string> best;
-  size_t best_distance = limit + 1;
-  for (const auto& candidate : candidates) {
-    size_t distance = edit_distance(word, candidate);
-    // A "match" that rewrites the whole word is no match ("ab" is not a typo of "e2b").
-    if (distance < best_distance && distance < word.size() && distance < candidate.size()) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best;
-}
-
 } // namespace sandboxer

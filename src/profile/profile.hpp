@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
 
 namespace sandboxer {
@@ -86,10 +87,5 @@ struct Config {
 std::filesystem::path config_path();
 // Throws ProfileError with "file:line:col: " like a profile.
 Config load_config(const std::filesystem::path& file);
-
-// "did you mean 'x'?" helper shared by every "unknown ..." message: the closest candidate within
-// an edit distance of 2 (or a third of the word), if any.
-std::optional<std::string> closest_match(const std::string& word,
-                                         const std::vector<std::string>& candidates);
 
 } // namespace sandboxer

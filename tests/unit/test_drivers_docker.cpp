@@ -16,6 +16,8 @@
 #include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/docker_driver.hpp"
+#include "drivers/docker/hijack.hpp"
+#include "support/silent_server.hpp"
 
 namespace sandboxer {
 namespace {
@@ -772,6 +774,18 @@ TEST_F(DockerDriverTest, ExecWithATerminalSendsItsSizeAndItsResizes) {
   EXPECT_EQ(body["Tty"], true);
   EXPECT_EQ(body["AttachStdin"], true);
   EXPECT_TRUE(engine.done());
+}
+
+} // namespace
+} // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+TEST(RawStream, AnUpgradeNobodyAnswersTimesOut) {
+  const std::string error =
+      testing::error_of_unanswered([](const http::Request& r) { drivers::docker::hijack(r); });
+  EXPECT_NE(error.find("no response within 300 ms"), std::string::npos) << error;
 }
 
 } // namespace

@@ -1,3 +1,5 @@
+#include "drivers/docker/hijack.hpp"
+
 #include <cstring>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -7,9 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <sandboxer/http.hpp>
-
-namespace sandboxer::http {
+namespace sandboxer::drivers::docker {
 namespace {
 
 struct UrlParts {
@@ -105,7 +105,7 @@ RawStream::~RawStream() {
   }
 }
 
-std::unique_ptr<RawStream> hijack(const Request& request) {
+std::unique_ptr<RawStream> hijack(const http::Request& request) {
   UrlParts parts = split_url(request.url);
   auto stream = std::make_unique<RawStream>();
   stream->fd = request.unix_socket ? connect_unix(*request.unix_socket) : connect_tcp(parts);
@@ -157,9 +157,9 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
   spdlog::debug("{} {} -> {} (hijacked)", request.method, parts.target, stream->status);
   std::string body = received.substr(end + 4);
   if (stream->status != 101 && stream->status != 200) {
-    Response response;
+    http::Response response;
     response.status = stream->status;
-    throw DriverError(kind_of_status(stream->status),
+    throw DriverError(http::kind_of_status(stream->status),
                       fmt::format("{} {} -> HTTP {}: {}", request.method, parts.target,
                                   stream->status, body.substr(0, 300)));
   }
@@ -167,4 +167,4 @@ std::unique_ptr<RawStream> hijack(const Request& request) {
   return stream;
 }
 
-} // namespace sandboxer::http
+} // namespace sandboxer::drivers::docker
