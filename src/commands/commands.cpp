@@ -149,6 +149,10 @@ const std::vector<CommandEntry>& all_commands() {
        &setup_drivers,
        "sandboxer drivers -o json\n"
        "sandboxer drivers test --profile ci"},
+      {"schema", "Print a published JSON Schema: profile, ledger, event, driver-protocol, outputs",
+       &setup_schema,
+       "sandboxer schema profile > profile.schema.json\n"
+       "sandboxer schema list"},
       {"version", "Print the version, the build and the drivers", &setup_version,
        "sandboxer version -o json"},
       {"completion", "Print a shell completion script (bash, zsh or fish)", &setup_completion,

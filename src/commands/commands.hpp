@@ -73,6 +73,7 @@ struct CommandEntry {
 // definitions of `root` (they are still handed a Context, which they do not use).
 void setup_completion(CLI::App& app, Runner& runner);
 void setup_man(CLI::App& app, Runner& runner);
+void setup_schema(CLI::App& app, Runner& runner);
 // The completion script of `shell` (bash, zsh or fish) for every command and option of `root`.
 std::string completion_script(const CLI::App& root, const std::string& shell);
 // The manual page (roff, section 1) of `root`: every command, option and example.
