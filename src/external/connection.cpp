@@ -107,36 +107,6 @@ void Connection::send_input(long id, int& input_fd) {
   }
 }
 
-std::optional<nlohmann::json> Connection::on_line(const std::string& line, long id,
-                                                  const Call& call) {
-  if (line.empty()) {
-    return std::nullopt;
-  }
-  auto message = nlohmann::json::parse(line, nullptr, false);
-  if (message.is_discarded() || !message.is_object()) {
-    broken(DriverError::Kind::error,
-           fmt::format("wrote a line on stdout that is not a JSON object during {} (stdout is for "
-                       "protocol messages only; write logs to stderr): {:.120}",
-                       call.method, line));
-  }
-  if (!message.contains("id") || message["id"].is_null()) {
-    // A notification.
-    const auto& params = message.value("params", nlohmann::json::object());
-    if (message.value("method", "") == "output" && call.on_output && params.is_object() &&
-        params.value("id", -1L) == id) {
-      call.on_output(params);
-    } else {
-      spdlog::debug("driver {}: notification ignored: {:.200}", m_name, line);
-    }
-    return std::nullopt;
-  }
-  if (!message["id"].is_number_integer() || message["id"].get<long>() != id) {
-    spdlog::warn("driver {}: a response to no pending call ignored: {:.200}", m_name, line);
-    return std::nullopt;
-  }
-  return message;
-}
-
 nlohmann::json Connection::call(const Call& call) {
   if (!m_usable) {
     broken(DriverError::Kind::error, "its conversation broke earlier");
@@ -203,34 +173,30 @@ nlohmann::json Connection::call(const Call& call) {
     }
     std::string line;
     while (m_out.next(line)) {
-      auto response = on_line(line, id, call);
-      if (!response) {
-        continue;
-      }
-      if (response->contains("error")) {
-        const auto& error = (*response)["error"];
-        std::string message =
-            error.is_object() && error.contains("message") && error["message"].is_string()
-                ? error["message"].get<std::string>()
-                : error.dump();
-        const auto& data = error.is_object() ? error.value("data", nlohmann::json::object())
-                                             : nlohmann::json::object();
-        auto kind = protocol::kind_of(data.is_object() ? data.value("kind", "backend") : "backend");
-        if (error.is_object() && error.value("code", 0) == protocol::k_method_not_found) {
-          kind = DriverError::Kind::unsupported;
+      auto message = protocol::read_message(line, id);
+      switch (message.type) {
+      case protocol::Message::Type::ignored:
+        spdlog::debug("driver {}: ignored: {:.200}", m_name, line);
+        break;
+      case protocol::Message::Type::output:
+        if (call.on_output) {
+          call.on_output(message.value);
         }
-        // Attributed to the driver, unless it names itself already ("saas-stub: ...").
-        if (message.rfind(m_name + ": ", 0) != 0) {
-          message = fmt::format("{}: {}", m_name, message);
-        }
-        throw RemoteError(kind, log::redact(message),
-                          data.is_object() ? data.value("pointer", "") : "");
-      }
-      if (!response->contains("result")) {
+        break;
+      case protocol::Message::Type::malformed:
         broken(DriverError::Kind::error,
-               fmt::format("answered {} with neither result nor error", call.method));
+               fmt::format("wrote {} on stdout during {} (stdout is for protocol messages only; "
+                           "write logs to stderr): {:.120}",
+                           message.message, call.method, line));
+      case protocol::Message::Type::error:
+        // Attributed to the driver, unless it names itself already ("saas-stub: ...").
+        if (message.message.rfind(m_name + ": ", 0) != 0) {
+          message.message = fmt::format("{}: {}", m_name, message.message);
+        }
+        throw RemoteError(message.kind, log::redact(message.message), message.pointer);
+      case protocol::Message::Type::result:
+        return std::move(message.value);
       }
-      return std::move((*response)["result"]);
     }
   }
 }

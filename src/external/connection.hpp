@@ -55,8 +55,6 @@ public:
 private:
   [[noreturn]] void broken(DriverError::Kind kind, const std::string& what);
   void read_stderr();
-  // Handles one line of stdout; returns the response to call `id` when this is it.
-  std::optional<nlohmann::json> on_line(const std::string& line, long id, const Call& call);
   void send_input(long id, int& input_fd);
 
   std::string m_name;

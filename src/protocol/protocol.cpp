@@ -88,6 +88,59 @@ std::string LineBuffer::rest() {
   return out;
 }
 
+Message read_message(std::string_view line, long id) {
+  using json = nlohmann::json;
+  Message out;
+  if (line.empty()) {
+    return out;
+  }
+  json message = json::parse(line, nullptr, false);
+  if (message.is_discarded() || !message.is_object()) {
+    out.type = Message::Type::malformed;
+    out.message = "a line that is not a JSON object";
+    return out;
+  }
+  if (!message.contains("id") || message["id"].is_null()) {
+    const json& params = message.contains("params") ? message["params"] : json();
+    const json* method = message.contains("method") ? &message["method"] : nullptr;
+    if (method && *method == "output" && params.is_object() && params.contains("id") &&
+        params["id"].is_number_integer() && params["id"].get<long>() == id) {
+      out.type = Message::Type::output;
+      out.value = params;
+    }
+    return out;
+  }
+  if (!message["id"].is_number_integer() || message["id"].get<long>() != id) {
+    return out;
+  }
+  if (message.contains("error")) {
+    const json& error = message["error"];
+    out.type = Message::Type::error;
+    out.message = error.is_object() && error.contains("message") && error["message"].is_string()
+                      ? error["message"].get<std::string>()
+                      : error.dump(-1, ' ', false, json::error_handler_t::replace);
+    const json data = error.is_object() && error.contains("data") ? error["data"] : json();
+    if (data.is_object() && data.contains("kind") && data["kind"].is_string()) {
+      out.kind = kind_of(data["kind"].get<std::string>());
+    }
+    if (data.is_object() && data.contains("pointer") && data["pointer"].is_string()) {
+      out.pointer = data["pointer"].get<std::string>();
+    }
+    if (error.is_object() && error.contains("code") && error["code"] == k_method_not_found) {
+      out.kind = DriverError::Kind::unsupported;
+    }
+    return out;
+  }
+  if (!message.contains("result")) {
+    out.type = Message::Type::malformed;
+    out.message = "a response with neither result nor error";
+    return out;
+  }
+  out.type = Message::Type::result;
+  out.value = std::move(message["result"]);
+  return out;
+}
+
 bool write_line(int fd, const nlohmann::json& message) {
   std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text += '\n';

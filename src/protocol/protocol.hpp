@@ -51,6 +51,24 @@ private:
   size_t m_start = 0;
 };
 
+// One line a driver wrote on stdout, read by sandboxer as the answer to request `id`.
+struct Message {
+  enum class Type {
+    ignored,  // an empty line, a notification of no interest, a response to another id
+    output,   // an `output` notification of request `id`: `params` holds it
+    result,   // the response's `result`, in `value`
+    error,    // the response's error: kind, message and pointer filled in
+    malformed // not JSON-RPC: `message` says what is wrong
+  };
+  Type type = Type::ignored;
+  nlohmann::json value;
+  DriverError::Kind kind = DriverError::Kind::error;
+  std::string message;
+  std::string pointer;
+};
+// Never throws: a driver may write anything.
+Message read_message(std::string_view line, long id);
+
 // Writes `message` and a '\n' to `fd` in full (blocking). Returns false when the reader is gone.
 bool write_line(int fd, const nlohmann::json& message);
 
