@@ -130,6 +130,27 @@ void set_nonblocking(int fd) {
   }
 }
 
+// Adds `command`'s cwd to the spawner's actions (its fds are set by the caller) and starts it
+// with its argv and environment. Throws naming argv[0] when it cannot be started.
+pid_t spawn(const Command& command, Spawner& spawner) {
+  if (command.cwd) {
+    check_spawn(posix_spawn_file_actions_addchdir_np(&spawner.m_actions, command.cwd->c_str()),
+                "cwd");
+  }
+  std::vector<std::string> argv_strings = command.argv;
+  std::vector<std::string> env_strings = build_environment(command);
+  auto argv = as_pointers(argv_strings);
+  auto envp = as_pointers(env_strings);
+  pid_t pid = -1;
+  if (int rc = posix_spawnp(&pid, argv[0], &spawner.m_actions, &spawner.m_attr, argv.data(),
+                            envp.data());
+      rc != 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
+  }
+  return pid;
+}
+
 using clock = std::chrono::steady_clock;
 
 // After a SIGTERM, the time a program gets before SIGKILL.
@@ -170,21 +191,7 @@ Result run(const Command& command) {
   }
   check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
   check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
-  if (command.cwd) {
-    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
-  }
-
-  std::vector<std::string> argv_strings = command.argv;
-  std::vector<std::string> env_strings = build_environment(command);
-  auto argv = as_pointers(argv_strings);
-  auto envp = as_pointers(env_strings);
-
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], actions, &spawner.m_attr, argv.data(), envp.data());
-  if (rc != 0) {
-    throw Error(ExitCode::runtime,
-                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
-  }
+  const pid_t pid = spawn(command, spawner);
   out_pipe.close_write();
   err_pipe.close_write();
   in_pipe.close_read();
@@ -386,19 +393,7 @@ Child::Child(const Command& command) {
   check_spawn(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO), "stdin");
   check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
   check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
-  if (command.cwd) {
-    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
-  }
-  std::vector<std::string> argv_strings = command.argv;
-  std::vector<std::string> env_strings = build_environment(command);
-  auto argv = as_pointers(argv_strings);
-  auto envp = as_pointers(env_strings);
-  pid_t pid = -1;
-  if (int rc = posix_spawnp(&pid, argv[0], actions, &spawner.m_attr, argv.data(), envp.data());
-      rc != 0) {
-    throw Error(ExitCode::runtime,
-                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
-  }
+  const pid_t pid = spawn(command, spawner);
   m_pid = pid;
   set_nonblocking(out_pipe.fds[0]);
   set_nonblocking(err_pipe.fds[0]);
