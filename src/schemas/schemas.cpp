@@ -55,10 +55,10 @@ json profile_with_drivers(const DriverCatalog& drivers) {
   };
   for (const auto* factory : drivers.builtin()) {
     std::string name(factory->name());
-    if (const json* section = find_embedded("drivers/" + name)) {
-      add(name, *section);
-    } else if (json section = factory->schema(); !section.is_null()) {
-      add(name, section);
+    if (const json* published = find_embedded("drivers/" + name)) {
+      add(name, *published);
+    } else if (json own = factory->schema(); !own.is_null()) {
+      add(name, own);
     }
   }
   for (const auto& file : drivers.external()) {
