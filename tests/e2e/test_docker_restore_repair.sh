@@ -56,7 +56,7 @@ restore_and_kill() {
     fi
     sleep 0.1
   done
-  kill -9 "$RESTORE_PID"
+  kill -9 "$RESTORE_PID" 2>/dev/null || fail "the restore ended before it was killed: $(cat "$WORK/restore.out")"
   wait "$RESTORE_PID" 2>/dev/null || true
   RESTORE_PID=""
   [ -n "$NEW" ] && [ "$NEW" != "$CID" ] || fail "the restore never made its new container"
