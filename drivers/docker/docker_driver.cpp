@@ -640,10 +640,16 @@ private:
       io.text.clear();
       try {
         status = run_exec(id, {.argv = readiness.command}, io);
-      } catch (const DriverError&) {
+      } catch (const DriverError& e) {
         // An exec into a container that has died fails: say why it died instead.
         check_alive(id);
-        throw;
+        // A probe the engine did not answer in time (a loaded machine) is "not ready yet", not
+        // a failed create: the readiness deadline decides.
+        if (e.kind() != Kind::timeout) {
+          throw;
+        }
+        status = -1;
+        io.text = e.what();
       }
       if (status == 0) {
         return;
