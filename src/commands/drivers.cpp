@@ -6,6 +6,7 @@
 #include "commands/commands.hpp"
 #include "src/conformance/kit.hpp"
 #include "src/external/external_driver.hpp"
+#include "src/protocol/protocol.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -25,10 +26,7 @@ nlohmann::json row_json(const std::string& name, const std::string& source,
       {"capabilities", nullptr},
       {"error", error.empty() ? nlohmann::json(nullptr) : nlohmann::json(error)}};
   if (caps) {
-    item["capabilities"] = {{"snapshot", caps->snapshot},
-                            {"exec", caps->exec},
-                            {"native_ttl", caps->native_ttl},
-                            {"list_by_label", caps->list_by_label}};
+    item["capabilities"] = protocol::capabilities_json(*caps);
   }
   return item;
 }

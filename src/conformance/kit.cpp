@@ -12,6 +12,7 @@
 #include <sandboxer/interrupt.hpp>
 
 #include "src/events/events.hpp"
+#include "src/file_descriptor.hpp"
 #include "src/files.hpp"
 #include "src/lifecycle/lifecycle.hpp"
 #include "src/lifecycle/rules.hpp"
@@ -208,27 +209,17 @@ private:
 
   ExecResult exec(const std::string& id, ExecRequest request, const std::string& input = "") {
     int fds[2] = {-1, -1};
-    if (request.attach_stdin) {
-      if (::pipe2(fds, O_CLOEXEC) != 0) {
-        throw Error(ExitCode::runtime, "cannot create a pipe");
-      }
-      // Small enough for the pipe's buffer: written at once, then EOF.
-      [[maybe_unused]] auto n = ::write(fds[1], input.data(), input.size());
-      ::close(fds[1]);
+    if (request.attach_stdin && ::pipe2(fds, O_CLOEXEC) != 0) {
+      throw Error(ExitCode::runtime, "cannot create a pipe");
     }
-    CollectIo io(fds[0]);
+    FileDescriptor stdin_read(fds[0]);
+    if (FileDescriptor stdin_write(fds[1]); stdin_write.get() >= 0) {
+      // Small enough for the pipe's buffer: written at once, then EOF when it closes here.
+      [[maybe_unused]] auto n = ::write(stdin_write.get(), input.data(), input.size());
+    }
+    CollectIo io(stdin_read.get());
     ExecResult result;
-    try {
-      result.code = m_engine.exec(id, request, io);
-    } catch (...) {
-      if (fds[0] >= 0) {
-        ::close(fds[0]);
-      }
-      throw;
-    }
-    if (fds[0] >= 0) {
-      ::close(fds[0]);
-    }
+    result.code = m_engine.exec(id, request, io);
     result.out = std::move(io.out_text);
     result.err = std::move(io.err_text);
     return result;

@@ -275,8 +275,7 @@ public:
                    {"workdir", request.workdir ? json(*request.workdir) : json(nullptr)},
                    {"tty", request.tty},
                    {"stdin", request.attach_stdin},
-                   {"spec", m_spec},
-                   {"secrets", m_secrets}};
+                   {"spec", m_spec}};
     Connection::Call call{"exec", params, timeout_of("exec")};
     call.on_output = [&](const json& output) {
       std::string data;
@@ -294,8 +293,7 @@ public:
       }
     };
     call.input_fd = request.attach_stdin ? io.stdin_fd() : -1;
-    Lease connection = m_factory.lease();
-    json result = connection->call(call);
+    json result = send(std::move(call));
     const json& code = member(result, "exit_code", "exec");
     if (!code.is_number_integer()) {
       throw DriverError(DriverError::Kind::error,
@@ -337,9 +335,12 @@ private:
   // Every call that reaches the backend carries the secrets: a SaaS needs its key to destroy as
   // much as to create (docs/driver-protocol.md).
   json call(const std::string& method, json params) {
-    params["secrets"] = m_secrets;
+    return send({method, std::move(params), timeout_of(method)});
+  }
+  json send(Connection::Call call) {
+    call.params["secrets"] = m_secrets;
     Lease connection = m_factory.lease();
-    return connection->call({method, std::move(params), timeout_of(method)});
+    return connection->call(call);
   }
 
   const Factory& m_factory;
