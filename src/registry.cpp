@@ -3,6 +3,9 @@
 #ifdef SANDBOXER_WITH_DOCKER
 #include "drivers/docker/docker_driver.hpp"
 #endif
+#ifdef SANDBOXER_WITH_COMPOSE_SSH
+#include "drivers/compose-ssh/compose_driver.hpp"
+#endif
 #ifdef SANDBOXER_WITH_E2B
 #include "drivers/e2b/e2b_driver.hpp"
 #endif
@@ -22,7 +25,11 @@ const std::vector<BuiltinDriver>& builtin_drivers() {
 #else
       {"docker", nullptr},
 #endif
+#ifdef SANDBOXER_WITH_COMPOSE_SSH
+      {"compose-ssh", &drivers::compose_ssh::compose_ssh_factory()},
+#else
       {"compose-ssh", nullptr},
+#endif
       {"vm-packer", nullptr},
 #ifdef SANDBOXER_WITH_E2B
       {"e2b", &drivers::e2b::e2b_factory()},

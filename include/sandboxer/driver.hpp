@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,14 @@ public:
 
 private:
   std::string m_pointer;
+};
+
+// Where a profile's driver section was written, for values that name local files.
+struct SpecOrigin {
+  // The directory of the profile file that wrote the value at `pointer` (a JSON pointer inside the
+  // section, "/compose_file"); with `extends`, a parent's value resolves against the parent's
+  // directory. A relative path in a profile is relative to this, never to the working directory.
+  std::function<std::filesystem::path(const std::string& pointer)> directory_of;
 };
 
 // "did you mean 'x'?" helper shared by every "unknown ..." message: the closest candidate within
@@ -183,6 +192,14 @@ public:
   // Validates the profile's `<driver>:` section and returns it normalized (defaults filled in),
   // which is what the ledger stores. Throws SpecError.
   virtual nlohmann::json parse_spec(const nlohmann::json& section) const = 0;
+  // parse_spec for a section read from a profile file. A driver whose spec names local files
+  // overrides it to resolve relative paths with `origin`, so that the stored spec holds absolute
+  // ones (and parse_spec of it changes nothing). The default ignores the origin.
+  virtual nlohmann::json parse_profile_section(const nlohmann::json& section,
+                                               const SpecOrigin& origin) const {
+    (void)origin;
+    return parse_spec(section);
+  }
   // The JSON Schema of the profile's `<driver>:` section (`sandboxer schema profile` includes
   // it), or null when the driver publishes none. parse_spec stays the authority.
   virtual nlohmann::json schema() const { return nullptr; }

@@ -161,7 +161,11 @@ nlohmann::json DriverCatalog::check_profile(const Profile& profile) const {
     throw ProfileError(fmt::format("{}: {}", profile.location_of("/driver"), e.what()));
   }
   try {
-    return factory->parse_spec(profile.driver_spec);
+    SpecOrigin origin;
+    origin.directory_of = [&](const std::string& pointer) {
+      return profile.directory_of("/" + profile.driver + pointer);
+    };
+    return factory->parse_profile_section(profile.driver_spec, origin);
   } catch (const SpecError& e) {
     throw ProfileError(fmt::format("{}: {}: {}",
                                    profile.location_of("/" + profile.driver + e.pointer()),

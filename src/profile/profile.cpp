@@ -40,6 +40,22 @@ std::string Profile::location_of(const std::string& json_pointer) const {
   return path.string();
 }
 
+fs::path Profile::directory_of(const std::string& json_pointer) const {
+  // location_of gives "file:line:col" (or the bare file): the file is what precedes the last two
+  // numeric fields, so a path with ':' in it survives.
+  std::string where = location_of(json_pointer);
+  for (int field = 0; field < 2; ++field) {
+    size_t colon = where.rfind(':');
+    if (colon == std::string::npos || colon + 1 == where.size() ||
+        where.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+      break;
+    }
+    where.resize(colon);
+  }
+  fs::path file = where.empty() ? path : fs::path(where);
+  return fs::absolute(file).parent_path();
+}
+
 std::vector<fs::path> profile_search_path(const std::optional<std::string>& cli_dir) {
   std::vector<fs::path> dirs;
   if (cli_dir && !cli_dir->empty()) {

@@ -50,6 +50,9 @@ struct Profile {
   // The place in the YAML a JSON pointer into `resolved` came from ("profiles/ci.yaml:12:5"), or
   // the file's path when unknown. Used to prefix driver schema errors.
   std::string location_of(const std::string& json_pointer) const;
+  // The directory of the profile file that wrote the value at `json_pointer` (an `extends` parent
+  // for an inherited value): relative paths in it resolve against this.
+  std::filesystem::path directory_of(const std::string& json_pointer) const;
   std::map<std::string, std::string> locations; // json pointer -> "file:line:col"
 };
 

@@ -1,0 +1,631 @@
+#include "drivers/compose-ssh/compose_driver.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+
+#include "drivers/compose-ssh/compose_file.hpp"
+#include "drivers/compose-ssh/host.hpp"
+#include "drivers/compose-ssh/spec.hpp"
+#include "drivers/compose-ssh/ssh.hpp"
+
+namespace sandboxer::drivers::compose_ssh {
+namespace {
+
+using nlohmann::json;
+using Kind = DriverError::Kind;
+namespace fs = std::filesystem;
+
+constexpr auto k_poll_interval = std::chrono::milliseconds(250);
+// exec runs a user's command: bounded, but by a day, as the driver protocol bounds it.
+constexpr auto k_exec_deadline = std::chrono::hours(24);
+constexpr const char* k_snapshot_repository = "sandboxer-snapshot/";
+
+std::string read_local(const fs::path& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw DriverError(Kind::invalid_spec,
+                      fmt::format("compose-ssh: cannot read the {} {}", what, path.string()));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Project names and snapshot ids reach remote argv and paths: they must be what sandboxer made.
+void check_name(const std::string& value, const char* what) {
+  static const std::regex form(R"(^[a-z0-9][a-z0-9_-]{0,62}$)");
+  if (!std::regex_match(value, form)) {
+    throw DriverError(Kind::not_found, fmt::format("compose-ssh: \"{}\" is not a {} made by "
+                                                   "sandboxer",
+                                                   value, what));
+  }
+}
+
+std::string project_dir_of(const std::string& project) {
+  return fmt::format("{}/projects/{}", k_state_dir, project);
+}
+
+std::string snapshot_dir_of(const std::string& snapshot) {
+  return fmt::format("{}/snapshots/{}", k_state_dir, snapshot);
+}
+
+std::string snapshot_of(const std::string& backend_ref) {
+  if (!backend_ref.starts_with(k_snapshot_repository)) {
+    throw DriverError(
+        Kind::not_found,
+        fmt::format("compose-ssh: \"{}\" is not a compose-ssh snapshot", backend_ref));
+  }
+  std::string snapshot = backend_ref.substr(std::strlen(k_snapshot_repository));
+  check_name(snapshot, "snapshot");
+  return snapshot;
+}
+
+// The service compose named in its failure output: the one it was pulling, or an "ERROR: for S".
+std::optional<std::string> failing_service(const std::string& output,
+                                           const std::vector<std::string>& services) {
+  std::optional<std::string> found;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    for (const auto& service : services) {
+      for (const auto& form :
+           {"Pulling " + service + " (", "ERROR: for " + service + " ", " " + service + " Error",
+            "service \"" + service + "\"", "Service " + service + " "}) {
+        if (line.find(form) != std::string::npos) {
+          found = service;
+        }
+      }
+    }
+  }
+  return found;
+}
+
+std::string last_meaningful_line(const std::string& output) {
+  std::istringstream lines(output);
+  std::string last;
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+      line.pop_back();
+    }
+    if (!line.empty() && !line.ends_with("... done") && !line.ends_with("...")) {
+      last = line;
+    }
+  }
+  return log::redact(last);
+}
+
+// Holds back the start of a stream while it may be docker's own word that the command could not
+// start ("OCI runtime exec failed: ... executable file not found", which docker writes on stdout),
+// so that it can be told in the one wording every driver uses (unstartable_command). Anything else
+// passes straight through.
+class DockerWords {
+public:
+  explicit DockerWords(std::function<void(std::string_view)> sink) : m_sink(std::move(sink)) {}
+  void write(std::string_view bytes) {
+    if (m_passing) {
+      m_sink(bytes);
+      return;
+    }
+    m_held.append(bytes);
+    static constexpr std::string_view k_docker_says[] = {
+        "OCI runtime exec failed", "Error: No such container", "Error response from daemon"};
+    bool may_be_docker = false;
+    for (auto prefix : k_docker_says) {
+      const size_t n = std::min(prefix.size(), m_held.size());
+      may_be_docker = may_be_docker || m_held.compare(0, n, prefix.substr(0, n)) == 0;
+    }
+    if (!may_be_docker || m_held.size() > 4096) {
+      release();
+    }
+  }
+  void release() {
+    if (!m_held.empty()) {
+      m_sink(m_held);
+      m_held.clear();
+    }
+    m_passing = true;
+  }
+  bool says(std::string_view words) const { return m_held.find(words) != std::string::npos; }
+
+private:
+  std::function<void(std::string_view)> m_sink;
+  std::string m_held;
+  bool m_passing = false;
+};
+
+class ComposeSshDriver : public Driver {
+public:
+  ComposeSshDriver(Spec spec, const DriverContext& context)
+      : m_spec(std::move(spec)), m_ssh(target_of(m_spec)), m_host(m_ssh, m_spec.command_timeout),
+        m_progress(*context.progress) {}
+
+  CreateResult create(const CreateRequest& request) override {
+    const std::string project = request.sandbox_id;
+    check_name(project, "project");
+    std::string compose_text;
+    std::optional<std::string> env_text;
+    std::map<std::string, std::string> images;
+    std::string compose_path = m_spec.compose_file.string();
+    if (request.from_snapshot) {
+      const std::string snapshot = snapshot_of(*request.from_snapshot);
+      auto manifest = json::parse(
+          m_host.read(snapshot_dir_of(snapshot) + "/manifest.json", "snapshot " + snapshot),
+          nullptr, false);
+      if (!manifest.is_object() || !manifest.contains("compose") ||
+          !manifest["compose"].is_string() || !manifest.contains("services")) {
+        throw DriverError(
+            Kind::not_found,
+            fmt::format("compose-ssh: the manifest of snapshot {} on {} is unreadable", snapshot,
+                        m_host.where()));
+      }
+      compose_text = manifest["compose"].get<std::string>();
+      compose_path = fmt::format("{} (snapshot {})", compose_path, snapshot);
+      if (manifest.contains("env") && manifest["env"].is_string()) {
+        env_text = manifest["env"].get<std::string>();
+      }
+      for (const auto& [service, entry] : manifest["services"].items()) {
+        images[service] = entry.value("image", "");
+      }
+      require_images(images, snapshot);
+    } else {
+      compose_text = read_local(m_spec.compose_file, "compose_file");
+      if (m_spec.env_file) {
+        env_text = read_local(*m_spec.env_file, "env_file");
+      }
+    }
+    ComposeFile file = read_compose_file(compose_text, compose_path);
+    const std::string exec_service = m_spec.service.value_or(file.services.front());
+    if (std::find(file.services.begin(), file.services.end(), exec_service) ==
+        file.services.end()) {
+      throw DriverError(Kind::invalid_spec,
+                        fmt::format("compose-ssh: service \"{}\" is not in {} (it has: {})",
+                                    exec_service, compose_path, fmt::join(file.services, ", ")));
+    }
+
+    const auto compose = m_host.compose_command();
+    const std::string dir = project_dir_of(project);
+    std::vector<TarEntry> files = {{dir + "/", "", 0700},
+                                   {dir + "/compose.yml", compose_text, 0600},
+                                   {dir + "/sandboxer.override.yml",
+                                    override_file(file, request.labels, request.env, images),
+                                    0600}};
+    if (env_text) {
+      files.push_back({dir + "/env", *env_text, 0600});
+    }
+    m_progress.update(fmt::format("sending project {} to {}", project, m_host.where()));
+    try {
+      m_host.upload(files);
+      up(project, compose, file, env_text.has_value(), !images.empty());
+      auto containers = wait_until_ready(project, file);
+      json info = {{"host", m_host.where()},
+                   {"project", project},
+                   {"project_dir", m_spec.project_dir.value_or(dir)},
+                   {"compose", fmt::format("{}", fmt::join(compose, " "))},
+                   {"service", exec_service},
+                   {"services", file.services}};
+      json ids = json::object();
+      for (const auto& container : containers) {
+        if (!ids.contains(container.service)) {
+          ids[container.service] = container.id;
+        }
+      }
+      info["containers"] = ids;
+      if (request.from_snapshot) {
+        info["snapshot"] = *request.from_snapshot;
+      }
+      return {project, info};
+    } catch (const Error& e) {
+      // A half-made project is torn down here; when even that fails, the containers carry
+      // sandboxer's labels and `reap --orphans` finds them.
+      std::string what = e.what();
+      try {
+        interrupt::Shield shield;
+        m_host.tear_down(project, std::chrono::seconds(0));
+      } catch (const Error& undo) {
+        what += fmt::format("; removing what it made failed too ({}): 'sandboxer reap --orphans' "
+                            "finishes it",
+                            undo.what());
+      }
+      if (const auto* driver_error = dynamic_cast<const DriverError*>(&e)) {
+        throw DriverError(driver_error->kind(), what);
+      }
+      throw Error(e.code(), what);
+    }
+  }
+
+  void destroy(const SandboxHandle& sandbox) override {
+    check_name(sandbox.backend_id, "project");
+    m_host.tear_down(sandbox.backend_id, sandbox.stop_grace.value_or(m_spec.stop_timeout));
+  }
+
+  BackendStatus status(const SandboxHandle& sandbox) override {
+    check_name(sandbox.backend_id, "project");
+    auto containers = m_host.containers(sandbox.backend_id);
+    BackendStatus status;
+    if (containers.empty()) {
+      status.state = BackendStatus::State::missing;
+      status.detail =
+          fmt::format("no container of project {} on {}", sandbox.backend_id, m_host.where());
+      return status;
+    }
+    bool all_running = true, any_paused = false;
+    std::vector<std::string> parts;
+    for (const auto& container : containers) {
+      all_running = all_running && container.state == "running";
+      any_paused = any_paused || container.state == "paused";
+      parts.push_back(fmt::format("{}: {}", container.service, container.status));
+    }
+    status.state = all_running  ? BackendStatus::State::running
+                   : any_paused ? BackendStatus::State::paused
+                                : BackendStatus::State::stopped;
+    const std::string& version = containers.front().compose_version;
+    const bool v2 = !version.empty() && version.front() >= '2';
+    status.detail =
+        fmt::format("{} on {} ({}); compose: {} {}", sandbox.backend_id, m_host.where(),
+                    fmt::join(parts, ", "), v2 ? "docker compose" : "docker-compose", version);
+    return status;
+  }
+
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    const std::string project = sandbox.backend_id;
+    check_name(project, "project");
+    check_name(request.snapshot_id, "snapshot");
+    auto containers = m_host.containers(project);
+    if (containers.empty()) {
+      throw DriverError(Kind::not_found, fmt::format("compose-ssh: project {} has no container "
+                                                     "on {}",
+                                                     project, m_host.where()));
+    }
+    const std::string repository = k_snapshot_repository + request.snapshot_id;
+    json services = json::object();
+    std::vector<std::string> made;
+    try {
+      for (const auto& container : containers) {
+        if (services.contains(container.service)) {
+          continue; // a scaled service: its first container stands for it
+        }
+        const std::string image = repository + ":" + container.service;
+        m_progress.update(fmt::format("committing {} on {}", container.service, m_host.where()));
+        RemoteCall commit;
+        commit.argv = {"docker", "commit", "--pause=true", container.id, image};
+        commit.timeout = std::max(m_spec.command_timeout, std::chrono::milliseconds(600'000));
+        auto result = m_ssh.run(commit);
+        if (result.exit_code != 0) {
+          throw DriverError(Kind::error,
+                            fmt::format("compose-ssh: committing service {} of project {} on {} "
+                                        "failed: {}",
+                                        container.service, project, m_host.where(),
+                                        last_meaningful_line(result.err)));
+        }
+        made.push_back(image);
+        services[container.service] = {
+            {"image", image}, {"image_id", trim(result.out)}, {"container", container.id}};
+      }
+      const std::string dir = project_dir_of(project);
+      json manifest = {
+          {"format", 1},
+          {"snapshot", request.snapshot_id},
+          {"name", request.name},
+          {"project", project},
+          {"services", services},
+          {"compose", m_host.read(dir + "/compose.yml", "the compose file of " + project)}};
+      auto env = m_host.run({"cat", "--", dir + "/env"});
+      if (env.exit_code == 0) {
+        manifest["env"] = env.out;
+      }
+      const std::string snapshot_dir = snapshot_dir_of(request.snapshot_id);
+      m_host.upload({{snapshot_dir + "/", "", 0700},
+                     {snapshot_dir + "/manifest.json", manifest.dump(2) + "\n", 0600}});
+    } catch (const Error&) {
+      interrupt::Shield shield;
+      try {
+        delete_snapshot(repository);
+      } catch (const Error&) {
+        // the first error is the one to report
+      }
+      throw;
+    }
+    return {repository, images_size(made)};
+  }
+
+  void delete_snapshot(const std::string& backend_ref) override {
+    const std::string snapshot = snapshot_of(backend_ref);
+    auto images = m_host.check({"docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}",
+                                k_snapshot_repository + snapshot},
+                               "listing the images of snapshot " + snapshot);
+    std::vector<std::string> remove = {"docker", "image", "rm"};
+    std::istringstream lines(images);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty()) {
+        remove.push_back(line);
+      }
+    }
+    if (remove.size() > 3) {
+      m_host.check(remove, "removing the images of snapshot " + snapshot);
+    }
+    m_host.check({"rm", "-rf", "--", snapshot_dir_of(snapshot)},
+                 "removing the manifest of snapshot " + snapshot);
+  }
+
+  int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
+    check_name(sandbox.backend_id, "project");
+    const std::string service =
+        m_spec.service.value_or(sandbox.info.value("service", std::string()));
+    std::string container = container_of(sandbox, service);
+    std::vector<std::string> argv = {"docker", "exec"};
+    if (request.attach_stdin) {
+      argv.push_back("-i");
+    }
+    if (request.tty) {
+      argv.push_back("-t");
+      if (auto size = io.terminal_size()) {
+        // The first size the command sees; ssh forwards later resizes of its own terminal.
+        argv.insert(argv.end(), {"-e", fmt::format("COLUMNS={}", size->cols), "-e",
+                                 fmt::format("LINES={}", size->rows)});
+      }
+    }
+    for (const auto& [key, value] : request.env) {
+      argv.insert(argv.end(), {"-e", key + "=" + value});
+    }
+    if (request.workdir) {
+      argv.insert(argv.end(), {"-w", *request.workdir});
+    }
+    argv.push_back(container);
+    argv.insert(argv.end(), request.argv.begin(), request.argv.end());
+
+    DockerWords out([&](std::string_view bytes) { io.out(bytes); });
+    DockerWords err([&](std::string_view bytes) { io.err(bytes); });
+    RemoteCall call;
+    call.argv = argv;
+    call.timeout = k_exec_deadline;
+    call.tty = request.tty;
+    call.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
+    call.on_interrupt = proc::Command::OnInterrupt::forward;
+    call.on_stdout = [&](std::string_view bytes) { out.write(bytes); };
+    call.on_stderr = [&](std::string_view bytes) { err.write(bytes); };
+    auto result = m_ssh.run(call);
+    auto docker_says = [&](std::string_view words) { return out.says(words) || err.says(words); };
+    if (docker_says("Error: No such container")) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("compose-ssh: the container of service {} in project {} is "
+                                    "gone from {}",
+                                    service, sandbox.backend_id, m_host.where()));
+    }
+    if (docker_says("OCI runtime exec failed") &&
+        (result.exit_code == 126 || result.exit_code == 127)) {
+      const bool missing =
+          docker_says("executable file not found") || docker_says("no such file or directory");
+      return unstartable_command(request.argv.empty() ? "" : request.argv.front(), missing, io);
+    }
+    out.release();
+    err.release();
+    return result.status();
+  }
+
+  std::vector<RemoteResource> list_remote(const Labels& selector) override {
+    std::map<std::string, RemoteResource> projects;
+    for (const auto& container : m_host.containers_labelled(selector)) {
+      auto project = container.labels.find("com.docker.compose.project");
+      if (project == container.labels.end()) {
+        continue;
+      }
+      auto& resource = projects[project->second];
+      if (resource.backend_id.empty()) {
+        resource.backend_id = project->second;
+        for (const auto& [key, value] : container.labels) {
+          if (!key.starts_with("com.docker.compose.")) {
+            resource.labels[key] = value;
+          }
+        }
+        resource.state = container.state;
+      } else if (container.state != resource.state) {
+        resource.state = "mixed";
+      }
+    }
+    std::vector<RemoteResource> found;
+    for (auto& [name, resource] : projects) {
+      found.push_back(std::move(resource));
+    }
+    return found;
+  }
+
+private:
+  static Target target_of(const Spec& spec) {
+    return {spec.host,          spec.port,        spec.user,
+            spec.identity_file, spec.known_hosts, spec.connect_timeout};
+  }
+
+  static std::string trim(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+      text.pop_back();
+    }
+    return text;
+  }
+
+  void require_images(const std::map<std::string, std::string>& images,
+                      const std::string& snapshot) {
+    std::vector<std::string> argv = {"docker", "image", "inspect", "--format", "{{.Id}}"};
+    for (const auto& [service, image] : images) {
+      argv.push_back(image);
+    }
+    auto result = m_host.run(argv);
+    if (result.exit_code != 0) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("compose-ssh: the images of snapshot {} are not all on {}: {}",
+                                    snapshot, m_host.where(), last_meaningful_line(result.err)));
+    }
+  }
+
+  void up(const std::string& project, const std::vector<std::string>& compose,
+          const ComposeFile& file, bool with_env, bool from_images) {
+    const std::string dir = project_dir_of(project);
+    std::vector<std::string> argv = compose;
+    argv.insert(argv.end(), {"-p", project, "--project-directory", m_spec.project_dir.value_or(dir),
+                             "-f", dir + "/compose.yml", "-f", dir + "/sandboxer.override.yml"});
+    if (with_env) {
+      argv.insert(argv.end(), {"--env-file", dir + "/env"});
+    }
+    argv.insert(argv.end(), {"up", "-d"});
+    if (from_images) {
+      argv.push_back("--no-build");
+    }
+    m_progress.update(fmt::format("{} up on {}", fmt::join(compose, " "), m_host.where()));
+    RemoteCall call;
+    call.argv = argv;
+    call.timeout = m_spec.up_timeout;
+    auto result = m_ssh.run(call);
+    if (result.exit_code == 0) {
+      return;
+    }
+    const std::string output = result.err + "\n" + result.out;
+    if (result.exit_code == 127) {
+      throw DriverError(Kind::error,
+                        fmt::format("compose-ssh: neither 'docker compose' nor 'docker-compose' is "
+                                    "installed on {}",
+                                    m_host.where()));
+    }
+    auto service = failing_service(output, file.services);
+    throw DriverError(Kind::error,
+                      fmt::format("compose-ssh: compose up of project {} on {} failed{}: {}",
+                                  project, m_host.where(),
+                                  service ? fmt::format(" for service {}", *service) : "",
+                                  last_meaningful_line(output)));
+  }
+
+  // Polls until every container runs (and is healthy when it has a healthcheck). A container
+  // that exits, restarts or turns unhealthy fails the create at once, with its last log lines.
+  std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file) {
+    m_progress.update(fmt::format("waiting for the services of {} on {}", project, m_host.where()));
+    const auto deadline = std::chrono::steady_clock::now() + m_spec.ready_timeout;
+    while (true) {
+      auto containers = m_host.containers(project);
+      std::vector<std::string> waiting;
+      std::set<std::string> seen;
+      for (const auto& container : containers) {
+        seen.insert(container.service);
+        const std::string health = container.health();
+        if (container.state == "exited" || container.state == "dead" ||
+            container.state == "restarting" || health == "unhealthy") {
+          throw service_failed(project, container);
+        }
+        if (container.state != "running" || health == "starting") {
+          waiting.push_back(fmt::format("{} ({})", container.service, container.status));
+        }
+      }
+      for (const auto& service : file.services) {
+        if (!seen.count(service) && containers.empty()) {
+          waiting.push_back(service + " (no container yet)");
+        }
+      }
+      if (waiting.empty()) {
+        return containers;
+      }
+      if (std::chrono::steady_clock::now() + k_poll_interval > deadline) {
+        throw DriverError(Kind::timeout,
+                          fmt::format("compose-ssh: project {} on {} was not ready within {}: "
+                                      "still waiting for {}",
+                                      project, m_host.where(),
+                                      fmt::format("{}s", m_spec.ready_timeout.count() / 1000),
+                                      fmt::join(waiting, ", ")));
+      }
+      interrupt::sleep_for(k_poll_interval);
+    }
+  }
+
+  DriverError service_failed(const std::string& project, const Container& container) {
+    auto logs = m_host.run({"docker", "logs", "--tail", "5", container.id});
+    std::string last = last_meaningful_line(logs.err + "\n" + logs.out);
+    std::string how = container.health() == "unhealthy" ? "is unhealthy"
+                      : container.state == "restarting"
+                          ? "keeps restarting"
+                          : fmt::format("exited with code {}", container.exit_code().value_or(-1));
+    return DriverError(Kind::error,
+                       fmt::format("compose-ssh: service {} of project {} on {} {} right after "
+                                   "it started{}",
+                                   container.service, project, m_host.where(), how,
+                                   last.empty() ? "" : fmt::format(" (last log line: {})", last)));
+  }
+
+  std::string container_of(const SandboxHandle& sandbox, const std::string& service) {
+    // The ids create() saw, when they are of this very project; else the project's labels say.
+    if (sandbox.info.value("project", std::string()) == sandbox.backend_id &&
+        sandbox.info.contains("containers") && sandbox.info["containers"].contains(service) &&
+        sandbox.info["containers"][service].is_string()) {
+      return sandbox.info["containers"][service].get<std::string>();
+    }
+    for (const auto& container : m_host.containers(sandbox.backend_id)) {
+      if (container.service == service || service.empty()) {
+        return container.id;
+      }
+    }
+    throw DriverError(Kind::not_found,
+                      fmt::format("compose-ssh: project {} has no container of service {} on {}",
+                                  sandbox.backend_id, service, m_host.where()));
+  }
+
+  std::optional<std::uint64_t> images_size(const std::vector<std::string>& images) {
+    if (images.empty()) {
+      return std::nullopt;
+    }
+    std::vector<std::string> argv = {"docker", "image", "inspect", "--format", "{{.Size}}"};
+    argv.insert(argv.end(), images.begin(), images.end());
+    auto result = m_host.run(argv);
+    if (result.exit_code != 0) {
+      return std::nullopt;
+    }
+    std::uint64_t total = 0;
+    std::istringstream lines(result.out);
+    for (std::string line; std::getline(lines, line);) {
+      try {
+        total += std::stoull(line);
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+    return total;
+  }
+
+  Spec m_spec;
+  Ssh m_ssh;
+  Host m_host;
+  Progress& m_progress;
+};
+
+class ComposeSshFactory : public DriverFactory {
+public:
+  std::string_view name() const override { return "compose-ssh"; }
+  std::string_view doc() const override {
+    return "a compose project on a remote host, over the system ssh client";
+  }
+  Capabilities capabilities() const override {
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = false,
+            .list_by_label = true,
+            .restore_in_place = false};
+  }
+  json parse_spec(const json& section) const override {
+    return to_json(compose_ssh::parse_spec(section));
+  }
+  json parse_profile_section(const json& section, const SpecOrigin& origin) const override {
+    return to_json(compose_ssh::parse_profile_section(section, origin));
+  }
+  std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
+    return std::make_unique<ComposeSshDriver>(compose_ssh::parse_spec(spec), context);
+  }
+};
+
+} // namespace
+
+const DriverFactory& compose_ssh_factory() {
+  static const ComposeSshFactory factory;
+  return factory;
+}
+
+} // namespace sandboxer::drivers::compose_ssh

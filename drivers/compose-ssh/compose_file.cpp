@@ -1,0 +1,71 @@
+#include "drivers/compose-ssh/compose_file.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sandboxer/error.hpp>
+
+namespace sandboxer::drivers::compose_ssh {
+
+ComposeFile read_compose_file(const std::string& text, const std::string& path) {
+  auto invalid = [&](const std::string& where, const std::string& what) {
+    return DriverError(DriverError::Kind::invalid_spec,
+                       fmt::format("compose-ssh: {}{}: {}", path, where, what));
+  };
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw invalid(fmt::format(":{}:{}", e.mark.line + 1, e.mark.column + 1), e.msg);
+  }
+  if (!root.IsMap()) {
+    throw invalid("", "expected a compose file (a mapping with services:)");
+  }
+  ComposeFile file;
+  try {
+    if (auto version = root["version"]; version && version.IsScalar()) {
+      file.version = version.as<std::string>();
+    }
+    auto services = root["services"];
+    if (!services || !services.IsMap() || services.size() == 0) {
+      auto mark = services ? services.Mark() : root.Mark();
+      throw invalid(fmt::format(":{}:{}", mark.line + 1, mark.column + 1),
+                    "expected services: with at least one service");
+    }
+    for (const auto& service : services) {
+      if (!service.first.IsScalar()) {
+        auto mark = service.first.Mark();
+        throw invalid(fmt::format(":{}:{}", mark.line + 1, mark.column + 1),
+                      "a service name must be text");
+      }
+      file.services.push_back(service.first.as<std::string>());
+    }
+  } catch (const YAML::Exception& e) {
+    throw invalid(fmt::format(":{}:{}", e.mark.line + 1, e.mark.column + 1), e.msg);
+  }
+  return file;
+}
+
+std::string override_file(const ComposeFile& file, const Labels& labels,
+                          const std::map<std::string, std::string>& environment,
+                          const std::map<std::string, std::string>& images) {
+  nlohmann::json document = nlohmann::json::object();
+  if (file.version) {
+    document["version"] = *file.version;
+  }
+  nlohmann::json services = nlohmann::json::object();
+  for (const auto& name : file.services) {
+    nlohmann::json service = {{"labels", labels}};
+    if (!environment.empty()) {
+      service["environment"] = environment;
+    }
+    if (auto image = images.find(name); image != images.end()) {
+      service["image"] = image->second;
+    }
+    services[name] = std::move(service);
+  }
+  document["services"] = std::move(services);
+  return document.dump(2) + "\n";
+}
+
+} // namespace sandboxer::drivers::compose_ssh

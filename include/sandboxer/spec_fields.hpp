@@ -1,0 +1,27 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+// Typed reads of a driver's profile section for parse_spec: each throws SpecError naming the
+// JSON pointer of the bad value, with what was expected.
+namespace sandboxer::spec_fields {
+
+// A non-empty string.
+std::string text_at(const nlohmann::json& value, const std::string& pointer);
+// A list of strings.
+std::vector<std::string> strings_at(const nlohmann::json& value, const std::string& pointer);
+// A map of name: value; numbers and booleans are kept as their text.
+std::map<std::string, std::string> map_at(const nlohmann::json& value, const std::string& pointer);
+// A duration above zero ("500ms", "30s", "2m").
+std::chrono::milliseconds duration_at(const nlohmann::json& value, const std::string& pointer);
+// An integer within [low, high], written as a number or as its digits.
+long long integer_at(const nlohmann::json& value, const std::string& pointer, long long low,
+                     long long high);
+// The text of a duration as parse_duration_ms reads it back ("1500ms", "30s", "2m").
+std::string duration_text(std::chrono::milliseconds duration);
+
+} // namespace sandboxer::spec_fields
