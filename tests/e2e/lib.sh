@@ -22,6 +22,12 @@ STATE="$WORK/state"
 PROFILES="$WORK/profiles"
 mkdir -p "$PROFILES"
 trap 'rm -rf "$WORK"' EXIT
+# at_exit CMD: runs CMD when the test exits (last added first), before $WORK goes.
+AT_EXIT=""
+at_exit() {
+  AT_EXIT="$1; $AT_EXIT"
+  trap "$AT_EXIT"' rm -rf "$WORK"' EXIT
+}
 
 # sbx ARGS...: the binary with this test's state and profiles.
 sbx() { "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" "$@"; }
@@ -163,7 +169,7 @@ start_fake_e2b() {
   python3 "$SANDBOXER_SOURCE_DIR/tests/fake_e2b/server.py" --key-file "$WORK/key" >"$WORK/fake.out" \
     2>"$WORK/fake.err" &
   FAKE_PID=$!
-  trap 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  at_exit 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true'
   local port=""
   for _ in $(seq 100); do
     port=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
@@ -173,4 +179,88 @@ start_fake_e2b() {
   [ -n "$port" ] || fail "the fake did not start: $(cat "$WORK/fake.err")"
   FAKE_URL="http://127.0.0.1:$port"
   export FAKE_URL
+}
+
+# The remote user of the compose-ssh tests: /bin/sh as its shell (root's .bashrc is slow), in the
+# docker group, its password field '*' (no password, not locked: sshd without PAM refuses a
+# locked account).
+SSH_USER=sandboxer-e2e
+
+# free_port: a loopback TCP port nobody listens on now.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_sshd [EXTRA_CONFIG_LINE...]: a throwaway sshd on a loopback port, in front of this
+# machine's dockerd, with its own host key and a client key of its own. Sets $SSH_PORT,
+# $SSH_DIR (client_key, known_hosts), $SSHD_PID and $SSHD_LOG; stops it when the test exits.
+start_sshd() {
+  [ -x /usr/sbin/sshd ] || skip "sshd is missing (openssh-server)"
+  command -v docker-compose >/dev/null || skip "docker-compose is missing"
+  if ! id "$SSH_USER" >/dev/null 2>&1; then
+    [ "$(id -u)" -eq 0 ] || skip "user $SSH_USER is missing and only root can add it"
+    (
+      flock 9
+      id "$SSH_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh -G docker "$SSH_USER"
+      usermod -p '*' "$SSH_USER"
+    ) 9>/tmp/sandboxer-e2e-user.lock
+  fi
+  mkdir -p /run/sshd
+  SSH_DIR="$WORK/ssh"
+  mkdir -p "$SSH_DIR"
+  chmod 755 "$WORK" "$SSH_DIR"
+  ssh-keygen -q -t ed25519 -N '' -C e2e-host -f "$SSH_DIR/host_key"
+  ssh-keygen -q -t ed25519 -N '' -C e2e-client -f "$SSH_DIR/client_key"
+  cp "$SSH_DIR/client_key.pub" "$SSH_DIR/authorized_keys"
+  chmod 644 "$SSH_DIR/authorized_keys"
+  SSHD_LOG="$SSH_DIR/sshd.log"
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    SSH_PORT=$(free_port)
+    {
+      printf 'ListenAddress 127.0.0.1\nPort %s\nHostKey %s\n' "$SSH_PORT" "$SSH_DIR/host_key"
+      printf 'AuthorizedKeysFile %s\nPidFile none\nUsePAM no\n' "$SSH_DIR/authorized_keys"
+      printf 'PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\n'
+      printf 'AllowUsers %s\nLogLevel VERBOSE\n' "$SSH_USER"
+      local line
+      for line in "$@"; do printf '%s\n' "$line"; done
+    } >"$SSH_DIR/sshd_config"
+    /usr/sbin/sshd -D -f "$SSH_DIR/sshd_config" -E "$SSHD_LOG" &
+    SSHD_PID=$!
+    at_exit "kill $SSHD_PID 2>/dev/null || true; wait $SSHD_PID 2>/dev/null || true"
+    local _
+    for _ in $(seq 50); do
+      grep -q "Server listening" "$SSHD_LOG" 2>/dev/null && break
+      kill -0 "$SSHD_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    grep -q "Server listening" "$SSHD_LOG" 2>/dev/null && break
+  done
+  grep -q "Server listening" "$SSHD_LOG" || fail "sshd did not start: $(cat "$SSHD_LOG")"
+  echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$SSH_DIR/host_key.pub")" >"$SSH_DIR/known_hosts"
+}
+
+# compose_profile NAME COMPOSE_FILE [EXTRA_YAML]: a compose-ssh profile for the sshd of
+# start_sshd; COMPOSE_FILE is written as given (relative paths resolve against $PROFILES).
+compose_profile() {
+  cat >"$PROFILES/$1.yaml" <<EOF2
+driver: compose-ssh
+ttl: { default: 30m, max: 2h }
+compose-ssh:
+  host: 127.0.0.1
+  port: $SSH_PORT
+  user: $SSH_USER
+  identity_file: $SSH_DIR/client_key
+  known_hosts: $SSH_DIR/known_hosts
+  compose_file: $2
+${3:-}
+EOF2
+}
+
+# compose_leftovers PROJECT: what the host still holds of a compose project (containers, networks,
+# volumes), one per line; empty when nothing.
+compose_leftovers() {
+  docker ps -aq --filter "label=com.docker.compose.project=$1"
+  docker network ls -q --filter "label=com.docker.compose.project=$1"
+  docker volume ls -q --filter "label=com.docker.compose.project=$1"
 }

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# compose-ssh end to end: a throwaway sshd on loopback (its own host and client keys) in front of
+# this machine's dockerd, a user whose shell is /bin/sh, and Debian's docker-compose on the "host".
+# The full lifecycle (labels on every container, readiness with a healthcheck, exec with split
+# streams, stdin, a terminal, exit codes, snapshot of every service, restore, destroy twice), one
+# ssh connection per command, reap --orphans, and the conformance kit.
+. "$(dirname "$0")/lib.sh"
+require_docker
+start_sshd
+cd "$WORK"
+
+cat >"$PROFILES/stack.yml" <<'EOF2'
+version: "3.8"
+services:
+  web:
+    image: sandboxer/busybox:local
+    command: ["sleep", "3600"]
+    init: true
+    environment: { ROLE: web }
+    volumes: [ "data:/data" ]
+  db:
+    image: sandboxer/busybox:local
+    command: ["sleep", "3600"]
+    init: true
+    healthcheck: { test: ["CMD", "true"], interval: 1s }
+volumes:
+  data: {}
+EOF2
+# compose_file is relative: it resolves against the profile's directory, not the working one.
+compose_profile compose stack.yml "env: { GREETING: hello }"
+PROJECTS=()
+cleanup_projects() {
+  for p in "${PROJECTS[@]}"; do
+    ids=$(docker ps -aq --filter "label=com.docker.compose.project=$p")
+    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+  done
+}
+at_exit cleanup_projects
+
+accepted() { grep -c "Accepted publickey" "$SSHD_LOG" || true; }
+
+# create: every container labelled, the healthcheck passed, one ssh connection for the command.
+BEFORE=$(accepted)
+expect_code 0 sbx create --profile compose --label team=e2e -o json
+ID=$(jq -r .id <<<"$OUT")
+PROJECTS+=("$ID")
+[ "$(jq -r .state <<<"$OUT")" = running ] || fail "not running: $OUT"
+[ "$(jq -r .backend_id <<<"$OUT")" = "$ID" ] || fail "the project is not named after the id: $OUT"
+[ "$(($(accepted) - BEFORE))" = 1 ] || fail "create opened $(($(accepted) - BEFORE)) ssh connections, expected 1"
+LEDGER=$(jq -r .ledger_id "$STATE/ledger.json")
+[ "$(docker ps -q --filter "label=sandboxer.id=$ID" --filter "label=sandboxer.ledger=$LEDGER" \
+  --filter "label=team=e2e" | wc -l)" = 2 ] || fail "the two services do not carry sandboxer's labels"
+[ "$(docker inspect -f '{{.State.Health.Status}}' "${ID}_db_1")" = healthy ] ||
+  fail "create returned before the healthcheck passed"
+# The shared connection ends with the command: sshd has no session left.
+for _ in $(seq 30); do [ -z "$(pgrep -P "$SSHD_PID" || true)" ] && break; sleep 0.1; done
+[ -z "$(pgrep -P "$SSHD_PID" || true)" ] || fail "an ssh connection outlived its command"
+expect_code 0 sbx status "$ID"
+expect_contains "$OUT" "docker-compose 1.29.2"
+expect_contains "$OUT" "running"
+
+# exec: the first service by default; split streams, exit codes, stdin, env, workdir.
+expect_code 3 sbx exec "$ID" -- sh -c 'echo "out $ROLE $GREETING"; echo err >&2; exit 3'
+[ "$OUT" = "out web hello" ] || fail "stdout: $OUT"
+[ "$ERR" = "err" ] || fail "stderr: $ERR"
+expect_code 0 sbx exec "$ID" -- sh -c 'printf "%s|" "$@"' x 'a b' "it's" '$HOME' ';' '*'
+[ "$OUT" = "a b|it's|\$HOME|;|*|" ] || fail "arguments were reparsed on the host: $OUT"
+OUT=$(printf 'line1\nline2\n' | sbx exec -i "$ID" -- wc -l)
+[ "$OUT" = 2 ] || fail "stdin: $OUT"
+expect_code 0 sbx exec --env K=v --workdir /tmp "$ID" -- sh -c 'echo $K $(pwd)'
+[ "$OUT" = "v /tmp" ] || fail "env/workdir: $OUT"
+expect_code 127 sbx exec "$ID" -- no-such-program
+expect_contains "$ERR" "command not found"
+# A terminal: -it from a pty gets one on the host, with the local size.
+cat >"$WORK/run_on_pty.py" <<'EOF2'
+import fcntl, os, pty, select, struct, sys, termios, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+text, deadline = b"", time.time() + 30
+while time.time() < deadline:
+    ready, _, _ = select.select([fd], [], [], 0.1)
+    if ready:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        text += chunk
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(text.decode(errors="replace"))
+print("exit=%d" % os.waitstatus_to_exitcode(status))
+EOF2
+OUT=$(/usr/bin/python3 "$WORK/run_on_pty.py" "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" \
+  exec -it "$ID" -- sh -c 'tty; stty size; exit 5')
+expect_contains "$OUT" "/dev/pts/"
+expect_contains "$OUT" "33 111"
+expect_contains "$OUT" "exit=5"
+
+# snapshot: one image per service on the host, one snapshot in the ledger, a manifest beside.
+sbx exec "$ID" -- sh -c 'echo kept > /root/marker; echo vol > /data/v'
+expect_code 0 sbx snapshot "$ID" --name s1 -o json
+SNAP=$(jq -r .id <<<"$OUT")
+REF=$(jq -r .backend_ref <<<"$OUT")
+[ "$REF" = "sandboxer-snapshot/$SNAP" ] || fail "backend ref: $OUT"
+[ "$(docker image ls --format '{{.Tag}}' "$REF" | sort | tr '\n' ' ')" = "db web " ] ||
+  fail "snapshot images: $(docker image ls "$REF")"
+[ "$(record "$ID" '.snapshots | length')" = 1 ] || fail "the ledger holds more than one snapshot"
+MANIFEST="/home/$SSH_USER/.sandboxer/compose-ssh/snapshots/$SNAP/manifest.json"
+[ "$(jq -r '.services | keys | join(",")' "$MANIFEST")" = "db,web" ] || fail "manifest: $(cat "$MANIFEST")"
+
+# restore: a new project from those images, the file written before is there.
+expect_code 0 sbx restore "$ID:s1" -o json
+RID=$(jq -r .id <<<"$OUT")
+PROJECTS+=("$RID")
+[ "$RID" != "$ID" ] || fail "restore reused the id"
+expect_code 0 sbx exec "$RID" -- cat /root/marker
+[ "$OUT" = kept ] || fail "restored: $OUT"
+[ "$(docker inspect -f '{{.Config.Image}}' "${RID}_db_1")" = "$REF:db" ] || fail "db not from its snapshot"
+
+# destroy: containers, networks, volumes and the project's files go; a second destroy succeeds.
+expect_code 0 sbx destroy "$ID"
+[ -z "$(compose_leftovers "$ID")" ] || fail "destroy left: $(compose_leftovers "$ID")"
+[ ! -e "/home/$SSH_USER/.sandboxer/compose-ssh/projects/$ID" ] || fail "destroy left the project's files"
+expect_code 0 sbx destroy "$ID"
+expect_code 0 sbx status "$ID" -o json
+
+# reap --orphans: a project of this ledger whose record is lost is found by its labels.
+expect_code 0 sbx create --profile compose --quiet
+ORPHAN=$OUT
+PROJECTS+=("$ORPHAN")
+jq --arg id "$ORPHAN" '.sandboxes |= map(select(.id != $id))' "$STATE/ledger.json" >"$WORK/l.json"
+cp "$WORK/l.json" "$STATE/ledger.json"
+expect_code 0 sbx reap --skew 0s --orphans=destroy -o json
+[ "$(jq -r '[.items[] | select(.action == "orphan")] | map(.id + ":" + .outcome) | join(",")' \
+  <<<"$OUT")" = "$ORPHAN:destroyed" ] || fail "orphan: $OUT"
+[ -z "$(compose_leftovers "$ORPHAN")" ] || fail "the orphan's project is still there"
+# A project removed behind sandboxer's back: its record is closed as vanished.
+docker rm -f $(docker ps -aq --filter "label=com.docker.compose.project=$RID") >/dev/null
+expect_code 0 sbx status "$RID" -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = missing ] || fail "status of a removed project: $OUT"
+
+# delete the snapshot: its images and manifest go.
+expect_code 0 sbx snapshots rm "$ID:s1"
+[ -z "$(docker image ls -q "$REF")" ] || fail "snapshot images left"
+[ ! -e "$MANIFEST" ] || fail "manifest left"
+
+# The conformance kit, through the same sshd.
+expect_code 0 sbx drivers test --profile compose -o json
+[ "$(jq .failed <<<"$OUT")" = 0 ] || fail "kit: $(jq -c '.checks[] | select(.result == "fail")' <<<"$OUT")"
+[ "$(jq .skipped <<<"$OUT")" = 0 ] || fail "kit skipped checks: $OUT"
+echo ok
