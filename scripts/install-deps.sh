@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-14-dev
   libssl-dev
   jq python3 python3-yaml python3-jsonschema curl util-linux bsdutils procps openssl ca-certificates
+  openssh-client openssh-server docker-compose
 )
 missing=()
 for p in "${packages[@]}"; do

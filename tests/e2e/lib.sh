@@ -206,8 +206,7 @@ start_sshd() {
     ) 9>/tmp/sandboxer-e2e-user.lock
   fi
   mkdir -p /run/sshd
-  SSH_DIR="$WORK/ssh"
-  mkdir -p "$SSH_DIR"
+  SSH_DIR=$(mktemp -d "$WORK/ssh.XXXXXX")
   chmod 755 "$WORK" "$SSH_DIR"
   ssh-keygen -q -t ed25519 -N '' -C e2e-host -f "$SSH_DIR/host_key"
   ssh-keygen -q -t ed25519 -N '' -C e2e-client -f "$SSH_DIR/client_key"

@@ -1,0 +1,190 @@
+// The compose-ssh driver's pure parts: its spec (paths resolved against the profile), the quoting
+// of remote argv, the tar sent to the host, the compose file and its override, and the reading of
+// ssh's failures. The driver against a real sshd is tests/e2e/test_compose_ssh*.sh.
+#include <fstream>
+#include <gtest/gtest.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/proc.hpp>
+
+#include "drivers/compose-ssh/compose_file.hpp"
+#include "drivers/compose-ssh/host.hpp"
+#include "drivers/compose-ssh/spec.hpp"
+#include "drivers/compose-ssh/ssh.hpp"
+#include "drivers/compose-ssh/tar.hpp"
+#include "support/temp_dir.hpp"
+
+namespace sandboxer::drivers::compose_ssh {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string error_of(const json& section, const SpecOrigin* origin = nullptr) {
+  try {
+    origin ? parse_profile_section(section, *origin) : parse_spec(section);
+  } catch (const SpecError& e) {
+    return e.pointer() + ": " + e.what();
+  }
+  return "accepted";
+}
+
+TEST(ComposeSshSpec, FillsDefaultsAndRoundTrips) {
+  Spec spec = parse_spec({{"host", "build-1.example"}, {"compose_file", "/srv/stack.yml"}});
+  EXPECT_EQ(spec.port, 22);
+  EXPECT_FALSE(spec.user);
+  EXPECT_EQ(spec.connect_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(spec.stop_timeout, std::chrono::seconds(10));
+  json stored = to_json(spec);
+  EXPECT_EQ(to_json(parse_spec(stored)), stored);
+  EXPECT_EQ(stored["compose_file"], "/srv/stack.yml");
+}
+
+TEST(ComposeSshSpec, RelativePathsResolveAgainstTheProfileThatWroteThem) {
+  testing::TempDir dir;
+  fs::create_directories(dir / "base");
+  std::ofstream(dir / "base" / "stack.yml") << "services: {web: {image: x}}\n";
+  std::ofstream(dir / "base" / "key") << "not a real key\n";
+  SpecOrigin origin;
+  origin.directory_of = [&](const std::string& pointer) {
+    return pointer == "/compose_file" || pointer == "/identity_file" ? dir / "base" : dir.path();
+  };
+  json section = {{"host", "h"}, {"compose_file", "stack.yml"}, {"identity_file", "./key"}};
+  Spec spec = parse_profile_section(section, origin);
+  EXPECT_EQ(spec.compose_file, dir / "base" / "stack.yml");
+  EXPECT_EQ(*spec.identity_file, dir / "base" / "key");
+  // A file that is not there is the profile's mistake, located.
+  section["env_file"] = "missing.env";
+  EXPECT_EQ(error_of(section, &origin),
+            "/env_file: no such file: " + (dir / "missing.env").string());
+}
+
+TEST(ComposeSshSpec, RefusesWhatSshOrTheHostWouldMisread) {
+  json base = {{"host", "h"}, {"compose_file", "/s.yml"}};
+  auto with = [&](const char* key, json value) {
+    json section = base;
+    section[key] = std::move(value);
+    return error_of(section);
+  };
+  EXPECT_EQ(with("host", "-oProxyCommand=x"), "/host: expected a host name or address");
+  EXPECT_EQ(with("user", "a b"), "/user: expected a user name");
+  EXPECT_EQ(with("port", 70000), "/port: expected a whole number from 1 to 65535");
+  EXPECT_EQ(with("service", "../x"), "/service: expected a compose service name");
+  EXPECT_EQ(with("connect_timeout", "500ms"),
+            "/connect_timeout: ssh counts its connect timeout in whole seconds: use 1s or more");
+  EXPECT_EQ(with("stop_timeout", "1500ms"), "/stop_timeout: expected whole seconds (10s, 1m)");
+  EXPECT_EQ(with("hosst", "x").substr(0, 27), "/hosst: unknown key \"hosst\"");
+  EXPECT_EQ(error_of({{"host", "h"}}), ": missing required key \"compose_file\"");
+  EXPECT_EQ(with("known_hosts", ""), "/known_hosts: expected a non-empty string");
+}
+
+TEST(ComposeSshRemote, TheHostShellParsesBackTheSameArgv) {
+  std::vector<std::string> argv = {"printf", "%s|", "a b", "it's", "$HOME", ";", "*", "", "\\n"};
+  proc::Command command;
+  command.argv = {"/bin/sh", "-c", remote_command_line(argv)};
+  auto result = proc::run(command);
+  EXPECT_EQ(result.out, "a b|it's|$HOME|;|*||\\n|");
+}
+
+TEST(ComposeSshRemote, SshArgvChecksHostKeysAndNeverPrompts) {
+  Target target{"h", 2222, "bob", fs::path("/k"), fs::path("/kh"), std::chrono::seconds(7)};
+  Ssh ssh(target);
+  auto argv = ssh.argv_for({.argv = {"docker", "ps"}});
+  auto has = [&](const std::string& arg) {
+    return std::find(argv.begin(), argv.end(), arg) != argv.end();
+  };
+  EXPECT_TRUE(has("BatchMode=yes"));
+  EXPECT_TRUE(has("StrictHostKeyChecking=yes"));
+  EXPECT_TRUE(has("ConnectTimeout=7"));
+  EXPECT_TRUE(has("UserKnownHostsFile=/kh"));
+  EXPECT_TRUE(has("ControlMaster=auto"));
+  EXPECT_FALSE(has("StrictHostKeyChecking=no"));
+  EXPECT_EQ(argv[argv.size() - 2], "h");
+  EXPECT_EQ(argv[argv.size() - 3], "--");
+  EXPECT_EQ(argv.back(), "'docker' 'ps'");
+  EXPECT_EQ(ssh.where(), "bob@h:2222");
+}
+
+TEST(ComposeSshRemote, ReadsSshsOwnFailures) {
+  Target target{"h", 22, std::nullopt, fs::path("/id"), fs::path("/kh"), std::chrono::seconds(5)};
+  auto key = classify_ssh_failure("Host key verification failed.\r\n", target, "h:22");
+  ASSERT_TRUE(key);
+  EXPECT_TRUE(key->auth);
+  EXPECT_NE(key->message.find("/kh"), std::string::npos);
+  auto refused = classify_ssh_failure("h: Permission denied (publickey).\n", target, "h:22");
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("refused the key /id"), std::string::npos);
+  auto down =
+      classify_ssh_failure("ssh: connect to host h port 22: Connection refused\n", target, "h:22");
+  ASSERT_TRUE(down);
+  EXPECT_FALSE(down->auth);
+  EXPECT_NE(down->message.find("cannot reach h:22"), std::string::npos);
+  // A remote command's own exit 255 with its own words is not ssh's failure.
+  EXPECT_FALSE(classify_ssh_failure("my tool failed\n", target, "h:22"));
+}
+
+TEST(ComposeSshTar, TarReadsBackWhatWasWritten) {
+  testing::TempDir dir;
+  std::string long_name = std::string(120, 'd') + "/file.txt";
+  std::string archive = tar_archive({{"p/", "", 0700},
+                                     {"p/compose.yml", "services: {}\n", 0600},
+                                     {"p/" + long_name, std::string(1000, 'x'), 0644}});
+  EXPECT_EQ(archive.size() % 512, 0u);
+  proc::Command untar;
+  untar.argv = {"tar", "-x", "-f", "-", "-C", dir.path().string()};
+  untar.stdin_data = archive;
+  auto result = proc::run(untar);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream in(dir / "p" / "compose.yml");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "services: {}\n");
+  EXPECT_EQ(fs::file_size(dir / "p" / long_name), 1000u);
+  EXPECT_THROW(tar_archive({{"/abs", "", 0600}}), std::invalid_argument);
+  EXPECT_THROW(tar_archive({{std::string(300, 'a'), "", 0600}}), std::invalid_argument);
+}
+
+TEST(ComposeSshFile, ServicesInTheFilesOrderAndItsVersion) {
+  auto file = read_compose_file("version: '3.8'\nservices:\n  web: {}\n  db: {}\n  cache: {}\n",
+                                "stack.yml");
+  EXPECT_EQ(file.version, "3.8");
+  EXPECT_EQ(file.services, (std::vector<std::string>{"web", "db", "cache"}));
+  json override_doc = json::parse(
+      override_file(file, {{"sandboxer.id", "sbx-1"}}, {{"A", "1"}}, {{"db", "img:db"}}));
+  EXPECT_EQ(override_doc["version"], "3.8");
+  EXPECT_EQ(override_doc["services"]["web"]["labels"]["sandboxer.id"], "sbx-1");
+  EXPECT_EQ(override_doc["services"]["cache"]["environment"]["A"], "1");
+  EXPECT_EQ(override_doc["services"]["db"]["image"], "img:db");
+  EXPECT_FALSE(override_doc["services"]["web"].contains("image"));
+}
+
+TEST(ComposeSshFile, ABrokenFileIsNamedWithItsLine) {
+  auto message = [](const std::string& text) {
+    try {
+      read_compose_file(text, "/p/stack.yml");
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.kind(), DriverError::Kind::invalid_spec);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("services:\n  web: [\n"), message("services:\n  web: [\n"));
+  EXPECT_NE(message("services:\n  web: [\n").find("/p/stack.yml:"), std::string::npos);
+  EXPECT_NE(message("version: '3'\n").find("expected services:"), std::string::npos);
+  EXPECT_NE(message("services: {}\n").find("at least one service"), std::string::npos);
+  EXPECT_NE(message("- a\n").find("a mapping with services"), std::string::npos);
+}
+
+TEST(ComposeSshHost, ReadsDockersStatusWords) {
+  Container healthy{"id", "db", "running", "Up 3 seconds (healthy)", "1.29.2", {}};
+  EXPECT_EQ(healthy.health(), "healthy");
+  Container starting{"id", "db", "running", "Up 1 second (health: starting)", "", {}};
+  EXPECT_EQ(starting.health(), "starting");
+  Container plain{"id", "web", "running", "Up 3 seconds", "", {}};
+  EXPECT_EQ(plain.health(), "");
+  Container exited{"id", "job", "exited", "Exited (3) 2 seconds ago", "", {}};
+  EXPECT_EQ(exited.exit_code(), 3);
+  EXPECT_FALSE(plain.exit_code());
+}
+
+} // namespace
+} // namespace sandboxer::drivers::compose_ssh
