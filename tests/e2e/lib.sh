@@ -181,62 +181,23 @@ start_fake_e2b() {
   export FAKE_URL
 }
 
-# The remote user of the compose-ssh tests: /bin/sh as its shell (root's .bashrc is slow), in the
-# docker group, its password field '*' (no password, not locked: sshd without PAM refuses a
-# locked account).
-SSH_USER=sandboxer-e2e
-
 # free_port: a loopback TCP port nobody listens on now.
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_sshd [EXTRA_CONFIG_LINE...]: a throwaway sshd on a loopback port, in front of this
-# machine's dockerd, with its own host key and a client key of its own. Sets $SSH_PORT,
-# $SSH_DIR (client_key, known_hosts), $SSHD_PID and $SSHD_LOG; stops it when the test exits.
+# start_sshd [EXTRA_CONFIG_LINE...]: a throwaway sshd (scripts/throwaway-sshd.sh) on a loopback
+# port in front of this machine's dockerd. Sets $SSH_PORT, $SSH_USER, $SSH_DIR (client_key,
+# known_hosts), $SSHD_PID and $SSHD_LOG; stops it when the test exits.
 start_sshd() {
-  [ -x /usr/sbin/sshd ] || skip "sshd is missing (openssh-server)"
   command -v docker-compose >/dev/null || skip "docker-compose is missing"
-  if ! id "$SSH_USER" >/dev/null 2>&1; then
-    [ "$(id -u)" -eq 0 ] || skip "user $SSH_USER is missing and only root can add it"
-    (
-      flock 9
-      id "$SSH_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh -G docker "$SSH_USER"
-      usermod -p '*' "$SSH_USER"
-    ) 9>/tmp/sandboxer-e2e-user.lock
-  fi
-  mkdir -p /run/sshd
   SSH_DIR=$(mktemp -d "$WORK/ssh.XXXXXX")
-  chmod 755 "$WORK" "$SSH_DIR"
-  ssh-keygen -q -t ed25519 -N '' -C e2e-host -f "$SSH_DIR/host_key"
-  ssh-keygen -q -t ed25519 -N '' -C e2e-client -f "$SSH_DIR/client_key"
-  cp "$SSH_DIR/client_key.pub" "$SSH_DIR/authorized_keys"
-  chmod 644 "$SSH_DIR/authorized_keys"
-  SSHD_LOG="$SSH_DIR/sshd.log"
-  local attempt
-  for attempt in 1 2 3 4 5; do
-    SSH_PORT=$(free_port)
-    {
-      printf 'ListenAddress 127.0.0.1\nPort %s\nHostKey %s\n' "$SSH_PORT" "$SSH_DIR/host_key"
-      printf 'AuthorizedKeysFile %s\nPidFile none\nUsePAM no\n' "$SSH_DIR/authorized_keys"
-      printf 'PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\n'
-      printf 'AllowUsers %s\nLogLevel VERBOSE\n' "$SSH_USER"
-      local line
-      for line in "$@"; do printf '%s\n' "$line"; done
-    } >"$SSH_DIR/sshd_config"
-    /usr/sbin/sshd -D -f "$SSH_DIR/sshd_config" -E "$SSHD_LOG" &
-    SSHD_PID=$!
-    at_exit "kill $SSHD_PID 2>/dev/null || true; wait $SSHD_PID 2>/dev/null || true"
-    local _
-    for _ in $(seq 50); do
-      grep -q "Server listening" "$SSHD_LOG" 2>/dev/null && break
-      kill -0 "$SSHD_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    grep -q "Server listening" "$SSHD_LOG" 2>/dev/null && break
-  done
-  grep -q "Server listening" "$SSHD_LOG" || fail "sshd did not start: $(cat "$SSHD_LOG")"
-  echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$SSH_DIR/host_key.pub")" >"$SSH_DIR/known_hosts"
+  local vars rc=0
+  vars=$("$SANDBOXER_SOURCE_DIR/scripts/throwaway-sshd.sh" "$SSH_DIR" "$@") || rc=$?
+  [ "$rc" -ne 125 ] || skip "no throwaway sshd here (see above)"
+  [ "$rc" -eq 0 ] || fail "the throwaway sshd did not start"
+  eval "$vars"
+  at_exit "kill $SSHD_PID 2>/dev/null || true"
 }
 
 # compose_profile NAME COMPOSE_FILE [EXTRA_YAML]: a compose-ssh profile for the sshd of
