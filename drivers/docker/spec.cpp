@@ -6,6 +6,7 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
+#include <sandboxer/spec_fields.hpp>
 
 namespace sandboxer::drivers::docker {
 namespace {
@@ -51,19 +52,7 @@ std::vector<std::string> argv_at(const json& value, const std::string& pointer) 
   return argv;
 }
 
-std::vector<std::string> strings_at(const json& value, const std::string& pointer) {
-  if (!value.is_array()) {
-    throw SpecError(pointer, "expected a list of strings");
-  }
-  std::vector<std::string> result;
-  for (size_t i = 0; i < value.size(); ++i) {
-    if (!value[i].is_string()) {
-      throw SpecError(fmt::format("{}/{}", pointer, i), "expected a string");
-    }
-    result.push_back(value[i].get<std::string>());
-  }
-  return result;
-}
+using spec_fields::strings_at;
 
 std::chrono::milliseconds millis_at(const json& value, const std::string& pointer) {
   std::optional<std::chrono::milliseconds> parsed;

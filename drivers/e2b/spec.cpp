@@ -7,6 +7,7 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/spec_fields.hpp>
 
 namespace sandboxer::drivers::e2b {
 namespace {
@@ -17,40 +18,9 @@ const std::vector<std::string> k_keys = {
     "template", "env",  "metadata",  "on_expiry",       "internet_access", "api_url", "domain",
     "envd_url", "user", "ttl_grace", "request_timeout", "exec_timeout",    "retries"};
 
-std::string text_at(const json& value, const std::string& pointer) {
-  if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
-    throw SpecError(pointer, "expected a non-empty string");
-  }
-  return value.get<std::string>();
-}
-
-std::map<std::string, std::string> map_at(const json& value, const std::string& pointer) {
-  if (!value.is_object()) {
-    throw SpecError(pointer, "expected a map of name: value");
-  }
-  std::map<std::string, std::string> result;
-  for (const auto& [key, item] : value.items()) {
-    if (item.is_string()) {
-      result[key] = item.get<std::string>();
-    } else if (item.is_number() || item.is_boolean()) {
-      result[key] = item.dump();
-    } else {
-      throw SpecError(pointer + "/" + key, "expected a text value");
-    }
-  }
-  return result;
-}
-
-std::chrono::milliseconds millis_at(const json& value, const std::string& pointer) {
-  std::optional<std::chrono::milliseconds> parsed;
-  if (value.is_string()) {
-    parsed = parse_duration_ms(value.get<std::string>());
-  }
-  if (!parsed || parsed->count() <= 0) {
-    throw SpecError(pointer, "invalid duration (use 500ms, 30s, 2m)");
-  }
-  return *parsed;
-}
+using spec_fields::duration_at;
+using spec_fields::map_at;
+using spec_fields::text_at;
 
 std::string strip_slash(std::string url) {
   while (!url.empty() && url.back() == '/') {
@@ -139,10 +109,10 @@ Spec parse_spec(const json& section) {
     spec.ttl_grace = *parsed;
   }
   if (section.contains("request_timeout")) {
-    spec.request_timeout = millis_at(section["request_timeout"], "/request_timeout");
+    spec.request_timeout = duration_at(section["request_timeout"], "/request_timeout");
   }
   if (section.contains("exec_timeout")) {
-    spec.exec_timeout = millis_at(section["exec_timeout"], "/exec_timeout");
+    spec.exec_timeout = duration_at(section["exec_timeout"], "/exec_timeout");
   }
   if (section.contains("retries")) {
     const json& value = section["retries"];
