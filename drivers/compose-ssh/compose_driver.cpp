@@ -188,7 +188,7 @@ public:
                                     exec_service, compose_path, fmt::join(file.services, ", ")));
     }
 
-    const auto compose = m_host.compose_command();
+    std::vector<std::string> compose;
     const std::string dir = project_dir_of(project);
     std::vector<TarEntry> files = {{dir + "/", "", 0700},
                                    {dir + "/compose.yml", compose_text, 0600},
@@ -200,7 +200,7 @@ public:
     }
     m_progress.update(fmt::format("sending project {} to {}", project, m_host.where()));
     try {
-      m_host.upload(files);
+      all_at_once({[&] { compose = m_host.compose_command(); }, [&] { m_host.upload(files); }});
       up(project, compose, file, env_text.has_value(), !images.empty());
       auto containers = wait_until_ready(project, file);
       json info = {{"host", m_host.where()},

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@ namespace sandboxer::drivers::compose_ssh {
 
 // Where the driver keeps its files on the host, relative to the remote user's home.
 inline constexpr const char* k_state_dir = ".sandboxer/compose-ssh";
+
+// Runs each task on a thread of its own (each a remote command over the shared connection) and
+// waits for all; the first failure is rethrown.
+void all_at_once(const std::vector<std::function<void()>>& tasks);
 
 // One container of a compose project, as `docker ps` shows it.
 struct Container {

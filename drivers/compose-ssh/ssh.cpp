@@ -1,5 +1,6 @@
 #include "drivers/compose-ssh/ssh.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <map>
@@ -194,9 +195,38 @@ std::vector<std::string> Ssh::argv_for(const RemoteCall& call) const {
   return argv;
 }
 
+void Ssh::open_master() const {
+  // `-f -N`: ssh returns once it is authenticated and the master listens, so the calls waiting
+  // for it start then, not after a first command's whole run.
+  RemoteCall none;
+  proc::Command command;
+  command.argv = argv_for(none);
+  command.argv.pop_back(); // no remote command
+  auto master = std::find(command.argv.begin(), command.argv.end(), "ControlMaster=auto");
+  *master = "ControlMaster=yes";
+  command.argv.insert(command.argv.begin() + 1, {"-f", "-N"});
+  command.timeout = m_target.connect_timeout + std::chrono::seconds(10);
+  proc::Result result = proc::run(command);
+  if (result.timed_out) {
+    throw DriverError(Kind::timeout,
+                      fmt::format("compose-ssh: cannot reach {}: no answer within {}", where(),
+                                  describe(*command.timeout)));
+  }
+  if (result.exit_code != 0) {
+    if (auto failure = classify_ssh_failure(result.err, m_target, where())) {
+      throw DriverError(failure->auth ? Kind::auth : Kind::error, failure->message);
+    }
+    throw DriverError(Kind::error, fmt::format("compose-ssh: ssh to {} failed: {}", where(),
+                                               log::redact(last_line(result.err))));
+  }
+}
+
 proc::Result Ssh::run(const RemoteCall& call) const {
   auto& masters = ControlMasters::instance();
-  auto opening = masters.first_use(m_target);
+  if (auto opening = masters.first_use(m_target)) {
+    open_master();
+    masters.opened(m_target);
+  }
   proc::Command command;
   command.argv = argv_for(call);
   command.timeout = call.timeout;
@@ -227,9 +257,6 @@ proc::Result Ssh::run(const RemoteCall& call) const {
     if (auto failure = classify_ssh_failure(result.err, m_target, where())) {
       throw DriverError(failure->auth ? Kind::auth : Kind::error, failure->message);
     }
-  }
-  if (opening && result.exit_code != 255) {
-    masters.opened(m_target);
   }
   return result;
 }

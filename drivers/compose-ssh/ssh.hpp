@@ -56,6 +56,7 @@ public:
   std::vector<std::string> argv_for(const RemoteCall& call) const;
 
 private:
+  void open_master() const;
   Target m_target;
 };
 
