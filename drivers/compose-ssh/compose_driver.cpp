@@ -363,12 +363,8 @@ public:
       argv.push_back("-i");
     }
     if (request.tty) {
+      // ssh -tt gives the host a terminal of the local one's size, and carries its resizes.
       argv.push_back("-t");
-      if (auto size = io.terminal_size()) {
-        // The first size the command sees; ssh forwards later resizes of its own terminal.
-        argv.insert(argv.end(), {"-e", fmt::format("COLUMNS={}", size->cols), "-e",
-                                 fmt::format("LINES={}", size->rows)});
-      }
     }
     for (const auto& [key, value] : request.env) {
       argv.insert(argv.end(), {"-e", key + "=" + value});
