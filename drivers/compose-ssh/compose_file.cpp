@@ -1,6 +1,7 @@
 #include "drivers/compose-ssh/compose_file.hpp"
 
 #include <fmt/format.h>
+#include <regex>
 #include <yaml-cpp/yaml.h>
 
 #include <sandboxer/error.hpp>
@@ -38,7 +39,15 @@ ComposeFile read_compose_file(const std::string& text, const std::string& path) 
         throw invalid(fmt::format(":{}:{}", mark.line + 1, mark.column + 1),
                       "a service name must be text");
       }
-      file.services.push_back(service.first.as<std::string>());
+      std::string name = service.first.as<std::string>();
+      // compose's own rule; it also keeps names fit for image tags, labels and JSON.
+      static const std::regex service_name(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
+      if (!std::regex_match(name, service_name)) {
+        auto mark = service.first.Mark();
+        throw invalid(fmt::format(":{}:{}", mark.line + 1, mark.column + 1),
+                      "a service name is letters, digits, '.', '_' and '-'");
+      }
+      file.services.push_back(std::move(name));
     }
   } catch (const YAML::Exception& e) {
     throw invalid(fmt::format(":{}:{}", e.mark.line + 1, e.mark.column + 1), e.msg);
@@ -65,7 +74,7 @@ std::string override_file(const ComposeFile& file, const Labels& labels,
     services[name] = std::move(service);
   }
   document["services"] = std::move(services);
-  return document.dump(2) + "\n";
+  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 } // namespace sandboxer::drivers::compose_ssh

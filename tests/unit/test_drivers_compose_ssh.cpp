@@ -172,6 +172,11 @@ TEST(ComposeSshFile, ABrokenFileIsNamedWithItsLine) {
   EXPECT_NE(message("version: '3'\n").find("expected services:"), std::string::npos);
   EXPECT_NE(message("services: {}\n").find("at least one service"), std::string::npos);
   EXPECT_NE(message("- a\n").find("a mapping with services"), std::string::npos);
+  // Found by fuzz_compose: a service name that is not UTF-8 once made the override throw.
+  EXPECT_NE(message("services:\n  we \xa0L: {image: x}\n").find("/p/stack.yml:2:3: a service name"),
+            std::string::npos);
+  ComposeFile odd{std::string("3\xa0"), {"web"}};
+  EXPECT_NO_THROW(override_file(odd, {}, {}, {}));
 }
 
 TEST(ComposeSshHost, ReadsDockersStatusWords) {
