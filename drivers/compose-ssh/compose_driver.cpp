@@ -1,5 +1,6 @@
 #include "drivers/compose-ssh/compose_driver.hpp"
 
+#include <atomic>
 #include <fmt/format.h>
 #include <fstream>
 #include <regex>
@@ -199,8 +200,14 @@ public:
       files.push_back({dir + "/env", *env_text, 0600});
     }
     m_progress.update(fmt::format("sending project {} to {}", project, m_host.where()));
+    // Whether the project's files reached the host: before that, the host holds nothing of it.
+    std::atomic<bool> reached = false;
     try {
-      all_at_once({[&] { compose = m_host.compose_command(); }, [&] { m_host.upload(files); }});
+      all_at_once({[&] { compose = m_host.compose_command(); },
+                   [&] {
+                     m_host.upload(files);
+                     reached = true;
+                   }});
       up(project, compose, file, env_text.has_value(), !images.empty());
       auto containers = wait_until_ready(project, file);
       json info = {{"host", m_host.where()},
@@ -226,7 +233,9 @@ public:
       std::string what = e.what();
       try {
         interrupt::Shield shield;
-        m_host.tear_down(project, std::chrono::seconds(0));
+        if (reached) {
+          m_host.tear_down(project, std::chrono::seconds(0));
+        }
       } catch (const Error& undo) {
         what += fmt::format("; removing what it made failed too ({}): 'sandboxer reap --orphans' "
                             "finishes it",

@@ -21,6 +21,8 @@ using Kind = DriverError::Kind;
 // How long the shared connection outlives its last use when nobody closes it (sandboxer killed).
 constexpr const char* k_control_persist = "60";
 constexpr auto k_close_timeout = std::chrono::seconds(5);
+// How long a failure to connect stands for the later calls of the same command.
+constexpr auto k_failure_remembered = std::chrono::seconds(30);
 
 std::vector<std::string> destination_args(const Target& target) {
   std::vector<std::string> args = {"-p", std::to_string(target.port)};
@@ -72,12 +74,16 @@ public:
     return m_directory + "/%C";
   }
   // Holds the target's lock until the master is known to be open; null when it already is.
+  // Throws again what the last attempt to open it threw, for a while: the calls of one command
+  // (a create's parallel steps, its cleanup) meet a host that is down once, not each after its
+  // own connect timeout.
   std::unique_lock<std::mutex> first_use(const Target& target) {
     std::unique_lock lock(m_mutex);
     const std::string key = key_of(target);
     if (m_opened.count(key)) {
       return {};
     }
+    throw_recent_failure(key);
     auto& opening = m_opening[key];
     if (!opening) {
       opening = std::make_unique<std::mutex>();
@@ -89,7 +95,13 @@ public:
     if (m_opened.count(key)) {
       return {};
     }
+    throw_recent_failure(key);
     return target_lock;
+  }
+  void failed(const Target& target, const DriverError& error) {
+    std::lock_guard lock(m_mutex);
+    m_failures.insert_or_assign(
+        key_of(target), Failure{error.kind(), error.what(), std::chrono::steady_clock::now()});
   }
   void opened(const Target& target) {
     std::lock_guard lock(m_mutex);
@@ -105,7 +117,20 @@ private:
   std::mutex m_mutex;
   std::string m_directory;
   std::map<std::string, std::unique_ptr<std::mutex>> m_opening;
+  struct Failure {
+    DriverError::Kind kind;
+    std::string message;
+    std::chrono::steady_clock::time_point at;
+  };
+  void throw_recent_failure(const std::string& key) const {
+    auto found = m_failures.find(key);
+    if (found != m_failures.end() &&
+        std::chrono::steady_clock::now() - found->second.at < k_failure_remembered) {
+      throw DriverError(found->second.kind, found->second.message);
+    }
+  }
   std::map<std::string, Target> m_opened;
+  std::map<std::string, Failure> m_failures;
 };
 
 std::string last_line(const std::string& text) {
@@ -224,7 +249,12 @@ void Ssh::open_master() const {
 proc::Result Ssh::run(const RemoteCall& call) const {
   auto& masters = ControlMasters::instance();
   if (auto opening = masters.first_use(m_target)) {
-    open_master();
+    try {
+      open_master();
+    } catch (const DriverError& e) {
+      masters.failed(m_target, e);
+      throw;
+    }
     masters.opened(m_target);
   }
   proc::Command command;
