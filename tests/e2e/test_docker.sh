@@ -28,7 +28,9 @@ cleanup() {
   # Whatever happens, no container of this test's ledger survives it.
   if [ -n "$LEDGER_ID" ]; then
     docker ps -aq --filter "label=sandboxer.ledger=$LEDGER_ID" | xargs -r docker rm -f >/dev/null
-    docker images -q sandboxer/snap | xargs -r docker rmi -f >/dev/null 2>&1 || true
+    # Only this ledger's snapshots (a commit keeps the container's labels): the other docker
+    # tests running beside this one keep theirs.
+    docker images -q --filter "label=sandboxer.ledger=$LEDGER_ID" | xargs -r docker rmi -f >/dev/null 2>&1 || true
   fi
   rm -rf "$WORK"
 }
