@@ -10,6 +10,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/spec_fields.hpp>
 
 #include "drivers/compose-ssh/compose_file.hpp"
 #include "drivers/compose-ssh/host.hpp"
@@ -536,7 +537,7 @@ private:
                           fmt::format("compose-ssh: project {} on {} was not ready within {}: "
                                       "still waiting for {}",
                                       project, m_host.where(),
-                                      fmt::format("{}s", m_spec.ready_timeout.count() / 1000),
+                                      spec_fields::duration_text(m_spec.ready_timeout),
                                       fmt::join(waiting, ", ")));
       }
       interrupt::sleep_for(k_poll_interval);

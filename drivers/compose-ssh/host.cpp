@@ -36,17 +36,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
-std::string last_lines(const std::string& text, size_t count) {
-  auto all = split(text, '\n');
-  std::vector<std::string> kept;
-  for (auto it = all.rbegin(); it != all.rend() && kept.size() < count; ++it) {
-    if (!it->empty()) {
-      kept.insert(kept.begin(), *it);
-    }
-  }
-  return log::redact(fmt::format("{}", fmt::join(kept, " / ")));
-}
-
 } // namespace
 
 std::string Container::health() const {

@@ -11,6 +11,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/spec_fields.hpp>
 
 namespace sandboxer::drivers::compose_ssh {
 namespace {
@@ -133,25 +134,25 @@ private:
   std::map<std::string, Failure> m_failures;
 };
 
-std::string last_line(const std::string& text) {
-  std::string trimmed = text;
-  while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == '\r')) {
-    trimmed.pop_back();
-  }
-  size_t newline = trimmed.rfind('\n');
-  std::string line = newline == std::string::npos ? trimmed : trimmed.substr(newline + 1);
-  while (!line.empty() && line.back() == '\r') {
-    line.pop_back();
-  }
-  return line;
-}
-
-std::string describe(std::chrono::milliseconds duration) {
-  return duration.count() % 1000 == 0 ? fmt::format("{}s", duration.count() / 1000)
-                                      : fmt::format("{}ms", duration.count());
-}
-
 } // namespace
+
+std::string last_lines(const std::string& text, size_t count) {
+  std::vector<std::string> kept;
+  size_t end = text.size();
+  while (end > 0 && kept.size() < count) {
+    size_t start = text.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string line = text.substr(start, end - start);
+    while (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (!line.empty()) {
+      kept.insert(kept.begin(), std::move(line));
+    }
+    end = start == 0 ? 0 : start - 1;
+  }
+  return log::redact(fmt::format("{}", fmt::join(kept, " / ")));
+}
 
 std::string remote_command_line(const std::vector<std::string>& argv) {
   std::string line;
@@ -235,14 +236,14 @@ void Ssh::open_master() const {
   if (result.timed_out) {
     throw DriverError(Kind::timeout,
                       fmt::format("compose-ssh: cannot reach {}: no answer within {}", where(),
-                                  describe(*command.timeout)));
+                                  spec_fields::duration_text(*command.timeout)));
   }
   if (result.exit_code != 0) {
     if (auto failure = classify_ssh_failure(result.err, m_target, where())) {
       throw DriverError(failure->auth ? Kind::auth : Kind::error, failure->message);
     }
     throw DriverError(Kind::error, fmt::format("compose-ssh: ssh to {} failed: {}", where(),
-                                               log::redact(last_line(result.err))));
+                                               last_lines(result.err, 1)));
   }
 }
 
@@ -279,9 +280,10 @@ proc::Result Ssh::run(const RemoteCall& call) const {
     result.err = ssh_err;
   }
   if (result.timed_out) {
-    throw DriverError(Kind::timeout, fmt::format("compose-ssh: '{}' on {} did not finish within {}",
-                                                 call.argv.empty() ? "" : call.argv.front(),
-                                                 where(), describe(call.timeout)));
+    throw DriverError(Kind::timeout,
+                      fmt::format("compose-ssh: '{}' on {} did not finish within {}",
+                                  call.argv.empty() ? "" : call.argv.front(), where(),
+                                  spec_fields::duration_text(call.timeout)));
   }
   if (result.exit_code == 255) {
     if (auto failure = classify_ssh_failure(result.err, m_target, where())) {
@@ -294,7 +296,7 @@ proc::Result Ssh::run(const RemoteCall& call) const {
 std::optional<SshFailure> classify_ssh_failure(const std::string& stderr_text, const Target& target,
                                                const std::string& where) {
   auto has = [&](std::string_view words) { return stderr_text.find(words) != std::string::npos; };
-  const std::string line = log::redact(last_line(stderr_text));
+  const std::string line = last_lines(stderr_text, 1);
   if (has("Host key verification failed") || has("REMOTE HOST IDENTIFICATION HAS CHANGED") ||
       has("No ED25519 host key is known") || has("host key for") || has("No matching host key")) {
     return SshFailure{

@@ -123,6 +123,12 @@ TEST(ComposeSshRemote, ReadsSshsOwnFailures) {
   EXPECT_FALSE(classify_ssh_failure("my tool failed\n", target, "h:22"));
 }
 
+TEST(ComposeSshRemote, QuotesTheLastLinesOfOutput) {
+  EXPECT_EQ(last_lines("one\r\ntwo\n\nthree\r\n\n", 2), "two / three");
+  EXPECT_EQ(last_lines("only", 1), "only");
+  EXPECT_EQ(last_lines("\n\n", 3), "");
+}
+
 TEST(ComposeSshTar, TarReadsBackWhatWasWritten) {
   testing::TempDir dir;
   std::string long_name = std::string(120, 'd') + "/file.txt";
