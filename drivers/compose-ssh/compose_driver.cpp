@@ -25,6 +25,9 @@ using Kind = DriverError::Kind;
 namespace fs = std::filesystem;
 
 constexpr auto k_poll_interval = std::chrono::milliseconds(250);
+// How long every service must stay up before the project counts as ready: a one-shot
+// service that fails at once is often still "running" at the first look.
+constexpr auto k_settle_time = std::chrono::seconds(1);
 // exec runs a user's command: bounded, but by a day, as the driver protocol bounds it.
 constexpr auto k_exec_deadline = std::chrono::hours(24);
 constexpr const char* k_snapshot_repository = "sandboxer-snapshot/";
@@ -504,11 +507,13 @@ private:
                                   last_meaningful_line(output)));
   }
 
-  // Polls until every container runs (and is healthy when it has a healthcheck). A container
-  // that exits, restarts or turns unhealthy fails the create at once, with its last log lines.
+  // Polls until every container runs (and is healthy when it has a healthcheck) and has stayed
+  // so for k_settle_time. A container that exits, restarts or turns unhealthy fails the create
+  // at once, with its last log lines.
   std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file) {
     m_progress.update(fmt::format("waiting for the services of {} on {}", project, m_host.where()));
     const auto deadline = std::chrono::steady_clock::now() + m_spec.ready_timeout;
+    std::optional<std::chrono::steady_clock::time_point> all_up_since;
     while (true) {
       auto containers = m_host.containers(project);
       std::vector<std::string> waiting;
@@ -529,10 +534,15 @@ private:
           waiting.push_back(service + " (no container yet)");
         }
       }
-      if (waiting.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!waiting.empty()) {
+        all_up_since.reset();
+      } else if (!all_up_since) {
+        all_up_since = now;
+      } else if (now - *all_up_since >= k_settle_time) {
         return containers;
       }
-      if (std::chrono::steady_clock::now() + k_poll_interval > deadline) {
+      if (!all_up_since && now + k_poll_interval > deadline) {
         throw DriverError(Kind::timeout,
                           fmt::format("compose-ssh: project {} on {} was not ready within {}: "
                                       "still waiting for {}",
