@@ -9,6 +9,7 @@ packages=(
   libssl-dev
   jq python3 python3-yaml python3-jsonschema curl util-linux bsdutils procps openssl ca-certificates
   openssh-client openssh-server docker-compose
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 missing=()
 for p in "${packages[@]}"; do

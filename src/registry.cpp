@@ -9,6 +9,9 @@
 #ifdef SANDBOXER_WITH_E2B
 #include "drivers/e2b/e2b_driver.hpp"
 #endif
+#ifdef SANDBOXER_WITH_MODAL
+#include "drivers/modal/modal_factory.hpp"
+#endif
 #ifdef SANDBOXER_WITH_STUB
 #include "drivers/stub/stub_driver.hpp"
 #endif
@@ -36,7 +39,11 @@ const std::vector<BuiltinDriver>& builtin_drivers() {
 #else
       {"e2b", nullptr},
 #endif
+#ifdef SANDBOXER_WITH_MODAL
+      {"modal", &drivers::modal::modal_factory()},
+#else
       {"modal", nullptr},
+#endif
 #ifdef SANDBOXER_WITH_STUB
       {"stub", &drivers::stub::stub_factory()},
 #else
