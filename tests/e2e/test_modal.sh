@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The modal driver against tests/fake_modal (a local gRPC server on Modal's protos): the whole
+# lifecycle through the CLI, streamed exec, snapshot and restore, extend within Modal's fixed
+# lifetime, a sandbox that ends by itself, reap, the older exec path, and TLS with a throwaway CA.
+. "$(dirname "$0")/lib.sh"
+# reap --orphans reads every profile on the search path, ./profiles included: keep the
+# repository's example profiles (which name the real Modal) out of it.
+cd "$WORK"
+
+start_fake_modal
+CALLS="$FAKE_MODAL_DIR/calls.jsonl"
+# calls RPC: the fake's log lines of RPC, one JSON object each.
+calls() { jq -c --arg rpc "$1" 'select(.rpc == $rpc)' "$CALLS"; }
+ncalls() { calls "$1" | wc -l; }
+# Everything the binary prints, kept to grep for the token at the end.
+LOG="$WORK/all-output"
+run() {
+  expect_code "$@"
+  printf '%s\n%s\n' "$OUT" "$ERR" >>"$LOG"
+}
+
+# modal_profile NAME [EXTRA LINE...]: a profile on the fake, with extra lines in its modal: section.
+modal_profile() {
+  local name=$1
+  shift
+  {
+    cat <<EOF2
+driver: modal
+ttl: { default: 30m, max: 2h }
+labels: { team: e2e }
+env: { FROM_PROFILE: yes-profile }
+secrets:
+  token_id: { env: MODAL_TOKEN_ID }
+  token_secret: { env: MODAL_TOKEN_SECRET }
+modal:
+  image: debian:12
+  server_url: $MODAL_FAKE_URL
+  timeout: 2h
+  cpu: 0.5
+  memory: 512m
+  tags: { purpose: e2e }
+  call_timeout: 5s
+EOF2
+    printf '  %s\n' "$@"
+  } >"$PROFILES/$name.yaml"
+}
+modal_profile modal
+
+# The example profile of the repository validates.
+run 0 "$SANDBOXER" profiles validate "$SANDBOXER_SOURCE_DIR/profiles/modal-small.yaml"
+
+# create: the image is built (a few polls, its log as progress), the sandbox carries the
+# ownership tags, Modal's lifetime is modal.timeout, the network is blocked.
+run 0 sbx -v create --profile modal --name one -o json
+ID=$(jq -r .id <<<"$OUT")
+BID=$(jq -r .backend_id <<<"$OUT")
+LEDGER_ID=$(ledger_jq .ledger_id)
+[[ "$BID" == sb-* ]] || fail "backend id: $BID"
+[ "$(ncalls ImageJoinStreaming)" -ge 2 ] || fail "the build was not followed: $(ncalls ImageJoinStreaming) joins"
+[ "$(ncalls SandboxGetTaskId)" -ge 2 ] || fail "the task was not waited for"
+CREATE=$(calls SandboxCreate | tail -1)
+tag() { jq -r --arg t "$1" '.request.tags[] | select(.tagName == $t) | .tagValue' <<<"$CREATE"; }
+[ "$(tag sandboxer.id)" = "$ID" ] || fail "tag sandboxer.id: $CREATE"
+[ "$(tag sandboxer.ledger)" = "$LEDGER_ID" ] || fail "tag sandboxer.ledger"
+[ "$(tag team)" = e2e ] || fail "profile labels as tags"
+[ "$(tag purpose)" = e2e ] || fail "spec tags"
+[ "$(jq -r .request.definition.timeoutSecs <<<"$CREATE")" = 7200 ] || fail "timeout_secs: $CREATE"
+[ "$(jq -r .request.definition.networkAccess.networkAccessType <<<"$CREATE")" = BLOCKED ] ||
+  fail "network not blocked by default"
+[ "$(jq -r .request.definition.resources.milliCpu <<<"$CREATE")" = 500 ] || fail "cpu"
+[ "$(jq -r .request.definition.resources.memoryMb <<<"$CREATE")" = 512 ] || fail "memory"
+[ "$(jq -r '.metadata["x-modal-client-type"]' <<<"$CREATE")" = 9 ] || fail "client type"
+[ "$(jq -r '.metadata["x-modal-client-version"]' <<<"$CREATE")" = 1.0.0 ] || fail "client version"
+
+# list and status.
+run 0 sbx list -o json
+[ "$(jq -r --arg id "$ID" '[.[] | select(.id == $id)] | length' <<<"$OUT")" = 1 ] || fail "list: $OUT"
+run 0 sbx status one -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "status: $OUT"
+
+# exec: stdout and stderr apart, the exit code, env from the profile and from the command line,
+# a workdir, a missing program.
+run 5 sbx exec -e FROM_CLI=yes-cli one -- sh -c 'echo "out $FROM_PROFILE $FROM_CLI"; echo err >&2; exit 5'
+[ "$OUT" = "out yes-profile yes-cli" ] || fail "exec stdout: $OUT"
+[ "$ERR" = err ] || fail "exec stderr: $ERR"
+run 0 sbx exec -w /tmp one -- sh -c 'basename "$(pwd)"'
+[ "$OUT" = tmp ] || fail "workdir: $OUT"
+run 127 sbx exec one -- sandboxer-no-such-program
+# stdin reaches the command, and its end closes the command's stdin.
+OUT=$(printf 'line one\nline two\n' | sbx exec -i one -- cat) || fail "exec -i failed"
+[ "$OUT" = $'line one\nline two' ] || fail "stdin: $OUT"
+# Output streams as it comes: the first line is there while the command still runs.
+sbx exec one -- sh -c 'echo first; sleep 3; echo second' >"$WORK/stream" 2>&1 &
+STREAM_PID=$!
+for _ in $(seq 40); do grep -q first "$WORK/stream" && break; sleep 0.1; done
+grep -q first "$WORK/stream" || fail "the first line did not come while the command ran"
+grep -q second "$WORK/stream" && fail "the command ended too early"
+wait "$STREAM_PID" || fail "the streamed exec failed"
+[ "$(cat "$WORK/stream")" = $'first\nsecond' ] || fail "streamed output: $(cat "$WORK/stream")"
+
+# snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
+run 0 sbx exec one -- sh -c 'echo before > mark'
+run 0 sbx snapshot one --name s1 -o json
+SNAP_REF=$(jq -r .backend_ref <<<"$OUT")
+[[ "$SNAP_REF" == im-* ]] || fail "snapshot ref: $SNAP_REF"
+[ "$(calls TaskSnapshotFilesystem | tail -1 | jq -r .request.ttlSeconds)" = 2592000 ] ||
+  fail "snapshot ttl: $(calls TaskSnapshotFilesystem | tail -1)"
+run 0 sbx exec one -- sh -c 'echo after > mark'
+run 0 sbx restore "one:s1" --name two -o json
+ID2=$(jq -r .id <<<"$OUT")
+BID2=$(jq -r .backend_id <<<"$OUT")
+[ "$BID2" != "$BID" ] || fail "restore reused the sandbox"
+[ "$(calls SandboxCreate | tail -1 | jq -r .request.definition.imageId)" = "$SNAP_REF" ] ||
+  fail "restore did not start from the snapshot's image"
+run 0 sbx exec two -- cat mark
+[ "$OUT" = before ] || fail "restored content: $OUT"
+
+# extend: the ledger's deadline moves within Modal's lifetime (2h from create), not past it.
+run 0 sbx extend one --by 1h -o json
+END=$(record "$ID" .expires_at)
+run 7 sbx extend one --by 2h
+expect_contains "$ERR" "Modal cannot extend sandbox $ID beyond the lifetime it was created with (2h"
+expect_contains "$ERR" "Snapshot it and restore from the snapshot"
+[ "$(record "$ID" .expires_at)" = "$END" ] || fail "a refused extend moved the ledger's deadline"
+# A TTL longer than modal.timeout is refused before anything is made.
+BEFORE=$(ncalls SandboxCreate)
+run 7 sbx create --profile modal --ttl 3h
+expect_contains "$ERR" "a TTL of 3h is longer than modal.timeout 2h"
+[ "$(ncalls SandboxCreate)" = "$BEFORE" ] || fail "a refused TTL still created a sandbox"
+
+# destroy: terminated at Modal; again is fine; the ledger says destroyed.
+run 0 sbx destroy one
+[ "$(calls SandboxTerminate | tail -1 | jq -r .request.sandboxId)" = "$BID" ] || fail "no terminate"
+run 0 sbx destroy two
+[ "$(record "$ID2" .state)" = destroyed ] || fail "two not destroyed"
+run 0 sbx snapshots rm "one:s1"
+
+# A sandbox that ends by itself (Modal's idle timeout): status says so, destroy closes it.
+modal_profile idle "idle_timeout: 2s"
+run 0 sbx create --profile idle --name idle -o json
+IDLE_BID=$(jq -r .backend_id <<<"$OUT")
+[ "$(calls SandboxCreate | tail -1 | jq -r .request.definition.idleTimeoutSecs)" = 2 ] || fail "idle timeout not sent"
+sleep 3
+run 0 sbx status idle -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = stopped ] || fail "idle sandbox: $OUT"
+expect_contains "$(jq -r .backend.detail <<<"$OUT")" "idle timeout"
+run 0 sbx destroy idle
+
+# Without modal.timeout, Modal's lifetime is the TTL: nothing outlives its deadline.
+modal_profile ttl
+sed -i '/^  timeout: 2h$/d' "$PROFILES/ttl.yaml"
+run 0 sbx create --profile ttl --name short --ttl 10m -o json
+SHORT_BID=$(jq -r .backend_id <<<"$OUT")
+T=$(calls SandboxCreate | tail -1 | jq -r .request.definition.timeoutSecs)
+[ "$T" -ge 599 ] && [ "$T" -le 600 ] || fail "timeout_secs without modal.timeout: $T"
+# reap: past its deadline, it is terminated at Modal.
+LATER=$(date -u -d '+20 minutes' +%Y-%m-%dT%H:%M:%SZ)
+SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW="$LATER" run 0 sbx reap -o json
+[ "$(ledger_jq '.sandboxes[] | select(.name == "short") | .state')" = destroyed ] || fail "not reaped"
+calls SandboxTerminate | jq -r .request.sandboxId | grep -qx "$SHORT_BID" || fail "reap did not terminate"
+
+# reap --orphans: a sandbox whose record is lost is found by its tags and killed with =destroy.
+run 0 sbx create --profile modal --name lost -o json
+LOST_ID=$(jq -r .id <<<"$OUT")
+LOST_BID=$(jq -r .backend_id <<<"$OUT")
+jq --arg id "$LOST_ID" '.sandboxes |= map(select(.id != $id))' "$STATE/ledger.json" >"$WORK/l.json"
+cp "$WORK/l.json" "$STATE/ledger.json"
+run 0 sbx reap --orphans -o json
+[ "$(jq -r '[.items[] | select(.action == "orphan") | .id + ":" + .outcome] | join(",")' \
+  <<<"$OUT")" = "$LOST_ID:reported" ] || fail "orphan report: $OUT"
+run 0 sbx reap --orphans=destroy -o json
+[ "$(jq -r '[.items[] | select(.action == "orphan") | .outcome] | join(",")' <<<"$OUT")" = \
+  destroyed ] || fail "orphan destroy: $OUT"
+calls SandboxTerminate | jq -r .request.sandboxId | grep -qx "$LOST_BID" || fail "orphan not terminated"
+
+# The token: never in the state directory or anything printed (even with debug logs).
+run 0 sbx create --profile modal --name last -o json
+run 0 sbx --log-level trace exec last -- echo debug
+run 0 sbx --log-level trace destroy last
+for secret in "$MODAL_TOKEN_ID" "$MODAL_TOKEN_SECRET"; do
+  grep -rqF "$secret" "$STATE" && fail "a token half is in the state directory"
+  grep -qF "$secret" "$LOG" && fail "a token half was printed"
+done
+echo "lifecycle ok"
+
+# The older exec path (a server without the command router): exec and snapshot still work.
+OLD_URL=$MODAL_FAKE_URL
+start_fake_modal --no-router
+modal_profile legacy
+run 0 sbx create --profile legacy --name legacy -o json
+run 3 sbx exec legacy -- sh -c 'echo out; echo err >&2; exit 3'
+[ "$OUT" = out ] && [ "$ERR" = err ] || fail "legacy exec: $OUT / $ERR"
+run 0 sbx exec legacy -- sh -c 'echo kept > mark'
+run 0 sbx snapshot legacy --name s -o json
+[ "$(jq -r '.rpc' "$FAKE_MODAL_DIR/calls.jsonl" | grep -c '^SandboxSnapshotFs$')" = 1 ] || fail "no legacy snapshot"
+run 0 sbx restore legacy:s --name legacy2 -o json
+run 0 sbx exec legacy2 -- cat mark
+[ "$OUT" = kept ] || fail "legacy restore: $OUT"
+run 0 sbx destroy legacy
+run 0 sbx destroy legacy2
+echo "legacy ok"
+
+# TLS with a throwaway CA: trusted through grpc's root file, refused without it.
+start_fake_modal --tls
+modal_profile tls
+run 0 sbx create --profile tls --name tls -o json
+run 0 sbx exec tls -- echo over-tls
+[ "$OUT" = over-tls ] || fail "exec over TLS: $OUT"
+run 0 sbx destroy tls
+GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=/etc/ssl/certs/ca-certificates.crt run 4 sbx create --profile tls
+expect_contains "$ERR" "cannot reach Modal at $MODAL_FAKE_URL"
+echo "tls ok"
