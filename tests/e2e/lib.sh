@@ -224,3 +224,48 @@ compose_leftovers() {
   docker network ls -q --filter "label=com.docker.compose.project=$1"
   docker volume ls -q --filter "label=com.docker.compose.project=$1"
 }
+
+# start_fake_modal [--tls] [FLAGS...]: starts tests/fake_modal (SANDBOXER_FAKE_MODAL) on a loopback
+# port with FLAGS and a fresh token pair, exported as MODAL_TOKEN_ID / MODAL_TOKEN_SECRET. Sets
+# MODAL_FAKE_URL, FAKE_MODAL_PID and FAKE_MODAL_DIR (its calls.jsonl logs every call), and stops it
+# when the test exits. --tls: with a certificate from a throwaway CA, which grpc is told to trust
+# through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (also MODAL_FAKE_CA).
+start_fake_modal() {
+  [ -n "${SANDBOXER_FAKE_MODAL:-}" ] || skip "the fake Modal server was not built (SANDBOXER_FAKE_MODAL)"
+  local tls=""
+  if [ "${1:-}" = --tls ]; then
+    tls=yes
+    shift
+  fi
+  FAKE_MODAL_DIR=$(mktemp -d "$WORK/modal.XXXXXX")
+  MODAL_TOKEN_ID="ak-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  MODAL_TOKEN_SECRET="as-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  export MODAL_TOKEN_ID MODAL_TOKEN_SECRET FAKE_MODAL_DIR
+  local args=(--state-dir "$FAKE_MODAL_DIR")
+  if [ -n "$tls" ]; then
+    command -v openssl >/dev/null || skip "openssl is missing"
+    local d="$FAKE_MODAL_DIR"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=sandboxer-test-ca \
+      -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$d/server.key" \
+      -out "$d/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/san.ext"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 1 -extfile "$d/san.ext" -out "$d/server.pem" 2>/dev/null
+    args+=(--tls-cert "$d/server.pem" --tls-key "$d/server.key")
+    export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH="$d/ca.pem" MODAL_FAKE_CA="$d/ca.pem"
+  fi
+  FAKE_MODAL_TOKEN_ID=$MODAL_TOKEN_ID FAKE_MODAL_TOKEN_SECRET=$MODAL_TOKEN_SECRET \
+    "$SANDBOXER_FAKE_MODAL" "${args[@]}" "$@" >"$FAKE_MODAL_DIR/out" 2>"$FAKE_MODAL_DIR/err" &
+  FAKE_MODAL_PID=$!
+  at_exit "kill $FAKE_MODAL_PID 2>/dev/null || true; wait $FAKE_MODAL_PID 2>/dev/null || true"
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^PORT=//p' "$FAKE_MODAL_DIR/out")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "the fake Modal did not start: $(cat "$FAKE_MODAL_DIR/err")"
+  MODAL_FAKE_URL="$([ -n "$tls" ] && echo https || echo http)://127.0.0.1:$port"
+  export MODAL_FAKE_URL FAKE_MODAL_PID
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The conformance kit (`sandboxer drivers test`): every driver passes it (stub, docker against the
-# real dockerd, e2b against its local fake, the Python example), and it fails drivers broken on
+# real dockerd, e2b and modal against their local fakes, the Python example), and it fails drivers broken on
 # purpose: one that leaves resources behind, one that loses exit codes, one that drops labels.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "python3 is missing"
@@ -45,6 +45,16 @@ secrets: { api_key: { env: E2B_API_KEY } }
 e2b: { template: base, api_url: "${FAKE_URL}", envd_url: "${FAKE_URL}" }
 EOF2
 passes e2b
+
+# modal against tests/fake_modal (its lifetime above the TTL, so that extend has room).
+start_fake_modal
+cat >"$PROFILES/modal.yaml" <<EOF2
+driver: modal
+ttl: { default: 30m, max: 2h }
+secrets: { token_id: { env: MODAL_TOKEN_ID }, token_secret: { env: MODAL_TOKEN_SECRET } }
+modal: { image: debian:12, server_url: "$MODAL_FAKE_URL", timeout: 2h }
+EOF2
+passes modal
 
 for name in pydir leaky noexit nolabels; do
   printf 'driver: %s\n%s: { root: %s }\n' "$name" "$name" "$WORK/$name" >"$PROFILES/$name.yaml"

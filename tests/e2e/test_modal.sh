@@ -26,7 +26,7 @@ modal_profile() {
   {
     cat <<EOF2
 driver: modal
-ttl: { default: 30m, max: 2h }
+ttl: { default: 30m, max: 4h }
 labels: { team: e2e }
 env: { FROM_PROFILE: yes-profile }
 secrets:

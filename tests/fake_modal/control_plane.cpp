@@ -1,0 +1,443 @@
+// ModalClient: apps, image builds that take a few polls, sandboxes with a lifetime, tags, list,
+// the legacy exec and snapshot calls.
+
+#include <thread>
+#include <unistd.h>
+
+#include "services.hpp"
+
+namespace fake_modal {
+namespace {
+
+namespace api = modal::client;
+namespace fs = std::filesystem;
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+
+Status not_found(const std::string& what) {
+  return Status(StatusCode::NOT_FOUND, what + " not found");
+}
+
+// Waits up to `seconds` (or the client's cancel) for `done()`, polling under the world's lock.
+template <class Done>
+bool wait_for(World& world, ServerContext* context, double seconds, Done done) {
+  auto until = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+  while (true) {
+    {
+      std::lock_guard lock(world.mutex());
+      if (done()) {
+        return true;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= until || context->IsCancelled()) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+class ControlPlane : public api::ModalClient::Service {
+public:
+  explicit ControlPlane(World& world) : m_world(world) {}
+
+  Status AppGetOrCreate(ServerContext* c, const api::AppGetOrCreateRequest* q,
+                        api::AppGetOrCreateResponse* r) override {
+    return m_world.call(c, "AppGetOrCreate", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      std::string key = q->environment_name() + "/" + q->app_name();
+      auto& apps = m_world.apps();
+      if (!apps.count(key)) {
+        if (q->object_creation_type() != api::OBJECT_CREATION_TYPE_CREATE_IF_MISSING) {
+          return Status(StatusCode::NOT_FOUND, "App not found");
+        }
+        apps[key] = m_world.new_id("ap-");
+      }
+      r->set_app_id(apps[key]);
+      return Status::OK;
+    });
+  }
+
+  Status ImageGetOrCreate(ServerContext* c, const api::ImageGetOrCreateRequest* q,
+                          api::ImageGetOrCreateResponse* r) override {
+    return m_world.call(c, "ImageGetOrCreate", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      const auto& commands = q->image().dockerfile_commands();
+      if (commands.size() != 1 || !commands[0].starts_with("FROM ")) {
+        return Status(StatusCode::INVALID_ARGUMENT, "expected one FROM command (fake)");
+      }
+      if (!app_known(q->app_id())) {
+        return Status(StatusCode::INVALID_ARGUMENT, "unknown app");
+      }
+      Image& image = m_world.image_for_ref(commands[0].substr(5));
+      r->set_image_id(image.id);
+      if (image.built) {
+        r->mutable_result()->set_status(api::GenericResult::GENERIC_STATUS_SUCCESS);
+      }
+      return Status::OK;
+    });
+  }
+
+  Status ImageJoinStreaming(ServerContext* c, const api::ImageJoinStreamingRequest* q,
+                            grpc::ServerWriter<api::ImageJoinStreamingResponse>* w) override {
+    return m_world.call(c, "ImageJoinStreaming", *q, nullptr, false, [&] {
+      std::unique_lock lock(m_world.mutex());
+      auto found = m_world.images().find(q->image_id());
+      if (found == m_world.images().end()) {
+        return not_found("Image " + q->image_id());
+      }
+      Image& image = found->second;
+      int join = ++image.joins;
+      bool ends = image.built || join > m_world.options().build_polls;
+      api::ImageJoinStreamingResponse message;
+      for (int step = 1; step <= 2; ++step) {
+        auto* log = message.add_task_logs();
+        log->set_data("Building image " + image.id + ": step " + std::to_string(join) + "." +
+                      std::to_string(step) + "\n");
+        message.set_entry_id(std::to_string(join * 10 + step));
+        lock.unlock();
+        w->Write(message);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        lock.lock();
+        message.Clear();
+      }
+      if (ends) {
+        auto* result = message.mutable_result();
+        if (image.broken) {
+          result->set_status(api::GenericResult::GENERIC_STATUS_FAILURE);
+          result->set_exception("Image build for " + image.id + " failed (fake)");
+        } else {
+          image.built = true;
+          result->set_status(api::GenericResult::GENERIC_STATUS_SUCCESS);
+        }
+        message.set_eof(true);
+        lock.unlock();
+        w->Write(message);
+      }
+      return Status::OK;
+    });
+  }
+
+  Status ImageFromId(ServerContext* c, const api::ImageFromIdRequest* q,
+                     api::ImageFromIdResponse* r) override {
+    return m_world.call(c, "ImageFromId", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      if (!m_world.images().count(q->image_id())) {
+        return not_found("Image " + q->image_id());
+      }
+      r->set_image_id(q->image_id());
+      return Status::OK;
+    });
+  }
+
+  Status SandboxCreate(ServerContext* c, const api::SandboxCreateRequest* q,
+                       api::SandboxCreateResponse* r) override {
+    return m_world.call(c, "SandboxCreate", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      if (!app_known(q->app_id())) {
+        return Status(StatusCode::INVALID_ARGUMENT, "unknown app " + q->app_id());
+      }
+      auto image = m_world.images().find(q->definition().image_id());
+      if (image == m_world.images().end() || !image->second.built) {
+        return Status(StatusCode::INVALID_ARGUMENT, "unknown image " + q->definition().image_id());
+      }
+      if (m_world.live_sandboxes() >= m_world.options().max_sandboxes) {
+        return Status(StatusCode::RESOURCE_EXHAUSTED, "Sandbox quota exceeded (fake)");
+      }
+      Sandbox sandbox;
+      sandbox.id = m_world.new_id("sb-");
+      sandbox.app_id = q->app_id();
+      sandbox.image_id = image->first;
+      sandbox.definition = q->definition();
+      for (const auto& tag : q->tags()) {
+        sandbox.tags.emplace_back(tag.tag_name(), tag.tag_value());
+      }
+      double now = World::now_unix();
+      sandbox.created_at = now > m_last_created ? now : m_last_created + 1e-6;
+      m_last_created = sandbox.created_at;
+      sandbox.created = sandbox.last_activity = std::chrono::steady_clock::now();
+      sandbox.dir = m_world.options().state_dir / "sandboxes" / sandbox.id;
+      fs::copy(image->second.dir, sandbox.dir, fs::copy_options::recursive);
+      r->set_sandbox_id(sandbox.id);
+      m_world.sandboxes()[sandbox.id] = std::move(sandbox);
+      return Status::OK;
+    });
+  }
+
+  Status SandboxGetTaskId(ServerContext* c, const api::SandboxGetTaskIdRequest* q,
+                          api::SandboxGetTaskIdResponse* r) override {
+    return m_world.call(c, "SandboxGetTaskId", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      if (sandbox->result) {
+        r->mutable_task_result()->set_status(*sandbox->result);
+      }
+      if (sandbox->task_id.empty() && !sandbox->result &&
+          ++sandbox->task_polls >= m_world.options().task_polls) {
+        sandbox->task_id = m_world.new_id("ta-");
+      }
+      if (!sandbox->task_id.empty()) {
+        r->set_task_id(sandbox->task_id);
+      }
+      return Status::OK;
+    });
+  }
+
+  Status SandboxWait(ServerContext* c, const api::SandboxWaitRequest* q,
+                     api::SandboxWaitResponse* r) override {
+    return m_world.call(c, "SandboxWait", *q, r, false, [&] {
+      bool known = true;
+      std::optional<GenericStatus> result;
+      wait_for(m_world, c, q->timeout(), [&] {
+        Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+        known = sandbox != nullptr;
+        result = sandbox ? sandbox->result : std::nullopt;
+        return !known || result.has_value();
+      });
+      if (!known) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      if (result) {
+        r->mutable_result()->set_status(*result);
+      }
+      return Status::OK;
+    });
+  }
+
+  Status SandboxTerminate(ServerContext* c, const api::SandboxTerminateRequest* q,
+                          api::SandboxTerminateResponse* r) override {
+    return m_world.call(c, "SandboxTerminate", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      if (sandbox->result) {
+        r->mutable_existing_result()->set_status(*sandbox->result);
+      }
+      m_world.finish(*sandbox, api::GenericResult::GENERIC_STATUS_TERMINATED);
+      return Status::OK;
+    });
+  }
+
+  Status SandboxList(ServerContext* c, const api::SandboxListRequest* q,
+                     api::SandboxListResponse* r) override {
+    return m_world.call(c, "SandboxList", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      std::vector<Sandbox*> found;
+      for (auto& [id, ignored] : m_world.sandboxes()) {
+        Sandbox& sandbox = *m_world.sandbox(id);
+        if ((!q->app_id().empty() && sandbox.app_id != q->app_id()) ||
+            (sandbox.result && !q->include_finished()) ||
+            (q->before_timestamp() > 0 && sandbox.created_at >= q->before_timestamp())) {
+          continue;
+        }
+        bool all = true;
+        for (const auto& want : q->tags()) {
+          bool has = false;
+          for (const auto& [name, value] : sandbox.tags) {
+            has = has || (name == want.tag_name() && value == want.tag_value());
+          }
+          all = all && has;
+        }
+        if (all) {
+          found.push_back(&sandbox);
+        }
+      }
+      std::sort(found.begin(), found.end(),
+                [](auto* a, auto* b) { return a->created_at > b->created_at; });
+      for (size_t i = 0; i < found.size() && i < 10; ++i) { // pages of 10: callers must page
+        auto* info = r->add_sandboxes();
+        info->set_id(found[i]->id);
+        info->set_created_at(found[i]->created_at);
+        info->set_app_id(found[i]->app_id);
+        info->set_image_id(found[i]->image_id);
+        info->set_timeout_secs(found[i]->definition.timeout_secs());
+        for (const auto& [name, value] : found[i]->tags) {
+          auto* tag = info->add_tags();
+          tag->set_tag_name(name);
+          tag->set_tag_value(value);
+        }
+        if (!found[i]->task_id.empty()) {
+          info->mutable_task_info()->set_id(found[i]->task_id);
+        }
+      }
+      return Status::OK;
+    });
+  }
+
+  Status SandboxTagsGet(ServerContext* c, const api::SandboxTagsGetRequest* q,
+                        api::SandboxTagsGetResponse* r) override {
+    return m_world.call(c, "SandboxTagsGet", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      for (const auto& [name, value] : sandbox->tags) {
+        auto* tag = r->add_tags();
+        tag->set_tag_name(name);
+        tag->set_tag_value(value);
+      }
+      return Status::OK;
+    });
+  }
+
+  // The legacy snapshot: after --snapshot-delay; past the request's own timeout it answers
+  // without a result, as a server that gave up waiting would.
+  Status SandboxSnapshotFs(ServerContext* c, const api::SandboxSnapshotFsRequest* q,
+                           api::SandboxSnapshotFsResponse* r) override {
+    return m_world.call(c, "SandboxSnapshotFs", *q, r, false, [&] {
+      double delay = m_world.options().snapshot_delay;
+      if (delay > 0 &&
+          !wait_for(m_world, c, std::min<double>(delay, q->timeout()), [] { return false; }) &&
+          delay > q->timeout()) {
+        return Status::OK;
+      }
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      r->set_image_id(m_world.snapshot(*sandbox));
+      r->mutable_result()->set_status(api::GenericResult::GENERIC_STATUS_SUCCESS);
+      return Status::OK;
+    });
+  }
+
+  Status TaskGetCommandRouterAccess(ServerContext* c,
+                                    const api::TaskGetCommandRouterAccessRequest* q,
+                                    api::TaskGetCommandRouterAccessResponse* r) override {
+    return m_world.call(c, "TaskGetCommandRouterAccess", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      if (!m_world.options().router) {
+        return Status(StatusCode::UNIMPLEMENTED, "router disabled (fake)");
+      }
+      Sandbox* sandbox = m_world.sandbox_of_task(q->task_id());
+      if (!sandbox) {
+        return not_found("Task " + q->task_id());
+      }
+      r->set_jwt(m_world.issue_jwt(q->task_id()));
+      r->set_url(m_world.options().router_url);
+      return Status::OK;
+    });
+  }
+
+  Status ContainerExec(ServerContext* c, const api::ContainerExecRequest* q,
+                       api::ContainerExecResponse* r) override {
+    return m_world.call(c, "ContainerExec", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox_of_task(q->task_id());
+      if (!sandbox) {
+        return not_found("Task " + q->task_id());
+      }
+      if (sandbox->result) {
+        return Status(StatusCode::FAILED_PRECONDITION, "the sandbox has finished");
+      }
+      std::vector<std::string> argv(q->command().begin(), q->command().end());
+      std::string id = m_world.new_id("ce-");
+      m_world.start_exec(*sandbox, id, argv,
+                         q->has_workdir() ? std::optional(q->workdir()) : std::nullopt, {},
+                         q->stderr_output() == api::EXEC_OUTPUT_OPTION_STDOUT,
+                         q->timeout_secs() ? std::optional(q->timeout_secs()) : std::nullopt);
+      r->set_exec_id(id);
+      return Status::OK;
+    });
+  }
+
+  // batch_index is the byte offset reached in that stream; the batch that reaches the end of a
+  // finished command carries its exit code.
+  Status ContainerExecGetOutput(ServerContext* c, const api::ContainerExecGetOutputRequest* q,
+                                grpc::ServerWriter<api::RuntimeOutputBatch>* w) override {
+    return m_world.call(c, "ContainerExecGetOutput", *q, nullptr, false, [&] {
+      std::shared_ptr<Exec> exec;
+      {
+        std::lock_guard lock(m_world.mutex());
+        exec = m_world.exec(q->exec_id());
+      }
+      if (!exec) {
+        return not_found("Exec " + q->exec_id());
+      }
+      const bool is_err = q->file_descriptor() == api::FILE_DESCRIPTOR_STDERR;
+      std::uint64_t offset = q->last_batch_index();
+      auto until = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(
+                       static_cast<long>((q->timeout() > 0 ? q->timeout() : 55) * 1000));
+      std::unique_lock lock(exec->mutex);
+      while (!c->IsCancelled() && std::chrono::steady_clock::now() < until) {
+        const std::string& buffer = is_err ? exec->err : exec->out;
+        const bool done = exec->exited && (is_err ? exec->err_done : exec->out_done);
+        if (buffer.size() > offset || done) {
+          api::RuntimeOutputBatch batch;
+          if (buffer.size() > offset) {
+            auto* item = batch.add_items();
+            item->set_file_descriptor(q->file_descriptor());
+            item->set_message_bytes(buffer.substr(offset));
+            offset = buffer.size();
+          }
+          batch.set_batch_index(offset);
+          if (done) {
+            batch.set_exit_code(exec->signal ? 128 + exec->signal : exec->code);
+          }
+          lock.unlock();
+          w->Write(batch);
+          if (done) {
+            return Status::OK;
+          }
+          lock.lock();
+          continue;
+        }
+        exec->changed.wait_for(lock, std::chrono::milliseconds(100));
+      }
+      return Status::OK;
+    });
+  }
+
+  Status ContainerExecWait(ServerContext* c, const api::ContainerExecWaitRequest* q,
+                           api::ContainerExecWaitResponse* r) override {
+    return m_world.call(c, "ContainerExecWait", *q, r, false, [&] {
+      std::shared_ptr<Exec> exec;
+      {
+        std::lock_guard lock(m_world.mutex());
+        exec = m_world.exec(q->exec_id());
+      }
+      if (!exec) {
+        return not_found("Exec " + q->exec_id());
+      }
+      std::unique_lock lock(exec->mutex);
+      exec->changed.wait_for(lock,
+                             std::chrono::milliseconds(static_cast<long>(q->timeout() * 1000)),
+                             [&] { return exec->exited; });
+      if (exec->exited) {
+        r->set_completed(true);
+        r->set_exit_code(exec->signal ? 128 + exec->signal : exec->code);
+      }
+      return Status::OK;
+    });
+  }
+
+private:
+  bool app_known(const std::string& app_id) {
+    for (const auto& [key, id] : m_world.apps()) {
+      if (id == app_id) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  World& m_world;
+  double m_last_created = 0;
+};
+
+} // namespace
+
+std::unique_ptr<api::ModalClient::Service> control_plane(World& world) {
+  return std::make_unique<ControlPlane>(world);
+}
+
+} // namespace fake_modal

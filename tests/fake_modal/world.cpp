@@ -1,0 +1,366 @@
+#include "world.hpp"
+
+#include <csignal>
+#include <fcntl.h>
+#include <fstream>
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace fake_modal {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json to_json(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = false; // lowerCamelCase, as Modal's JSON tools show
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return json::parse(text, nullptr, false);
+}
+
+void read_into(std::shared_ptr<Exec> exec, int fd, bool is_err) {
+  char buffer[4096];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    std::lock_guard lock(exec->mutex);
+    if (n <= 0) {
+      (is_err ? exec->err_done : exec->out_done) = true;
+      exec->changed.notify_all();
+      break;
+    }
+    (is_err ? exec->err : exec->out).append(buffer, static_cast<size_t>(n));
+    exec->changed.notify_all();
+  }
+  ::close(fd);
+}
+
+} // namespace
+
+World::World(Options options) : m_options(std::move(options)) {
+  fs::create_directories(m_options.state_dir / "images");
+  fs::create_directories(m_options.state_dir / "sandboxes");
+}
+
+World::~World() {
+  std::lock_guard lock(m_mutex);
+  for (auto& [id, exec] : m_execs) {
+    if (exec->pid > 0 && !exec->exited) {
+      ::kill(exec->pid, SIGKILL);
+    }
+  }
+}
+
+double World::now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string World::new_id(const char* prefix) {
+  static const char k_base62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  static thread_local std::mt19937_64 engine{std::random_device{}()};
+  std::string id = prefix;
+  for (int i = 0; i < 22; ++i) {
+    id += k_base62[engine() % 62];
+  }
+  return id;
+}
+
+std::string World::issue_jwt(const std::string& task_id) {
+  std::string jwt = new_id("jwt-");
+  m_jwts[jwt] = task_id;
+  return jwt;
+}
+
+grpc::Status World::call(grpc::ServerContext* context, const char* rpc,
+                         const google::protobuf::Message& request,
+                         const google::protobuf::Message* response, bool router,
+                         const std::function<grpc::Status()>& body) {
+  const auto started = std::chrono::steady_clock::now();
+  json metadata = json::object();
+  std::string token_id, token_secret, authorization;
+  for (const auto& [key, value] : context->client_metadata()) {
+    std::string k(key.data(), key.size()), v(value.data(), value.size());
+    if (k == "x-modal-token-id") {
+      token_id = v;
+      v = "<redacted>";
+    } else if (k == "x-modal-token-secret") {
+      token_secret = v;
+      v = "<redacted>";
+    } else if (k == "authorization") {
+      authorization = v;
+      v = "<redacted>";
+    }
+    if (k.starts_with("x-") || k == "authorization") {
+      metadata[k] = v;
+    }
+  }
+  grpc::Status status;
+  bool faulted = false;
+  {
+    std::unique_lock lock(m_mutex);
+    auto fault = m_options.faults.find(rpc);
+    if (fault != m_options.faults.end() && fault->second.remaining > 0) {
+      Options::Fault f = fault->second;
+      --fault->second.remaining;
+      lock.unlock();
+      if (f.hang > 0) {
+        auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<long>(f.hang * 1000));
+        while (std::chrono::steady_clock::now() < until && !context->IsCancelled()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      } else if (f.retry_after >= 0) {
+        modal::client::RPCRetryPolicy policy;
+        policy.set_retry_after_secs(static_cast<float>(f.retry_after));
+        modal::client::RPCStatus details;
+        details.set_code(grpc::StatusCode::RESOURCE_EXHAUSTED);
+        details.set_message("rate limited (fake)");
+        details.add_details()->PackFrom(policy);
+        status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "rate limited (fake)",
+                              details.SerializeAsString());
+        faulted = true;
+      } else {
+        status = grpc::Status(f.code, "injected by the fake");
+        faulted = true;
+      }
+    }
+  }
+  if (!faulted) {
+    if (router) {
+      std::lock_guard lock(m_mutex);
+      const std::string prefix = "Bearer ";
+      if (!authorization.starts_with(prefix) ||
+          !m_jwts.count(authorization.substr(prefix.size()))) {
+        status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or unknown JWT");
+        faulted = true;
+      }
+    } else if (token_id != m_options.token_id || token_secret != m_options.token_secret) {
+      status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "Invalid token id or secret");
+      faulted = true;
+    }
+  }
+  if (!faulted) {
+    status = body();
+  }
+  json line = {
+      {"rpc", rpc},
+      {"metadata", metadata},
+      {"code", static_cast<int>(status.error_code())},
+      {"request", to_json(request)},
+      {"time", now_unix()},
+      {"ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                 .count()}};
+  if (response && status.ok()) {
+    line["response"] = to_json(*response);
+  }
+  std::lock_guard lock(m_log_mutex);
+  std::ofstream(m_options.state_dir / "calls.jsonl", std::ios::app) << line.dump() << "\n";
+  return status;
+}
+
+void World::refresh(Sandbox& sandbox) {
+  if (sandbox.result) {
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  unsigned timeout = sandbox.definition.timeout_secs() ? sandbox.definition.timeout_secs() : 300;
+  if (now - sandbox.created > std::chrono::seconds(timeout)) {
+    finish(sandbox, modal::client::GenericResult::GENERIC_STATUS_TIMEOUT);
+    return;
+  }
+  bool running = false;
+  for (auto& exec : sandbox.execs) {
+    std::lock_guard lock(exec->mutex);
+    running = running || !exec->exited;
+  }
+  if (running) {
+    sandbox.last_activity = now;
+  } else if (sandbox.definition.has_idle_timeout_secs() &&
+             now - sandbox.last_activity >
+                 std::chrono::seconds(sandbox.definition.idle_timeout_secs())) {
+    finish(sandbox, modal::client::GenericResult::GENERIC_STATUS_IDLE_TIMEOUT);
+  }
+}
+
+Sandbox* World::sandbox(const std::string& id) {
+  auto found = m_sandboxes.find(id);
+  if (found == m_sandboxes.end()) {
+    return nullptr;
+  }
+  refresh(found->second);
+  return &found->second;
+}
+
+Sandbox* World::sandbox_of_task(const std::string& task_id) {
+  for (auto& [id, sandbox] : m_sandboxes) {
+    if (!task_id.empty() && sandbox.task_id == task_id) {
+      refresh(sandbox);
+      return &sandbox;
+    }
+  }
+  return nullptr;
+}
+
+void World::finish(Sandbox& sandbox, GenericStatus status) {
+  if (sandbox.result) {
+    return;
+  }
+  sandbox.result = status;
+  for (auto& exec : sandbox.execs) {
+    std::lock_guard lock(exec->mutex);
+    if (exec->pid > 0 && !exec->exited) {
+      ::kill(exec->pid, SIGKILL);
+    }
+  }
+}
+
+int World::live_sandboxes() {
+  int live = 0;
+  for (auto& [id, sandbox] : m_sandboxes) {
+    refresh(sandbox);
+    live += sandbox.result ? 0 : 1;
+  }
+  return live;
+}
+
+Image& World::image_for_ref(const std::string& ref) {
+  for (auto& [id, image] : m_images) {
+    if (image.ref == ref) {
+      return image;
+    }
+  }
+  Image image;
+  image.id = new_id("im-");
+  image.ref = ref;
+  image.broken = ref.starts_with("broken/");
+  image.dir = m_options.state_dir / "images" / image.id;
+  fs::create_directories(image.dir);
+  return m_images[image.id] = image;
+}
+
+std::string World::snapshot(const Sandbox& sandbox) {
+  Image image;
+  image.id = new_id("im-");
+  image.ref = "snapshot of " + sandbox.id;
+  image.built = true;
+  image.dir = m_options.state_dir / "images" / image.id;
+  fs::copy(sandbox.dir, image.dir, fs::copy_options::recursive);
+  m_images[image.id] = image;
+  return image.id;
+}
+
+std::shared_ptr<Exec> World::exec(const std::string& exec_id) {
+  auto found = m_execs.find(exec_id);
+  return found == m_execs.end() ? nullptr : found->second;
+}
+
+std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exec_id,
+                                        const std::vector<std::string>& argv,
+                                        const std::optional<std::string>& workdir,
+                                        const std::map<std::string, std::string>& env,
+                                        bool stderr_to_stdout,
+                                        std::optional<unsigned> timeout_secs) {
+  auto exec = std::make_shared<Exec>();
+  exec->id = exec_id;
+  exec->sandbox_id = sandbox.id;
+  m_execs[exec_id] = exec;
+  sandbox.execs.push_back(exec);
+  sandbox.last_activity = std::chrono::steady_clock::now();
+  fs::path cwd = sandbox.dir;
+  if (workdir) {
+    cwd = sandbox.dir / fs::path(*workdir).relative_path();
+    fs::create_directories(cwd);
+  }
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) ||
+      argv.empty()) {
+    exec->exited = exec->out_done = exec->err_done = true;
+    exec->code = 126;
+    return exec;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, stderr_to_stdout ? out[1] : err[1], 2);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (!env.count(entry.substr(0, entry.find('=')))) {
+      env_text.push_back(entry);
+    }
+  }
+  for (const auto& [key, value] : env) {
+    env_text.push_back(key + "=" + value);
+  }
+  std::vector<char*> envp, args;
+  for (auto& e : env_text) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) {
+    args.push_back(a.data());
+  }
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    // What real Modal reports here was not verified; this is what a shell would say.
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    exec->err =
+        "exec: " + std::string(rc == ENOENT ? "no such file or directory" : "not executable") +
+        ": " + argv[0] + "\n";
+    exec->code = rc == ENOENT ? 127 : 126;
+    exec->exited = exec->out_done = exec->err_done = true;
+    return exec;
+  }
+  exec->pid = pid;
+  exec->stdin_fd = in[1];
+  std::thread(read_into, exec, out[0], false).detach();
+  std::thread(read_into, exec, err[0], true).detach();
+  std::thread([exec, timeout_secs] {
+    int status = 0;
+    if (timeout_secs && *timeout_secs > 0) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(*timeout_secs);
+      while (::waitpid(exec->pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > until) {
+          ::kill(exec->pid, SIGKILL);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } else {
+      while (::waitpid(exec->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    std::lock_guard lock(exec->mutex);
+    exec->exited = true;
+    if (WIFSIGNALED(status)) {
+      exec->signal = WTERMSIG(status);
+    } else {
+      exec->code = WEXITSTATUS(status);
+    }
+    exec->changed.notify_all();
+  }).detach();
+  return exec;
+}
+
+} // namespace fake_modal
