@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include <sandboxer/endpoint.hpp>
+
 namespace sandboxer {
 namespace {
 
@@ -34,11 +36,6 @@ constexpr const char* k_ci_job_ids[] = {
     "CI_JOB_ID",          "GITHUB_RUN_ID",      "BUILD_ID",
     "BUILDKITE_BUILD_ID", "CIRCLE_WORKFLOW_ID", "CI_PIPELINE_ID",
 };
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 // The passwd entry of the effective user, or none.
 template <typename F> auto with_passwd_entry(F&& read) -> decltype(read(std::declval<passwd&>())) {

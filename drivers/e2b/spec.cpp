@@ -6,6 +6,7 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
+#include <sandboxer/endpoint.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/spec_fields.hpp>
 
@@ -21,22 +22,6 @@ const std::vector<std::string> k_keys = {
 using spec_fields::duration_at;
 using spec_fields::map_at;
 using spec_fields::text_at;
-
-std::string strip_slash(std::string url) {
-  while (!url.empty() && url.back() == '/') {
-    url.pop_back();
-  }
-  return url;
-}
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
-bool is_loopback_host(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host.starts_with("127.");
-}
 
 } // namespace
 
@@ -85,13 +70,11 @@ Spec parse_spec(const json& section) {
   for (auto [key, field] :
        {std::pair{"api_url", &spec.api_url}, std::pair{"envd_url", &spec.envd_url}}) {
     if (section.contains(key)) {
-      std::string url = strip_slash(text_at(section[key], std::string("/") + key));
       try {
-        check_url_scheme(url, key);
+        *field = checked_endpoint(text_at(section[key], std::string("/") + key), key, "API key");
       } catch (const DriverError& e) {
         throw SpecError(std::string("/") + key, e.what());
       }
-      *field = url;
     }
   }
   if (section.contains("domain")) {
@@ -158,8 +141,9 @@ Endpoints resolve_endpoints(const Spec& spec) {
   std::string domain = spec.domain.value_or(env_or_empty("E2B_DOMAIN"));
   endpoints.domain = domain.empty() ? "e2b.app" : domain;
   std::string api = spec.api_url.value_or(env_or_empty("E2B_API_URL"));
-  endpoints.api_url = api.empty() ? "https://api." + endpoints.domain : strip_slash(api);
-  check_url_scheme(endpoints.api_url, spec.api_url ? "api_url" : "E2B_API_URL");
+  endpoints.api_url =
+      api.empty() ? "https://api." + endpoints.domain
+                  : checked_endpoint(api, spec.api_url ? "api_url" : "E2B_API_URL", "API key");
   endpoints.envd_url = spec.envd_url;
   return endpoints;
 }
@@ -170,31 +154,6 @@ std::string envd_base(const Endpoints& endpoints, const std::string& sandbox_id,
     return *endpoints.envd_url;
   }
   return fmt::format("https://49983-{}.{}", sandbox_id, sandbox_domain.value_or(endpoints.domain));
-}
-
-void check_url_scheme(const std::string& url, const std::string& what) {
-  if (url.starts_with("https://")) {
-    return;
-  }
-  if (url.starts_with("http://")) {
-    std::string rest = url.substr(7);
-    std::string host = rest.substr(0, rest.find('/'));
-    if (!host.starts_with("[")) {
-      host = host.substr(0, host.find(':'));
-    } else {
-      host = host.substr(0, host.find(']') + 1);
-    }
-    if (is_loopback_host(host)) {
-      return;
-    }
-    throw DriverError(
-        DriverError::Kind::invalid_spec,
-        fmt::format("{} {}: plain http is allowed only to a loopback address (a local "
-                    "test server); use https:// so the API key is encrypted",
-                    what, url));
-  }
-  throw DriverError(DriverError::Kind::invalid_spec,
-                    fmt::format("{} \"{}\": expected an https:// URL", what, url));
 }
 
 void check_api_key(const std::string& key) {

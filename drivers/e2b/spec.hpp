@@ -44,10 +44,6 @@ Endpoints resolve_endpoints(const Spec& spec);
 std::string envd_base(const Endpoints& endpoints, const std::string& sandbox_id,
                       const std::optional<std::string>& sandbox_domain);
 
-// Throws DriverError(invalid_spec) unless `url` is https://..., or http:// to a loopback host
-// (a local test or development server): a key must never travel in clear over a network.
-void check_url_scheme(const std::string& url, const std::string& what);
-
 // Throws DriverError(invalid_spec) when `key` does not look like an E2B API key; the message never
 // contains the key itself.
 void check_api_key(const std::string& key);

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <sandboxer/duration.hpp>
+#include <sandboxer/endpoint.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/spec_fields.hpp>
@@ -484,18 +485,14 @@ private:
       return nullptr;
     }
     log::add_secret(access.jwt());
-    std::string url = access.url();
-    while (url.ends_with("/")) {
-      url.pop_back();
-    }
     // A plaintext router only next to a plaintext loopback server (a local test server).
-    if (!url.starts_with("https://") &&
-        !(m_api.url().starts_with("http://") && url.starts_with("http://"))) {
+    if (!access.url().starts_with("https://") &&
+        !(m_api.url().starts_with("http://") && access.url().starts_with("http://"))) {
       throw DriverError(Kind::error, fmt::format("Modal gave a command router URL that is not "
                                                  "https ({}); refusing to send its token there",
-                                                 url));
+                                                 access.url()));
     }
-    check_server_url(url, "the command router URL");
+    std::string url = checked_endpoint(access.url(), "the command router URL", "token");
     auto calls = std::make_unique<Calls>(m_spec, url, m_token, access.jwt());
     return (m_routers[task_id] = std::move(calls)).get();
   }

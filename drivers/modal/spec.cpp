@@ -6,6 +6,7 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
+#include <sandboxer/endpoint.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/spec_fields.hpp>
 
@@ -43,11 +44,6 @@ const std::vector<std::string> k_keys = {"app",
                                          "attempts"};
 
 const char* const k_default_server = "https://api.modal.com:443";
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 // Whole seconds within [1s, 24h]: Modal takes uint32 seconds and refuses more than a day.
 std::chrono::seconds lifetime_at(const json& value, const std::string& pointer) {
@@ -90,10 +86,6 @@ int milli_cpu_at(const json& value) {
     throw SpecError("/cpu", "expected a number of cores from 0.125 to 64 (0.5, 2)");
   }
   return static_cast<int>(std::lround(cores * 1000));
-}
-
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
 }
 
 } // namespace
@@ -169,16 +161,12 @@ Spec parse_spec(const json& section) {
     }
   }
   if (section.contains("server_url")) {
-    std::string url = text_at(section["server_url"], "/server_url");
-    while (url.ends_with("/")) {
-      url.pop_back();
-    }
     try {
-      check_server_url(url, "server_url");
+      spec.server_url =
+          checked_endpoint(text_at(section["server_url"], "/server_url"), "server_url", "token");
     } catch (const DriverError& e) {
       throw SpecError("/server_url", e.what());
     }
-    spec.server_url = url;
   }
   if (section.contains("image_builder_version")) {
     spec.image_builder_version =
@@ -266,27 +254,6 @@ json to_json(const Spec& spec) {
   return out;
 }
 
-void check_server_url(const std::string& url, const std::string& what) {
-  if (url.starts_with("https://")) {
-    return;
-  }
-  if (url.starts_with("http://")) {
-    std::string host = url.substr(7);
-    host = host.substr(0, host.find('/'));
-    host =
-        host.starts_with("[") ? host.substr(0, host.find(']') + 1) : host.substr(0, host.find(':'));
-    if (is_loopback_host(host)) {
-      return;
-    }
-    throw DriverError(DriverError::Kind::invalid_spec,
-                      fmt::format("{} {}: plain http is allowed only to a loopback address (a "
-                                  "local test server); use https:// so the token is encrypted",
-                                  what, url));
-  }
-  throw DriverError(DriverError::Kind::invalid_spec,
-                    fmt::format("{} \"{}\": expected an https:// URL", what, url));
-}
-
 std::string resolve_server_url(const Spec& spec) {
   if (spec.server_url) {
     return *spec.server_url;
@@ -295,11 +262,7 @@ std::string resolve_server_url(const Spec& spec) {
   if (url.empty()) {
     return k_default_server;
   }
-  while (url.ends_with("/")) {
-    url.pop_back();
-  }
-  check_server_url(url, "MODAL_SERVER_URL");
-  return url;
+  return checked_endpoint(url, "MODAL_SERVER_URL", "token");
 }
 
 std::string resolve_environment(const Spec& spec) {

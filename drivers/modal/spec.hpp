@@ -48,9 +48,6 @@ nlohmann::json to_json(const Spec& spec);
 std::string resolve_server_url(const Spec& spec);
 std::string resolve_environment(const Spec& spec);
 
-// Throws DriverError(invalid_spec) unless `url` is https://... or http:// to a loopback host.
-void check_server_url(const std::string& url, const std::string& what);
-
 // Whether `reference` names an image by its Modal id rather than by a registry reference.
 bool is_image_id(const std::string& reference);
 

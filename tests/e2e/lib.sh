@@ -161,6 +161,19 @@ interrupt_slow_create() {
   [ "$(jq -r .state "$WORK/out-$name")" = failed ] || fail "stdout record not failed"
 }
 
+# announced_port OUT ERR WHAT: the port a server we started prints as PORT=N on OUT, once it has
+# (10 s at most); fails naming WHAT, with its stderr (ERR), if it never does.
+announced_port() {
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^PORT=//p' "$1")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "$3 did not start: $(cat "$2")"
+  echo "$port"
+}
+
 # start_fake_e2b: starts tests/fake_e2b/server.py on a loopback port with a fresh API key; sets
 # $KEY, $FAKE_PID and $FAKE_URL, and stops the server when the test exits.
 start_fake_e2b() {
@@ -170,14 +183,7 @@ start_fake_e2b() {
     2>"$WORK/fake.err" &
   FAKE_PID=$!
   at_exit 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true'
-  local port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "the fake did not start: $(cat "$WORK/fake.err")"
-  FAKE_URL="http://127.0.0.1:$port"
+  FAKE_URL="http://127.0.0.1:$(announced_port "$WORK/fake.out" "$WORK/fake.err" "the fake E2B")"
   export FAKE_URL
 }
 
@@ -259,13 +265,8 @@ start_fake_modal() {
     "$SANDBOXER_FAKE_MODAL" "${args[@]}" "$@" >"$FAKE_MODAL_DIR/out" 2>"$FAKE_MODAL_DIR/err" &
   FAKE_MODAL_PID=$!
   at_exit "kill $FAKE_MODAL_PID 2>/dev/null || true; wait $FAKE_MODAL_PID 2>/dev/null || true"
-  local port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^PORT=//p' "$FAKE_MODAL_DIR/out")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "the fake Modal did not start: $(cat "$FAKE_MODAL_DIR/err")"
+  local port
+  port=$(announced_port "$FAKE_MODAL_DIR/out" "$FAKE_MODAL_DIR/err" "the fake Modal")
   MODAL_FAKE_URL="$([ -n "$tls" ] && echo https || echo http)://127.0.0.1:$port"
   export MODAL_FAKE_URL FAKE_MODAL_PID
 }

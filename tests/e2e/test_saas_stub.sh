@@ -15,9 +15,7 @@ python3 "$SANDBOXER_SOURCE_DIR/examples/saas-stub/fake_saas.py" --key-file "$WOR
   >"$WORK/fake.out" 2>"$WORK/fake.err" &
 FAKE_PID=$!
 trap 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 100); do grep -q '^PORT=' "$WORK/fake.out" && break; sleep 0.1; done
-PORT=$(sed -n 's/^PORT=//p' "$WORK/fake.out")
-[ -n "$PORT" ] || fail "the fake SaaS did not start: $(cat "$WORK/fake.err")"
+PORT=$(announced_port "$WORK/fake.out" "$WORK/fake.err" "the fake SaaS")
 URL="http://127.0.0.1:$PORT"
 control() { curl -sf "$URL/_control/$1" ${2:+-H 'Content-Type: application/json' -d "$2"}; }
 

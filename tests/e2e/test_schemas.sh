@@ -87,14 +87,15 @@ if [ -n "${SANDBOXER_SAAS_STUB:-}" ]; then
   # saas-stub needs its service: the kit's first create fails without it, which is still traffic
   # worth checking, but the whole conversation needs the fake.
   KEY=k-$$; printf '%s\n' "$KEY" >"$WORK/key"
-  python3 "$SANDBOXER_SOURCE_DIR/examples/saas-stub/fake_saas.py" --key-file "$WORK/key" >"$WORK/fake.out" &
+  python3 "$SANDBOXER_SOURCE_DIR/examples/saas-stub/fake_saas.py" --key-file "$WORK/key" \
+    >"$WORK/fake.out" 2>"$WORK/fake.err" &
   FAKE_PID=$!
   trap 'kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-  for _ in $(seq 100); do grep -q '^PORT=' "$WORK/fake.out" && break; sleep 0.1; done
+  SAAS_PORT=$(announced_port "$WORK/fake.out" "$WORK/fake.err" "the fake SaaS")
   export SAAS_KEY="$KEY"
   : >"$RECORD_FILE"
   printf 'driver: recorded\nsecrets: { api_key: { env: SAAS_KEY } }\nrecorded: { api_url: "http://127.0.0.1:%s" }\n' \
-    "$(sed -n 's/^PORT=//p' "$WORK/fake.out")" >"$PROFILES/rec.yaml"
+    "$SAAS_PORT" >"$PROFILES/rec.yaml"
   RECORD_TARGET=$SANDBOXER_SAAS_STUB expect_code 0 sbx drivers test --profile rec -o json
   "$PY" "$VALIDATE" --protocol "$S/driver-protocol.json" "$RECORD_FILE" || fail "protocol traffic of saas-stub"
 fi
