@@ -231,6 +231,28 @@ compose_leftovers() {
   docker volume ls -q --filter "label=com.docker.compose.project=$1"
 }
 
+# modal_profile NAME [LINE...]: $PROFILES/NAME.yaml on the fake started last (start_fake_modal):
+# the token from the environment, image debian:12, a 2h lifetime, and each LINE in its modal:
+# section.
+modal_profile() {
+  local name=$1
+  shift
+  {
+    cat <<EOF2
+driver: modal
+ttl: { default: 30m, max: 4h }
+secrets:
+  token_id: { env: MODAL_TOKEN_ID }
+  token_secret: { env: MODAL_TOKEN_SECRET }
+modal:
+  image: debian:12
+  server_url: $MODAL_FAKE_URL
+  timeout: 2h
+EOF2
+    printf '  %s\n' "$@"
+  } >"$PROFILES/$name.yaml"
+}
+
 # start_fake_modal [--tls] [FLAGS...]: starts tests/fake_modal (SANDBOXER_FAKE_MODAL) on a loopback
 # port with FLAGS and a fresh token pair, exported as MODAL_TOKEN_ID / MODAL_TOKEN_SECRET. Sets
 # MODAL_FAKE_URL, FAKE_MODAL_PID and FAKE_MODAL_DIR (its calls.jsonl logs every call), and stops it

@@ -48,12 +48,7 @@ passes e2b
 
 # modal against tests/fake_modal (its lifetime above the TTL, so that extend has room).
 start_fake_modal
-cat >"$PROFILES/modal.yaml" <<EOF2
-driver: modal
-ttl: { default: 30m, max: 2h }
-secrets: { token_id: { env: MODAL_TOKEN_ID }, token_secret: { env: MODAL_TOKEN_SECRET } }
-modal: { image: debian:12, server_url: "$MODAL_FAKE_URL", timeout: 2h }
-EOF2
+modal_profile modal
 passes modal
 
 for name in pydir leaky noexit nolabels; do

@@ -19,32 +19,14 @@ run() {
   printf '%s\n%s\n' "$OUT" "$ERR" >>"$LOG"
 }
 
-# modal_profile NAME [EXTRA LINE...]: a profile on the fake, with extra lines in its modal: section.
-modal_profile() {
+# sandbox_profile NAME [LINE...]: a modal_profile with a size, labels, env and tags, plus LINEs.
+sandbox_profile() {
   local name=$1
   shift
-  {
-    cat <<EOF2
-driver: modal
-ttl: { default: 30m, max: 4h }
-labels: { team: e2e }
-env: { FROM_PROFILE: yes-profile }
-secrets:
-  token_id: { env: MODAL_TOKEN_ID }
-  token_secret: { env: MODAL_TOKEN_SECRET }
-modal:
-  image: debian:12
-  server_url: $MODAL_FAKE_URL
-  timeout: 2h
-  cpu: 0.5
-  memory: 512m
-  tags: { purpose: e2e }
-  call_timeout: 5s
-EOF2
-    printf '  %s\n' "$@"
-  } >"$PROFILES/$name.yaml"
+  modal_profile "$name" "cpu: 0.5" "memory: 512m" "tags: { purpose: e2e }" "call_timeout: 5s" "$@"
+  printf 'labels: { team: e2e }\nenv: { FROM_PROFILE: yes-profile }\n' >>"$PROFILES/$name.yaml"
 }
-modal_profile modal
+sandbox_profile modal
 
 # The example profile of the repository validates.
 run 0 "$SANDBOXER" profiles validate "$SANDBOXER_SOURCE_DIR/profiles/modal-small.yaml"
@@ -136,7 +118,7 @@ run 0 sbx destroy two
 run 0 sbx snapshots rm "one:s1"
 
 # A sandbox that ends by itself (Modal's idle timeout): status says so, destroy closes it.
-modal_profile idle "idle_timeout: 2s"
+sandbox_profile idle "idle_timeout: 2s"
 run 0 sbx create --profile idle --name idle -o json
 IDLE_BID=$(jq -r .backend_id <<<"$OUT")
 [ "$(calls SandboxCreate | tail -1 | jq -r .request.definition.idleTimeoutSecs)" = 2 ] || fail "idle timeout not sent"
@@ -147,7 +129,7 @@ expect_contains "$(jq -r .backend.detail <<<"$OUT")" "idle timeout"
 run 0 sbx destroy idle
 
 # Without modal.timeout, Modal's lifetime is the TTL: nothing outlives its deadline.
-modal_profile ttl
+sandbox_profile ttl
 sed -i '/^  timeout: 2h$/d' "$PROFILES/ttl.yaml"
 run 0 sbx create --profile ttl --name short --ttl 10m -o json
 SHORT_BID=$(jq -r .backend_id <<<"$OUT")
@@ -186,7 +168,7 @@ echo "lifecycle ok"
 # The older exec path (a server without the command router): exec and snapshot still work.
 OLD_URL=$MODAL_FAKE_URL
 start_fake_modal --no-router
-modal_profile legacy
+sandbox_profile legacy
 run 0 sbx create --profile legacy --name legacy -o json
 run 3 sbx exec legacy -- sh -c 'echo out; echo err >&2; exit 3'
 [ "$OUT" = out ] && [ "$ERR" = err ] || fail "legacy exec: $OUT / $ERR"
@@ -202,7 +184,7 @@ echo "legacy ok"
 
 # TLS with a throwaway CA: trusted through grpc's root file, refused without it.
 start_fake_modal --tls
-modal_profile tls
+sandbox_profile tls
 run 0 sbx create --profile tls --name tls -o json
 run 0 sbx exec tls -- echo over-tls
 [ "$OUT" = over-tls ] || fail "exec over TLS: $OUT"

@@ -9,19 +9,7 @@ cd "$WORK"
 fake_with() {
   start_fake_modal "$@"
   CALLS="$FAKE_MODAL_DIR/calls.jsonl"
-  cat >"$PROFILES/modal.yaml" <<EOF2
-driver: modal
-ttl: { default: 30m, max: 2h }
-secrets:
-  token_id: { env: MODAL_TOKEN_ID }
-  token_secret: { env: MODAL_TOKEN_SECRET }
-modal:
-  image: debian:12
-  server_url: $MODAL_FAKE_URL
-  timeout: 2h
-  call_timeout: 2s
-  snapshot_timeout: 2s
-EOF2
+  modal_profile modal "call_timeout: 2s" "snapshot_timeout: 2s"
 }
 calls() { jq -c --arg rpc "$1" 'select(.rpc == $rpc)' "$CALLS"; }
 LOG="$WORK/all-output"
