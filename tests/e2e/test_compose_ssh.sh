@@ -72,33 +72,13 @@ expect_code 0 sbx exec --env K=v --workdir /tmp "$ID" -- sh -c 'echo $K $(pwd)'
 expect_code 127 sbx exec "$ID" -- no-such-program
 expect_contains "$ERR" "command not found"
 # A terminal: -it from a pty gets one on the host, with the local size.
-cat >"$WORK/run_on_pty.py" <<'EOF2'
-import fcntl, os, pty, select, struct, sys, termios, time
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp(sys.argv[1], sys.argv[1:])
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
-text, deadline = b"", time.time() + 30
-while time.time() < deadline:
-    ready, _, _ = select.select([fd], [], [], 0.1)
-    if ready:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        text += chunk
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(text.decode(errors="replace"))
-print("exit=%d" % os.waitstatus_to_exitcode(status))
-EOF2
-OUT=$(/usr/bin/python3 "$WORK/run_on_pty.py" "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" \
-  exec -it "$ID" -- sh -c 'tty; i=0
+/usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py" "$WORK/pty.out" \
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec -it "$ID" -- sh -c 'tty; i=0
     while s=$(stty size 2>/dev/null); { [ -z "$s" ] || [ "$s" = "0 0" ]; } && [ $i -lt 50 ]; do
       i=$((i + 1)); sleep 0.1
     done
-    echo "size=$s"; exit 5')
+    echo "size=$s"; exit 5'
+OUT=$(cat "$WORK/pty.out")
 expect_contains "$OUT" "/dev/pts/"
 # docker gives an exec's terminal its size a moment after the command starts (API 1.41).
 expect_contains "$OUT" "size=33 111"

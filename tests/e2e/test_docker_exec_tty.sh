@@ -35,46 +35,16 @@ while [ "$(stty size)" = "$s" ]; do i=$((i + 1)); [ $i -lt 100 ] || break; sleep
 echo "then=$(stty size)"
 EOF2
 
-# python3 pty_run.py OUTPUT ARGV...: runs ARGV on a new pty sized 33x111, resizes it to 44x132 once
-# the output shows "first=", and writes the output and the exit code to OUTPUT.
-cat >"$WORK/pty_run.py" <<'EOF2'
-import fcntl, os, pty, select, struct, sys, termios, time
-output, argv = sys.argv[1], sys.argv[2:]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp(argv[0], argv)
-def set_size(rows, cols):
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-set_size(33, 111)
-text, resized, deadline = b"", False, time.time() + 30
-while time.time() < deadline:
-    ready, _, _ = select.select([fd], [], [], 0.1)
-    if not ready:
-        continue
-    try:
-        chunk = os.read(fd, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    text += chunk
-    if not resized and b"first=" in text:
-        set_size(44, 132)
-        resized = True
-_, status = os.waitpid(pid, 0)
-with open(output, "w") as f:
-    f.write(text.decode(errors="replace").replace("\r", ""))
-    f.write("exit=%d\n" % os.waitstatus_to_exitcode(status))
-EOF2
+PTY_RUN="$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py"
 
 sbx_argv=("$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES")
-python3 "$WORK/pty_run.py" "$WORK/t.out" "${sbx_argv[@]}" exec -t "$ID" -- sh -c "$(cat "$WORK/sizes.sh")"
+/usr/bin/python3 "$PTY_RUN" "$WORK/t.out" "${sbx_argv[@]}" exec -t "$ID" -- sh -c "$(cat "$WORK/sizes.sh")"
 grep -qx "first=33 111" "$WORK/t.out" || fail "exec -t: initial size not forwarded: $(cat "$WORK/t.out")"
 grep -qx "then=44 132" "$WORK/t.out" || fail "exec -t: resize not forwarded: $(cat "$WORK/t.out")"
 grep -qx "exit=0" "$WORK/t.out" || fail "exec -t: exit code: $(cat "$WORK/t.out")"
 
 # The same with stdin attached (-i -t), and the command's exit code still comes back.
-python3 "$WORK/pty_run.py" "$WORK/it.out" "${sbx_argv[@]}" exec -i -t "$ID" -- \
+/usr/bin/python3 "$PTY_RUN" "$WORK/it.out" "${sbx_argv[@]}" exec -i -t "$ID" -- \
   sh -c "$(cat "$WORK/sizes.sh"); exit 7"
 grep -qx "first=33 111" "$WORK/it.out" || fail "exec -i -t: initial size: $(cat "$WORK/it.out")"
 grep -qx "then=44 132" "$WORK/it.out" || fail "exec -i -t: resize: $(cat "$WORK/it.out")"

@@ -117,6 +117,21 @@ run 0 sbx destroy two
 [ "$(record "$ID2" .state)" = destroyed ] || fail "two not destroyed"
 run 0 sbx snapshots rm "one:s1"
 
+# On a terminal, a new image's build log is the progress on stderr; off one, nothing of it.
+sandbox_profile built
+sed -i 's/^  image: debian:12$/  image: alpine:3/' "$PROFILES/built.yaml"
+/usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py" "$WORK/pty.out" \
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile built --name built
+expect_contains "$(cat "$WORK/pty.out")" "exit=0"
+BUILT_IMAGE=$(calls ImageGetOrCreate | tail -1 | jq -r .response.imageId)
+expect_contains "$(cat "$WORK/pty.out")" "Building image $BUILT_IMAGE: step 1.1"
+run 0 sbx destroy built
+sandbox_profile built2
+sed -i 's/^  image: debian:12$/  image: alpine:3.20/' "$PROFILES/built2.yaml"
+run 0 sbx create --profile built2 --name built2
+[[ "$ERR" != *"Building image"* ]] || fail "build log printed off a terminal: $ERR"
+run 0 sbx destroy built2
+
 # A sandbox that ends by itself (Modal's idle timeout): status says so, destroy closes it.
 sandbox_profile idle "idle_timeout: 2s"
 run 0 sbx create --profile idle --name idle -o json
