@@ -71,6 +71,16 @@ run 127 sbx exec one -- sandboxer-no-such-program
 # stdin reaches the command, and its end closes the command's stdin.
 OUT=$(printf 'line one\nline two\n' | sbx exec -i one -- cat) || fail "exec -i failed"
 [ "$OUT" = $'line one\nline two' ] || fail "stdin: $OUT"
+# -t from a terminal: the command gets one (pty_info) with the local size and TERM, and its
+# exit code comes back.
+TERM=xterm-256color /usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py" "$WORK/tty.out" \
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec -t one -- \
+  sh -c 'test -t 0 && test -t 1 && echo "size=$(stty size)"; exit 6'
+grep -qx "size=33 111" "$WORK/tty.out" || fail "exec -t: $(cat "$WORK/tty.out")"
+grep -qx "exit=6" "$WORK/tty.out" || fail "exec -t exit code: $(cat "$WORK/tty.out")"
+PTY=$(calls TaskExecStart | tail -1 | jq -c .request.ptyInfo)
+[ "$(jq -r '[.enabled, .winszRows, .winszCols, .envTerm] | join(" ")' <<<"$PTY")" = \
+  "true 33 111 xterm-256color" ] || fail "pty_info: $PTY"
 # Output streams as it comes: the first line is there while the command still runs.
 sbx exec one -- sh -c 'echo first; sleep 3; echo second' >"$WORK/stream" 2>&1 &
 STREAM_PID=$!

@@ -33,12 +33,14 @@ public:
       if (m_world.exec(q->exec_id())) {
         return Status::OK; // exec_id is the idempotency key: already started
       }
-      std::vector<std::string> argv(q->command_args().begin(), q->command_args().end());
-      std::map<std::string, std::string> env(q->env().begin(), q->env().end());
-      m_world.start_exec(*sandbox, q->exec_id(), argv,
-                         q->has_workdir() ? std::optional(q->workdir()) : std::nullopt, env,
-                         q->stderr_config() == router::TASK_EXEC_STDERR_CONFIG_STDOUT,
-                         q->has_timeout_secs() ? std::optional(q->timeout_secs()) : std::nullopt);
+      ExecSetup setup;
+      setup.argv.assign(q->command_args().begin(), q->command_args().end());
+      setup.env.insert(q->env().begin(), q->env().end());
+      setup.workdir = q->has_workdir() ? std::optional(q->workdir()) : std::nullopt;
+      setup.stderr_to_stdout = q->stderr_config() == router::TASK_EXEC_STDERR_CONFIG_STDOUT;
+      setup.timeout_secs = q->has_timeout_secs() ? std::optional(q->timeout_secs()) : std::nullopt;
+      setup.terminal = terminal_of(q->pty_info());
+      m_world.start_exec(*sandbox, q->exec_id(), setup);
       return Status::OK;
     });
   }

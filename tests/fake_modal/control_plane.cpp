@@ -338,12 +338,14 @@ public:
       if (sandbox->result) {
         return Status(StatusCode::FAILED_PRECONDITION, "the sandbox has finished");
       }
-      std::vector<std::string> argv(q->command().begin(), q->command().end());
+      ExecSetup setup;
+      setup.argv.assign(q->command().begin(), q->command().end());
+      setup.workdir = q->has_workdir() ? std::optional(q->workdir()) : std::nullopt;
+      setup.stderr_to_stdout = q->stderr_output() == api::EXEC_OUTPUT_OPTION_STDOUT;
+      setup.timeout_secs = q->timeout_secs() ? std::optional(q->timeout_secs()) : std::nullopt;
+      setup.terminal = terminal_of(q->pty_info());
       std::string id = m_world.new_id("ce-");
-      m_world.start_exec(*sandbox, id, argv,
-                         q->has_workdir() ? std::optional(q->workdir()) : std::nullopt, {},
-                         q->stderr_output() == api::EXEC_OUTPUT_OPTION_STDOUT,
-                         q->timeout_secs() ? std::optional(q->timeout_secs()) : std::nullopt);
+      m_world.start_exec(*sandbox, id, setup);
       r->set_exec_id(id);
       return Status::OK;
     });

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
+#include <pty.h>
 #include <random>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -266,11 +267,7 @@ std::shared_ptr<Exec> World::exec(const std::string& exec_id) {
 }
 
 std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exec_id,
-                                        const std::vector<std::string>& argv,
-                                        const std::optional<std::string>& workdir,
-                                        const std::map<std::string, std::string>& env,
-                                        bool stderr_to_stdout,
-                                        std::optional<unsigned> timeout_secs) {
+                                        const ExecSetup& setup) {
   auto exec = std::make_shared<Exec>();
   exec->id = exec_id;
   exec->sandbox_id = sandbox.id;
@@ -278,13 +275,33 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
   sandbox.execs.push_back(exec);
   sandbox.last_activity = std::chrono::steady_clock::now();
   fs::path cwd = sandbox.dir;
-  if (workdir) {
-    cwd = sandbox.dir / fs::path(*workdir).relative_path();
+  if (setup.workdir) {
+    cwd = sandbox.dir / fs::path(*setup.workdir).relative_path();
     fs::create_directories(cwd);
   }
+  const std::vector<std::string>& argv = setup.argv;
+  // Pipes, [0] reading and [1] writing; on a terminal the same slots hold its two sides (the
+  // child's side in in[0], out[1], err[1], which the parent closes once the child has them).
   int in[2], out[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) ||
-      argv.empty()) {
+  bool opened = false;
+  if (setup.terminal) {
+    winsize size{};
+    size.ws_row = setup.terminal->first;
+    size.ws_col = setup.terminal->second;
+    int parent = -1, child = -1;
+    if (::openpty(&parent, &child, nullptr, nullptr, &size) == 0) {
+      ::fcntl(parent, F_SETFD, FD_CLOEXEC);
+      ::fcntl(child, F_SETFD, FD_CLOEXEC);
+      in[0] = child, in[1] = parent;
+      out[0] = ::fcntl(parent, F_DUPFD_CLOEXEC, 0), out[1] = ::fcntl(child, F_DUPFD_CLOEXEC, 0);
+      err[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC),
+      err[1] = ::fcntl(child, F_DUPFD_CLOEXEC, 0);
+      opened = true;
+    }
+  } else {
+    opened = !::pipe2(in, O_CLOEXEC) && !::pipe2(out, O_CLOEXEC) && !::pipe2(err, O_CLOEXEC);
+  }
+  if (!opened || argv.empty()) {
     exec->exited = exec->out_done = exec->err_done = true;
     exec->code = 126;
     return exec;
@@ -293,16 +310,16 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, stderr_to_stdout ? out[1] : err[1], 2);
+  posix_spawn_file_actions_adddup2(&actions, setup.stderr_to_stdout ? out[1] : err[1], 2);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<std::string> env_text;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
-    if (!env.count(entry.substr(0, entry.find('=')))) {
+    if (!setup.env.count(entry.substr(0, entry.find('=')))) {
       env_text.push_back(entry);
     }
   }
-  for (const auto& [key, value] : env) {
+  for (const auto& [key, value] : setup.env) {
     env_text.push_back(key + "=" + value);
   }
   std::vector<char*> envp, args;
@@ -337,7 +354,7 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
   exec->stdin_fd = in[1];
   std::thread(read_into, exec, out[0], false).detach();
   std::thread(read_into, exec, err[0], true).detach();
-  std::thread([exec, timeout_secs] {
+  std::thread([exec, timeout_secs = setup.timeout_secs] {
     int status = 0;
     if (timeout_secs && *timeout_secs > 0) {
       auto until = std::chrono::steady_clock::now() + std::chrono::seconds(*timeout_secs);

@@ -36,6 +36,18 @@ struct Exec {
   std::condition_variable changed;
 };
 
+// What an exec request asks for (TaskExecStart or ContainerExec).
+struct ExecSetup {
+  std::vector<std::string> argv;
+  std::optional<std::string> workdir;
+  std::map<std::string, std::string> env;
+  bool stderr_to_stdout = false;
+  std::optional<unsigned> timeout_secs;
+  // pty_info.enabled: the command runs on a terminal of this size (rows, columns); its output
+  // is all stdout, as on a terminal.
+  std::optional<std::pair<unsigned short, unsigned short>> terminal;
+};
+
 struct Image {
   std::string id, ref;
   std::filesystem::path dir;
@@ -104,10 +116,7 @@ public:
   // Starts argv in the sandbox (under mutex()); nullptr-free: a program that cannot start is an
   // Exec that ended with 127 and a message on stderr, as a shell says it.
   std::shared_ptr<Exec> start_exec(Sandbox& sandbox, const std::string& exec_id,
-                                   const std::vector<std::string>& argv,
-                                   const std::optional<std::string>& workdir,
-                                   const std::map<std::string, std::string>& env,
-                                   bool stderr_to_stdout, std::optional<unsigned> timeout_secs);
+                                   const ExecSetup& setup);
   std::shared_ptr<Exec> exec(const std::string& exec_id);
 
   static double now_unix();
