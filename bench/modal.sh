@@ -2,7 +2,8 @@
 # The modal driver's own cost, in one run:
 # 1. startup: `sandboxer --version` and `sandboxer list` as built (gRPC in the embedded module,
 #    loaded only by Modal commands) against the same with libgrpc++ preloaded, i.e. what linking
-#    gRPC into the executable would add to every command;
+#    gRPC into the executable would add to every command (--version also loads libcurl, whose
+#    version it prints; list does not);
 # 2. create, exec and destroy against tests/fake_modal: the driver's time (sandboxer's own
 #    "timing: driver call" line) minus the fake's time handling the calls (its call log), per call
 #    (target < 5 ms per call beyond the server's time).
@@ -39,6 +40,8 @@ sbx = [binary, "--state-dir", f"{work}/state", "--profiles-dir", f"{work}/profil
 calls_log = f"{work}/fake/calls.jsonl"
 
 def startup(argv, env=None, n=100):
+    for _ in range(5):  # warm the page cache: the first runs measure the disk
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
     times = []
     for _ in range(n):
         start = time.perf_counter()
