@@ -87,7 +87,8 @@ STREAM_PID=$!
 for _ in $(seq 40); do grep -q first "$WORK/stream" && break; sleep 0.1; done
 grep -q first "$WORK/stream" || fail "the first line did not come while the command ran"
 grep -q second "$WORK/stream" && fail "the command ended too early"
-wait "$STREAM_PID" || fail "the streamed exec failed"
+wait "$STREAM_PID" ||
+  fail "the streamed exec failed: $(cat "$WORK/stream"); failed calls: $(jq -c 'select(.code != 0)' "$CALLS" | tail -5)"
 [ "$(cat "$WORK/stream")" = $'first\nsecond' ] || fail "streamed output: $(cat "$WORK/stream")"
 
 # snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
