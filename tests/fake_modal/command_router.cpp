@@ -23,12 +23,10 @@ public:
                        router::TaskExecStartResponse* r) override {
     return m_world.call(c, "TaskExecStart", *q, r, true, [&] {
       std::lock_guard lock(m_world.mutex());
-      Sandbox* sandbox = m_world.sandbox_of_task(q->task_id());
+      Status refusal;
+      Sandbox* sandbox = running_sandbox_of_task(m_world, q->task_id(), refusal);
       if (!sandbox) {
-        return Status(StatusCode::NOT_FOUND, "Task " + q->task_id() + " not found");
-      }
-      if (sandbox->result) {
-        return Status(StatusCode::FAILED_PRECONDITION, "the sandbox has finished");
+        return refusal;
       }
       if (m_world.exec(q->exec_id())) {
         return Status::OK; // exec_id is the idempotency key: already started
@@ -50,7 +48,7 @@ public:
     return m_world.call(c, "TaskExecStdioRead", *q, nullptr, true, [&] {
       auto exec = find(q->exec_id());
       if (!exec) {
-        return Status(StatusCode::NOT_FOUND, "Exec " + q->exec_id() + " not found");
+        return not_found("Exec " + q->exec_id());
       }
       const bool is_err = q->file_descriptor() == router::TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDERR;
       std::uint64_t offset = q->offset();
@@ -80,7 +78,7 @@ public:
     return m_world.call(c, "TaskExecWait", *q, r, true, [&] {
       auto exec = find(q->exec_id());
       if (!exec) {
-        return Status(StatusCode::NOT_FOUND, "Exec " + q->exec_id() + " not found");
+        return not_found("Exec " + q->exec_id());
       }
       std::unique_lock lock(exec->mutex);
       while (!exec->exited) {
@@ -103,7 +101,7 @@ public:
     return m_world.call(c, "TaskExecStdinWrite", *q, r, true, [&] {
       auto exec = find(q->exec_id());
       if (!exec) {
-        return Status(StatusCode::NOT_FOUND, "Exec " + q->exec_id() + " not found");
+        return not_found("Exec " + q->exec_id());
       }
       std::lock_guard lock(exec->mutex);
       if (exec->stdin_fd < 0) {
@@ -158,7 +156,7 @@ public:
       std::lock_guard lock(m_world.mutex());
       Sandbox* sandbox = m_world.sandbox_of_task(q->task_id());
       if (!sandbox) {
-        return Status(StatusCode::NOT_FOUND, "Task " + q->task_id() + " not found");
+        return not_found("Task " + q->task_id());
       }
       std::string image = m_world.snapshot(*sandbox);
       m_snapshots[q->snapshot_id()] = image;

@@ -15,10 +15,6 @@ using grpc::ServerContext;
 using grpc::Status;
 using grpc::StatusCode;
 
-Status not_found(const std::string& what) {
-  return Status(StatusCode::NOT_FOUND, what + " not found");
-}
-
 // Waits up to `seconds` (or the client's cancel) for `done()`, polling under the world's lock.
 template <class Done>
 bool wait_for(World& world, ServerContext* context, double seconds, Done done) {
@@ -50,7 +46,7 @@ public:
       auto& apps = m_world.apps();
       if (!apps.count(key)) {
         if (q->object_creation_type() != api::OBJECT_CREATION_TYPE_CREATE_IF_MISSING) {
-          return Status(StatusCode::NOT_FOUND, "App not found");
+          return not_found("App");
         }
         apps[key] = m_world.new_id("ap-");
       }
@@ -331,12 +327,10 @@ public:
                        api::ContainerExecResponse* r) override {
     return m_world.call(c, "ContainerExec", *q, r, false, [&] {
       std::lock_guard lock(m_world.mutex());
-      Sandbox* sandbox = m_world.sandbox_of_task(q->task_id());
+      Status refusal;
+      Sandbox* sandbox = running_sandbox_of_task(m_world, q->task_id(), refusal);
       if (!sandbox) {
-        return not_found("Task " + q->task_id());
-      }
-      if (sandbox->result) {
-        return Status(StatusCode::FAILED_PRECONDITION, "the sandbox has finished");
+        return refusal;
       }
       ExecSetup setup;
       setup.argv.assign(q->command().begin(), q->command().end());

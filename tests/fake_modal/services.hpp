@@ -8,6 +8,25 @@
 
 namespace fake_modal {
 
+// "<what> not found", as both services answer for an id they do not know.
+inline grpc::Status not_found(const std::string& what) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, what + " not found");
+}
+
+// The sandbox of `task_id` when a command may start in it (under world.mutex()); else nullptr,
+// with `refusal` set to the answer (unknown task, or the sandbox has finished).
+inline Sandbox* running_sandbox_of_task(World& world, const std::string& task_id,
+                                        grpc::Status& refusal) {
+  Sandbox* sandbox = world.sandbox_of_task(task_id);
+  if (!sandbox) {
+    refusal = not_found("Task " + task_id);
+  } else if (sandbox->result) {
+    refusal = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the sandbox has finished");
+    return nullptr;
+  }
+  return sandbox;
+}
+
 std::unique_ptr<modal::client::ModalClient::Service> control_plane(World& world);
 std::unique_ptr<modal::task_command_router::TaskCommandRouter::Service>
 command_router(World& world);
