@@ -88,13 +88,18 @@ void end_exec(Exec& exec, bool kill_group) {
   close_fd(exec.err_fd);
 }
 
-// The connection is gone (or starts anew): its commands still running go with it, as with ssh.
-void reset(Port& port) {
+// A new session (a hello): the commands of the last one still running go with it, as with ssh.
+void end_session(Port& port) {
   for (auto& [channel, exec] : port.execs) {
     end_exec(exec, true);
   }
   port.execs.clear();
   port.outbox.clear();
+}
+
+// The connection is gone, or its bytes make no sense: nothing more is read until a hello.
+void reset(Port& port) {
+  end_session(port);
   port.reader = FrameReader();
   port.synced = false;
 }
@@ -253,7 +258,7 @@ void handle(Port& port, Frame frame) {
     if (frame.payload.size() != k_nonce_size) {
       throw WireError("a hello without its nonce");
     }
-    reset(port);
+    end_session(port);
     port.synced = true;
     queue(port, FrameType::hello_ack, 0, frame.payload);
     return;
