@@ -199,9 +199,10 @@ void start(Port& port, std::uint32_t channel, const StartRequest& request) {
     }
   } else {
     int in[2] = {-1, -1}, out[2], err[2];
-    bool piped = (request.attach_stdin ? ::pipe2(in, O_CLOEXEC) == 0
-                                       : (in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) &&
-                 ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0;
+    bool piped =
+        (request.attach_stdin ? ::pipe2(in, O_CLOEXEC) == 0
+                              : (in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) &&
+        ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0;
     if (piped) {
       child_in = in[0], exec.in_fd = in[1];
       child_out = out[1], exec.out_fd = out[0];
@@ -235,10 +236,10 @@ void start(Port& port, std::uint32_t channel, const StartRequest& request) {
     }
     int why = pid < 0 ? errno : error;
     end_exec(exec, false);
-    queue(port, FrameType::exit, channel,
-          encode_exit({why == ENOENT ? ExitReport::Kind::not_found
-                                     : ExitReport::Kind::not_startable,
-                       why == ENOENT ? 127 : 126, std::strerror(why)}));
+    queue(
+        port, FrameType::exit, channel,
+        encode_exit({why == ENOENT ? ExitReport::Kind::not_found : ExitReport::Kind::not_startable,
+                     why == ENOENT ? 127 : 126, std::strerror(why)}));
     return;
   }
   for (int fd : {exec.in_fd, exec.out_fd, exec.err_fd}) {
@@ -551,8 +552,7 @@ int main(int argc, char** argv) {
       if (!port.connected) {
         continue;
       }
-      fds.push_back(
-          {port.fd, static_cast<short>(POLLIN | (port.outbox.empty() ? 0 : POLLOUT)), 0});
+      fds.push_back({port.fd, static_cast<short>(POLLIN | (port.outbox.empty() ? 0 : POLLOUT)), 0});
       owners.push_back({&port, {0, 0}});
       for (auto& [channel, exec] : port.execs) {
         draining = draining || exec.exited;
@@ -616,8 +616,7 @@ int main(int argc, char** argv) {
       }
       Exec& exec = found->second;
       if (role == 1) {
-        pump_output(port, channel, exec, exec.out_fd,
-                    FrameType::stdout_data);
+        pump_output(port, channel, exec, exec.out_fd, FrameType::stdout_data);
       } else if (role == 2) {
         pump_output(port, channel, exec, exec.err_fd, FrameType::stderr_data);
       } else if (role == 4) {
