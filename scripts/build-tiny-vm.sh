@@ -29,6 +29,11 @@ KERNEL_VERSION=$(apt-cache show --no-all-versions "$KERNEL_PKG" | awk '/^Version
 BUSYBOX_VERSION=$(dpkg-query -W -f='${Version}' busybox-static)
 PACKER_VERSION=$(packer version | head -1)
 
+# Tests in parallel share one DIR: one builds, the others wait and find it up to date.
+mkdir -p "$(dirname "$DIR")"
+exec 9>"$DIR.lock"
+flock 9
+
 HASH=$({
   sha256sum "$0" "$IMAGE_SRC"/* "$AGENT" | awk '{print $1}'
   echo "$KERNEL_PKG $KERNEL_VERSION busybox $BUSYBOX_VERSION $PACKER_VERSION"
