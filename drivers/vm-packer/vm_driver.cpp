@@ -361,7 +361,8 @@ private:
                     ExecIo& io) {
     Launch launch;
     launch.name = sandbox.sandbox_id;
-    for (const auto& [guest, host] : sandbox.info.value("ports", json::object()).items()) {
+    const json ports = sandbox.info.value("ports", json::object());
+    for (const auto& [guest, host] : ports.items()) {
       std::string text = host.get<std::string>();
       launch.forwards[std::stoi(guest)] = std::stoi(text.substr(text.rfind(':') + 1));
     }

@@ -7,6 +7,8 @@
 cd "$WORK"
 tiny_vm_profile vm
 DATA="$STATE/drivers/vm-packer"
+# Whatever happens, no VM of this test outlives it.
+at_exit 'for f in "$DATA"/vms/*/qemu.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done; true'
 
 qemu_of() { pgrep -f -- "-name $1 " || true; }
 
@@ -15,7 +17,7 @@ ID=$(jq -r .id <<<"$OUT")
 [ -n "$(qemu_of "$ID")" ] || fail "no QEMU runs for $ID"
 [ "$(record "$ID" .spec.image_sha256)" = "$(sha256sum <"$(record "$ID" .spec.image)" | cut -d' ' -f1)" ] ||
   fail "the spec does not record the image's hash"
-[ "$(jq -r .info.accel <<<"$OUT")" = tcg ] || [ -w /dev/kvm ] || fail "accel: $OUT"
+[ "$(record "$ID" .info.accel)" = tcg ] || [ -w /dev/kvm ] || fail "accel: $(record "$ID" .info)"
 
 # exec: a real kernel, output apart, exit codes, env, workdir, stdin, a missing program.
 expect_code 0 sbx exec one -- uname -r
