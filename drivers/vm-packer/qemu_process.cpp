@@ -160,13 +160,16 @@ void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseco
   } catch (const Error&) {
     // QEMU that does not answer QMP is killed below.
   }
+  // Gone once its /proc entry no longer shows QEMU: a daemon's exit leaves a zombie until its
+  // parent (init, which in a container may never reap) collects it.
+  auto running = [&] { return running_qemu(dir, name).has_value(); };
   auto deadline = std::chrono::steady_clock::now() + grace;
-  while (alive(*pid) && std::chrono::steady_clock::now() < deadline) {
+  while (running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (alive(*pid)) {
+  if (running()) {
     ::kill(*pid, SIGKILL);
-    for (int i = 0; i < 500 && alive(*pid); ++i) {
+    for (int i = 0; i < 500 && running(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
