@@ -26,7 +26,7 @@ using Kind = DriverError::Kind;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto k_exec_port_wait = std::chrono::seconds(60); // every agent port busy
-constexpr auto k_ready_probe = std::chrono::milliseconds(500);
+constexpr auto k_ready_probe = std::chrono::milliseconds(250);
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -320,7 +320,7 @@ private:
       std::string line = last_serial_line(dir);
       m_progress.update(fmt::format("booting {} ({}){}", launch.name, launch.kvm ? "KVM" : "TCG",
                                     line.empty() ? "" : ": " + line));
-      interrupt::sleep_for(std::chrono::milliseconds(100));
+      interrupt::sleep_for(std::chrono::milliseconds(20));
     }
   }
 
