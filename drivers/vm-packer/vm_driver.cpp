@@ -166,18 +166,27 @@ public:
     fs::path target = m_root / "snapshots" / request.snapshot_id;
     fs::create_directories(target);
     const std::string tag = request.snapshot_id;
-    m_progress.update(fmt::format("checkpointing {} (memory and disk)", sandbox.sandbox_id));
+    const bool memory = !request.disk_only;
+    if (!memory) {
+      flush_guest(dir); // what the guest wrote reaches the disk before it is copied
+    }
+    m_progress.update(fmt::format("checkpointing {} ({})", sandbox.sandbox_id,
+                                  memory ? "memory and disk" : "disk only"));
     try {
       Qmp qmp = Qmp::connect(dir.qmp(), std::chrono::seconds(10));
       qmp.execute("stop");
       try {
         interrupt::Shield consistent; // the VM must run again whatever happens
-        qmp.run_job("snapshot-save", "save-" + tag,
-                    {{"tag", tag}, {"vmstate", "disk0"}, {"devices", {"disk0"}}},
-                    m_spec.snapshot_timeout);
+        if (memory) {
+          qmp.run_job("snapshot-save", "save-" + tag,
+                      {{"tag", tag}, {"vmstate", "disk0"}, {"devices", {"disk0"}}},
+                      m_spec.snapshot_timeout);
+        }
         copy_disk(dir.overlay(), target / "disk.qcow2");
-        qmp.run_job("snapshot-delete", "delete-" + tag, {{"tag", tag}, {"devices", {"disk0"}}},
-                    m_spec.snapshot_timeout);
+        if (memory) {
+          qmp.run_job("snapshot-delete", "delete-" + tag, {{"tag", tag}, {"devices", {"disk0"}}},
+                      m_spec.snapshot_timeout);
+        }
       } catch (...) {
         qmp.execute("cont");
         throw;
@@ -190,7 +199,7 @@ public:
     }
     write_json(target / "snapshot.json", {{"sandbox", sandbox.sandbox_id},
                                           {"tag", tag},
-                                          {"memory", true},
+                                          {"memory", memory},
                                           {"image", m_spec.image.string()},
                                           {"image_sha256", m_spec.image_sha256},
                                           {"memory_mb", m_spec.memory_mb},
@@ -272,6 +281,26 @@ private:
     if (result.status() != 0) {
       throw DriverError(Kind::error, fmt::format("qemu-img could not make the overlay on {}: {}",
                                                  m_spec.image.string(), result.err));
+    }
+  }
+
+  // `sync` in the guest through the agent, best effort: a disk-only snapshot copies the disk as
+  // the guest left it, and data still in its page cache would be missing.
+  void flush_guest(const VmDir& dir) {
+    class Discard : public ExecIo {
+    public:
+      void out(std::string_view) override {}
+      void err(std::string_view) override {}
+    } discard;
+    try {
+      ExecRequest sync;
+      sync.argv = {"sync"};
+      AgentSession::open(dir.path, m_spec.agent_ports, std::chrono::seconds(10))
+          .exec(sync, discard);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const Error& e) {
+      m_progress.update(fmt::format("could not sync the guest's disks ({})", e.what()));
     }
   }
 

@@ -40,6 +40,7 @@ grep -qx "exit=3" "$WORK/tty.out" || fail "exec -t exit: $(cat "$WORK/tty.out")"
 expect_code 0 sbx exec one -- sh -c 'sleep 100000 >/dev/null 2>&1 & echo $! >/root/bg.pid; echo kept >/root/file'
 expect_code 0 sbx snapshot one --name cp1 -o json
 SIZE=$(jq -r .size_bytes <<<"$OUT")
+CP=$(jq -r .id <<<"$OUT")
 [ "$SIZE" -gt 0 ] || fail "snapshot size: $OUT"
 expect_code 0 sbx exec one -- sh -c 'echo later >/root/later'
 expect_code 0 sbx restore one:cp1 --name two -o json
@@ -48,9 +49,23 @@ expect_code 0 sbx exec two -- sh -c 'kill -0 "$(cat /root/bg.pid)" && cat /root/
 expect_contains "$OUT" "kept"
 [[ "$OUT" != *later* ]] || fail "the restore has what came after the checkpoint: $OUT"
 
+# --disk-only: the disk as the guest left it (synced first); a restore boots it afresh.
+expect_code 0 sbx exec one -- sh -c 'echo on-disk >/root/disk-file'
+expect_code 0 sbx snapshot one --name disk1 --disk-only -o json
+DISK_SNAP=$(jq -r .id <<<"$OUT")
+# The checkpoint's disk carries the VM's state (an internal snapshot); the disk-only one none.
+qemu-img snapshot -l "$DATA/snapshots/$CP/disk.qcow2" | grep -q "$CP" || fail "no VM state in $CP"
+[ -z "$(qemu-img snapshot -l "$DATA/snapshots/$DISK_SNAP/disk.qcow2")" ] ||
+  fail "VM state in the disk-only snapshot"
+[ "$(record "$ID" '.history[-1].details.disk_only')" = true ] || fail "history: $(record "$ID" '.history[-1]')"
+expect_code 0 sbx restore one:disk1 --name three -o json
+THREE=$(jq -r .id <<<"$OUT")
+expect_code 0 sbx exec three -- sh -c 'cat /root/disk-file; kill -0 "$(cat /root/bg.pid)" 2>/dev/null && echo still-running || echo booted-afresh'
+[ "$OUT" = $'on-disk\nbooted-afresh' ] || fail "disk-only restore: $OUT"
+
 # destroy: no QEMU, no overlay, no socket; a second destroy is fine.
-expect_code 0 sbx destroy one two
-[ -z "$(qemu_of "$ID")$(qemu_of "$TWO")" ] || fail "QEMU still runs"
-[ ! -e "$DATA/vms/$ID" ] && [ ! -e "$DATA/vms/$TWO" ] || fail "VM directories left: $(ls "$DATA/vms")"
+expect_code 0 sbx destroy one two three
+[ -z "$(qemu_of "$ID")$(qemu_of "$TWO")$(qemu_of "$THREE")" ] || fail "QEMU still runs"
+[ -z "$(ls "$DATA/vms")" ] || fail "VM directories left: $(ls "$DATA/vms")"
 expect_code 0 sbx destroy one
 echo ok
