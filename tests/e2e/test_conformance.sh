@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The conformance kit (`sandboxer drivers test`): every driver passes it (stub, docker against the
-# real dockerd, e2b and modal against their local fakes, vm-packer on QEMU, the Python example), and it fails drivers broken on
-# purpose: one that leaves resources behind, one that loses exit codes, one that drops labels.
+# real dockerd, e2b and modal against their local fakes, vm-packer on QEMU, the Python example),
+# and it fails drivers broken on purpose: one that leaves resources behind, one that loses exit
+# codes, one that drops labels.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "python3 is missing"
 require_docker
