@@ -221,17 +221,22 @@ public:
     std::vector<RemoteResource> found;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(m_root / "vms", ec)) {
-      json labels = read_json(entry.path() / "labels.json").value("labels", json::object());
+      json file = read_json(entry.path() / "labels.json");
+      json labels = file.is_object() ? file.value("labels", json::object()) : json::object();
       bool matches = labels.is_object();
       for (const auto& [key, value] : selector) {
-        matches = matches && labels.value(key, "") == value;
+        matches = matches && labels.contains(key) && labels[key] == value;
       }
       if (!matches) {
         continue;
       }
       RemoteResource resource;
       resource.backend_id = entry.path().filename().string();
-      resource.labels = labels.get<Labels>();
+      for (const auto& [key, value] : labels.items()) {
+        if (value.is_string()) {
+          resource.labels[key] = value.get<std::string>();
+        }
+      }
       VmDir dir{entry.path()};
       resource.state = running_qemu(dir, resource.backend_id) ? "running" : "exited";
       found.push_back(std::move(resource));
@@ -244,8 +249,9 @@ private:
     if (request.from_snapshot) {
       const std::string& ref = *request.from_snapshot;
       fs::path source = m_root / "snapshots" / ref;
-      json meta = read_json(source / "snapshot.json");
-      if (ref.find('/') != std::string::npos || !meta.is_object()) {
+      const bool plain = ref.find('/') == std::string::npos && !ref.starts_with(".");
+      json meta = plain ? read_json(source / "snapshot.json") : json();
+      if (!meta.is_object()) {
         throw DriverError(Kind::not_found, fmt::format("no snapshot {} in {}", ref,
                                                        (m_root / "snapshots").string()));
       }
