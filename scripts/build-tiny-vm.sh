@@ -3,9 +3,11 @@
 # offline but for `apt-get download` of the kernel: the Debian cloud kernel (unpacked, not
 # installed), an initramfs of busybox-static and the kernel's virtio modules, an ext4 disk made
 # with mke2fs -d, into which Packer's qemu builder (drivers/vm-packer/image/tiny-vm.json, TCG)
-# installs the sandboxer guest agent AGENT (default: the one in build/). Writes under DIR:
+# installs the sandboxer guest agent AGENT (default: the one in build/). The disk also has
+# Debian's dropbear (with its libraries) and a throwaway key of this build in root's
+# authorized_keys, for `exec: { via: ssh }` over a restricted network. Writes under DIR:
 #   output/tiny.qcow2, manifest.json (Packer's), vmlinuz, initrd.img, profile.yaml (a working
-#   vm-packer profile), inputs.sha256.
+#   vm-packer profile), ssh/id_ed25519 (the key), inputs.sha256.
 # Nothing is rebuilt when inputs.sha256 matches the inputs (this script, the image files, the
 # agent, the kernel, busybox and packer versions): a second run only checks, in a few seconds.
 set -euo pipefail
@@ -16,10 +18,11 @@ AGENT=$(realpath "${2:-$SRC/build/drivers/vm-packer/sandboxer-guest-agent}")
 IMAGE_SRC="$SRC/drivers/vm-packer/image"
 say() { echo "build-tiny-vm: $*" >&2; }
 
-for tool in packer qemu-system-x86_64 qemu-img mke2fs dpkg-deb apt-get gzip sha256sum; do
+for tool in packer qemu-system-x86_64 qemu-img mke2fs dpkg-deb apt-get gzip sha256sum ssh-keygen; do
   command -v "$tool" >/dev/null || { say "$tool is missing (scripts/install-deps.sh installs it)"; exit 3; }
 done
 [ -x /bin/busybox ] && /bin/busybox --list >/dev/null || { say "busybox-static is missing"; exit 3; }
+[ -x /usr/sbin/dropbear ] || { say "dropbear-bin is missing"; exit 3; }
 [ -x "$AGENT" ] || { say "no guest agent at $AGENT (build the sandboxer-guest-agent target)"; exit 3; }
 
 KERNEL_PKG=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
@@ -27,6 +30,7 @@ KERNEL_PKG=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
 [ -n "$KERNEL_PKG" ] || { say "apt does not know linux-image-cloud-amd64 (apt-get update?)"; exit 3; }
 KERNEL_VERSION=$(apt-cache show --no-all-versions "$KERNEL_PKG" | awk '/^Version:/ {print $2; exit}')
 BUSYBOX_VERSION=$(dpkg-query -W -f='${Version}' busybox-static)
+DROPBEAR_VERSION=$(dpkg-query -W -f='${Version}' dropbear-bin)
 PACKER_VERSION=$(packer version | head -1)
 
 # Tests in parallel share one DIR: one builds, the others wait and find it up to date.
@@ -36,7 +40,7 @@ flock 9
 
 HASH=$({
   sha256sum "$0" "$IMAGE_SRC"/* "$AGENT" | awk '{print $1}'
-  echo "$KERNEL_PKG $KERNEL_VERSION busybox $BUSYBOX_VERSION $PACKER_VERSION"
+  echo "$KERNEL_PKG $KERNEL_VERSION busybox $BUSYBOX_VERSION dropbear $DROPBEAR_VERSION $PACKER_VERSION"
 } | sha256sum | awk '{print $1}')
 if [ "$(cat "$DIR/inputs.sha256" 2>/dev/null)" = "$HASH" ] && [ -f "$DIR/profile.yaml" ] &&
   [ -f "$DIR/output/tiny.qcow2" ]; then
@@ -44,7 +48,7 @@ if [ "$(cat "$DIR/inputs.sha256" 2>/dev/null)" = "$HASH" ] && [ -f "$DIR/profile
   exit 0
 fi
 say "building in $DIR (inputs $HASH)"
-rm -rf "$DIR/.work" "$DIR/output" "$DIR/inputs.sha256"
+rm -rf "$DIR/.work" "$DIR/output" "$DIR/ssh" "$DIR/inputs.sha256"
 WORK="$DIR/.work"
 mkdir -p "$WORK"
 
@@ -86,6 +90,16 @@ for applet in $(/bin/busybox --list); do
 done
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$ROOT/etc/passwd"
 printf 'root:x:0:\n' >"$ROOT/etc/group"
+printf '/bin/sh\n' >"$ROOT/etc/shells"
+# dropbear and the libraries it links, where Debian's loader looks for them.
+install -D -m 0755 /usr/sbin/dropbear "$ROOT/usr/sbin/dropbear"
+for lib in $(ldd /usr/sbin/dropbear | grep -o '/[^ ]*'); do
+  install -D -m 0755 "$(realpath "$lib")" "$ROOT$lib"
+done
+mkdir -p "$ROOT/etc/dropbear" "$DIR/ssh"
+ssh-keygen -q -t ed25519 -N '' -C "sandboxer tiny VM" -f "$DIR/ssh/id_ed25519"
+install -D -m 0600 "$DIR/ssh/id_ed25519.pub" "$ROOT/root/.ssh/authorized_keys"
+chmod 0700 "$ROOT/root" "$ROOT/root/.ssh"
 chmod 1777 "$ROOT/tmp"
 mke2fs -q -t ext4 -L sandboxer -d "$ROOT" -E root_owner=0:0 "$WORK/base.raw" 256M
 qemu-img convert -f raw -O qcow2 "$WORK/base.raw" "$WORK/base.qcow2"

@@ -9,6 +9,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
 #include <sandboxer/proc.hpp>
 #include <sandboxer/spec_fields.hpp>
 
@@ -27,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto k_exec_port_wait = std::chrono::seconds(60); // every agent port busy
 constexpr auto k_ready_probe = std::chrono::milliseconds(250);
+// A user's command over ssh: long, but not forever (the agent path is bounded by the VM's TTL).
+constexpr auto k_exec_deadline = std::chrono::hours(24);
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -373,6 +376,8 @@ private:
                                      "-o",
                                      "UserKnownHostsFile=" + (dir.path / "known_hosts").string(),
                                      "-o",
+                                     "GlobalKnownHostsFile=/dev/null",
+                                     "-o",
                                      "LogLevel=ERROR",
                                      "-o",
                                      "ConnectTimeout=5"};
@@ -406,36 +411,43 @@ private:
     }
     proc::Command command;
     command.argv = ssh_argv(launch, dir);
-    if (request.tty) {
-      command.argv.push_back("-t");
-    }
-    // The remote side is a shell: every argument single-quoted for it.
+    // -tt: the guest gets a terminal of the local one's size, and its resizes.
+    command.argv.insert(command.argv.begin() + 1, request.tty ? "-tt" : "-T");
+    // ssh hands the guest one string for its shell: every word quoted so that it parses back.
     std::string remote;
-    auto quote = [](const std::string& word) {
-      std::string out = "'";
-      for (char c : word) {
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      }
-      return out + "'";
-    };
+    auto size = io.terminal_size();
+    if (request.tty && !request.attach_stdin && size) {
+      // Without -i, ssh's stdin is not the terminal and ssh sends no size: set it once.
+      remote += fmt::format("stty rows {} cols {} 2>/dev/null; ", size->rows, size->cols);
+    }
     if (request.workdir) {
-      remote += "cd " + quote(*request.workdir) + " && ";
+      remote += "cd " + proc::shell_words({*request.workdir}) + " && ";
     }
     for (const auto& [key, value] : request.env) {
-      remote += "export " + quote(key + "=" + value) + "; ";
+      remote += "export " + proc::shell_words({key + "=" + value}) + "; ";
     }
-    remote += "exec";
-    for (const auto& arg : request.argv) {
-      remote += " " + quote(arg);
-    }
-    command.argv.push_back("--");
-    command.argv.push_back(remote);
+    remote += "exec " + proc::shell_words(request.argv);
+    command.argv.insert(command.argv.end(), {"--", remote});
     command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
     command.on_interrupt = proc::Command::OnInterrupt::forward;
-    command.timeout = std::chrono::hours(24);
+    command.timeout = k_exec_deadline;
     command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };
-    command.on_stderr = [&](std::string_view bytes) { io.err(bytes); };
-    return proc::run(command).status();
+    // ssh's own complaint (exit 255) is kept to tell it from the command's.
+    std::string ssh_err;
+    command.on_stderr = [&](std::string_view bytes) {
+      if (ssh_err.size() < 4096) {
+        ssh_err.append(bytes.substr(0, 4096 - ssh_err.size()));
+      }
+      io.err(bytes);
+    };
+    proc::Result result = proc::run(command);
+    if (result.exit_code == 255 && ssh_err.rfind("ssh: ", 0) == 0) {
+      throw DriverError(Kind::error,
+                        fmt::format("cannot reach the ssh server of {} on 127.0.0.1:{}: {}",
+                                    sandbox.sandbox_id, launch.forwards.at(m_spec.ssh_port),
+                                    log::redact(ssh_err.substr(0, ssh_err.find('\n')))));
+    }
+    return result.status();
   }
 
   VmDir running_dir(const SandboxHandle& sandbox) {
