@@ -58,4 +58,15 @@ sed -i 's/^  memory: 256m$/  memory: 1t/' "$PROFILES/badmem.yaml"
 expect_code 4 sbx create --profile badmem --name badmem
 expect_contains "$ERR" "QEMU refused to start the VM: qemu-system-x86_64: cannot set up guest memory"
 [ -z "$(ls "$DATA/vms" 2>/dev/null)" ] || fail "VM directories left: $(ls "$DATA/vms")"
+
+# accel: kvm where /dev/kvm cannot be used: a profile mistake (exit 2) naming the device.
+tiny_vm_profile kvm "accel: kvm"
+if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+  expect_code 0 sbx create --profile kvm --name kvm
+  expect_code 0 sbx destroy kvm
+else
+  expect_code 2 sbx create --profile kvm --name kvm
+  expect_contains "$ERR" "/dev/kvm cannot be opened"
+  [ -z "$(ls "$DATA/vms" 2>/dev/null)" ] || fail "VM directories left: $(ls "$DATA/vms")"
+fi
 echo ok
