@@ -10,6 +10,7 @@ packages=(
   jq python3 python3-yaml python3-jsonschema curl util-linux bsdutils procps openssl ca-certificates
   openssh-client openssh-server docker-compose
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  qemu-system-x86 qemu-utils seabios packer busybox-static e2fsprogs dropbear-bin iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

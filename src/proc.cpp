@@ -456,4 +456,19 @@ int Child::stop(std::chrono::milliseconds grace) {
   return WIFSIGNALED(m_status) ? 128 + WTERMSIG(m_status) : WEXITSTATUS(m_status);
 }
 
+std::string shell_words(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& word : argv) {
+    if (!line.empty()) {
+      line += ' ';
+    }
+    line += '\'';
+    for (char c : word) {
+      line += c == '\'' ? std::string_view("'\\''") : std::string_view(&c, 1);
+    }
+    line += '\'';
+  }
+  return line;
+}
+
 } // namespace sandboxer::proc

@@ -6,6 +6,9 @@
 #ifdef SANDBOXER_WITH_COMPOSE_SSH
 #include "drivers/compose-ssh/compose_driver.hpp"
 #endif
+#ifdef SANDBOXER_WITH_VM_PACKER
+#include "drivers/vm-packer/vm_driver.hpp"
+#endif
 #ifdef SANDBOXER_WITH_E2B
 #include "drivers/e2b/e2b_driver.hpp"
 #endif
@@ -33,7 +36,11 @@ const std::vector<BuiltinDriver>& builtin_drivers() {
 #else
       {"compose-ssh", nullptr},
 #endif
+#ifdef SANDBOXER_WITH_VM_PACKER
+      {"vm-packer", &drivers::vm_packer::vm_packer_factory()},
+#else
       {"vm-packer", nullptr},
+#endif
 #ifdef SANDBOXER_WITH_E2B
       {"e2b", &drivers::e2b::e2b_factory()},
 #else

@@ -1,4 +1,5 @@
 #include <charconv>
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include <sandboxer/driver.hpp>
@@ -73,6 +74,28 @@ long long integer_at(const json& value, const std::string& pointer, long long lo
     throw SpecError(pointer, fmt::format("expected a whole number from {} to {}", low, high));
   }
   return parsed;
+}
+
+std::filesystem::path local_path_at(const json& value, const std::string& pointer,
+                                    const std::filesystem::path& directory, bool must_exist) {
+  std::filesystem::path path = text_at(value, pointer);
+  const std::string text = path.string();
+  if (text == "~" || text.starts_with("~/")) {
+    const char* home = std::getenv("HOME");
+    if (!home || !*home) {
+      throw SpecError(pointer, "cannot expand ~: $HOME is not set");
+    }
+    path = std::filesystem::path(home) / text.substr(text.size() > 1 ? 2 : 1);
+  }
+  if (path.is_relative()) {
+    path = directory / path;
+  }
+  path = path.lexically_normal();
+  std::error_code ec;
+  if (must_exist && !std::filesystem::is_regular_file(path, ec)) {
+    throw SpecError(pointer, fmt::format("no such file: {}", path.string()));
+  }
+  return path;
 }
 
 std::string duration_text(std::chrono::milliseconds duration) {

@@ -1,6 +1,5 @@
 #include "drivers/compose-ssh/spec.hpp"
 
-#include <cstdlib>
 #include <fmt/format.h>
 #include <regex>
 
@@ -44,26 +43,7 @@ std::string matching(const json& section, const std::string& key, const std::reg
 fs::path local_path(const json& section, const std::string& key, const Resolve& directory_of,
                     bool must_exist) {
   const std::string pointer = "/" + key;
-  fs::path path = text_at(section.at(key), pointer);
-  const std::string text = path.string();
-  if (text == "~" || text.starts_with("~/")) {
-    const char* home = std::getenv("HOME");
-    if (!home || !*home) {
-      throw SpecError(pointer, "cannot expand ~: $HOME is not set");
-    }
-    path = fs::path(home) / text.substr(text.size() > 1 ? 2 : 1);
-  }
-  if (path.is_relative()) {
-    path = directory_of(pointer) / path;
-  }
-  path = path.lexically_normal();
-  if (must_exist) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
-      throw SpecError(pointer, fmt::format("no such file: {}", path.string()));
-    }
-  }
-  return path;
+  return local_path_at(section.at(key), pointer, directory_of(pointer), must_exist);
 }
 
 std::chrono::seconds seconds_at(const json& value, const std::string& pointer) {

@@ -154,25 +154,6 @@ std::string last_lines(const std::string& text, size_t count) {
   return log::redact(fmt::format("{}", fmt::join(kept, " / ")));
 }
 
-std::string remote_command_line(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const auto& arg : argv) {
-    if (!line.empty()) {
-      line += ' ';
-    }
-    line += '\'';
-    for (char c : arg) {
-      if (c == '\'') {
-        line += "'\\''";
-      } else {
-        line += c;
-      }
-    }
-    line += '\'';
-  }
-  return line;
-}
-
 Ssh::Ssh(Target target) : m_target(std::move(target)) {}
 
 std::string Ssh::where() const {
@@ -217,7 +198,7 @@ std::vector<std::string> Ssh::argv_for(const RemoteCall& call) const {
   argv.push_back(call.tty ? "-tt" : "-T");
   auto destination = destination_args(m_target);
   argv.insert(argv.end(), destination.begin(), destination.end());
-  argv.insert(argv.end(), {"--", m_target.host, remote_command_line(call.argv)});
+  argv.insert(argv.end(), {"--", m_target.host, proc::shell_words(call.argv)});
   return argv;
 }
 

@@ -26,10 +26,6 @@ struct Target {
 // of ssh's or docker's words an error message quotes.
 std::string last_lines(const std::string& text, size_t count);
 
-// `argv` as one command line for the remote user's shell: each argument single-quoted, so that
-// the shell on the host parses it back into exactly this argv (ssh itself only joins words).
-std::string remote_command_line(const std::vector<std::string>& argv);
-
 // One command to run on the host.
 struct RemoteCall {
   std::vector<std::string> argv;

@@ -89,6 +89,9 @@ struct CreateResult {
 struct SnapshotRequest {
   std::string snapshot_id; // snp-..., the id the ledger gives it
   std::string name;        // unique per sandbox ("snap-1" when the user gave none)
+  // `snapshot --disk-only`: the filesystem alone, where the driver could also save the running
+  // state (vm-packer's memory checkpoints). Drivers that only ever save the disk ignore it.
+  bool disk_only = false;
 };
 
 struct SnapshotResult {

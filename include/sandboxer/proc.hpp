@@ -42,6 +42,11 @@ struct Result {
   int status() const { return signal ? 128 + signal : exit_code; }
 };
 
+// `argv` as one command line that a POSIX shell parses back into exactly this argv: each word
+// single-quoted. For the one place a string must cross a shell: the remote side of ssh, which
+// only joins its words with spaces.
+std::string shell_words(const std::vector<std::string>& argv);
+
 // Runs `command` with posix_spawnp and waits for it. Throws sandboxer::Error when the program
 // cannot be started (not found, not executable), naming argv[0].
 Result run(const Command& command);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,11 @@ std::chrono::milliseconds duration_at(const nlohmann::json& value, const std::st
 // An integer within [low, high], written as a number or as its digits.
 long long integer_at(const nlohmann::json& value, const std::string& pointer, long long low,
                      long long high);
+// A path on this machine: "~/" expands to $HOME, a relative path resolves against `directory`
+// (the profile's, SpecOrigin), the result is lexically normal. With `must_exist`, it must name a
+// regular file.
+std::filesystem::path local_path_at(const nlohmann::json& value, const std::string& pointer,
+                                    const std::filesystem::path& directory, bool must_exist);
 // The text of a duration as parse_duration_ms reads it back ("1500ms", "30s", "2m").
 std::string duration_text(std::chrono::milliseconds duration);
 

@@ -9,10 +9,11 @@ namespace {
 struct SnapshotArgs {
   std::string id;
   std::optional<std::string> name;
+  bool disk_only = false;
 };
 
 ExitCode run_snapshot(Context& context, const SnapshotArgs& args) {
-  SandboxRecord record = context.engine().snapshot(args.id, args.name);
+  SandboxRecord record = context.engine().snapshot(args.id, args.name, args.disk_only);
   const SnapshotRecord& snapshot = record.snapshots.back();
   if (context.out().quiet() && context.out().format() == Format::table) {
     fmt::print("{}\n", snapshot.id);
@@ -69,6 +70,9 @@ void setup_snapshot(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<SnapshotArgs>();
   app.add_option("id", args->id, "Sandbox id or name")->required();
   app.add_option("--name", args->name, "Snapshot name, unique within the sandbox (default snap-N)");
+  app.add_flag("--disk-only", args->disk_only,
+               "The filesystem alone, not the running state where the driver could save it too "
+               "(vm-packer: no memory checkpoint; a restore boots)");
   runner = [args](Context& context) { return run_snapshot(context, *args); };
 }
 

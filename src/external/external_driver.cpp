@@ -252,10 +252,14 @@ public:
   }
 
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
-    json result = call("snapshot", {{"backend_id", sandbox.backend_id},
-                                    {"snapshot_id", request.snapshot_id},
-                                    {"name", request.name},
-                                    {"spec", m_spec}});
+    json params = {{"backend_id", sandbox.backend_id},
+                   {"snapshot_id", request.snapshot_id},
+                   {"name", request.name},
+                   {"spec", m_spec}};
+    if (request.disk_only) {
+      params["disk_only"] = true; // only when asked: drivers written before it never see it
+    }
+    json result = call("snapshot", params);
     SnapshotResult out;
     out.backend_ref = string_member(result, "backend_ref", "snapshot");
     if (result.contains("size_bytes") && result["size_bytes"].is_number_unsigned()) {

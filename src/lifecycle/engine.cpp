@@ -419,7 +419,7 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
 }
 
 SandboxRecord Engine::snapshot(const std::string& id_or_name,
-                               const std::optional<std::string>& name) {
+                               const std::optional<std::string>& name, bool disk_only) {
   SandboxRecord record = get(id_or_name);
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().snapshot, "snapshot");
@@ -448,7 +448,7 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   m_events.deliver();
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
-  const SnapshotRequest request{new_snapshot_id(), snapshot_name};
+  const SnapshotRequest request{new_snapshot_id(), snapshot_name, disk_only};
   try {
     SnapshotResult result =
         driver_time.time([&] { return opened.driver->snapshot(handle_of(record), request); });
@@ -458,6 +458,9 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
       r.snapshots.push_back(snap);
       nlohmann::json details = driver_time.details(started);
       details["snapshot"] = snap.id;
+      if (disk_only) {
+        details["disk_only"] = true;
+      }
       r.transition(EventKind::snapshotted, State::running, m_clock.now(), m_actor,
                    "snapshotted " + snapshot_name, details);
     });

@@ -103,7 +103,8 @@ public:
   CreateOutcome create(const Profile& profile, const CreateOptions& options);
   SandboxRecord destroy(const std::string& id_or_name, const std::string& reason,
                         const DestroyOptions& options = {});
-  SandboxRecord snapshot(const std::string& id_or_name, const std::optional<std::string>& name);
+  SandboxRecord snapshot(const std::string& id_or_name, const std::optional<std::string>& name,
+                         bool disk_only = false);
   // `snapshot_ref` is a snapshot id (snp-...) or "<sandbox>:<snapshot name>". A new sandbox is
   // created from it with the original sandbox's spec.
   CreateOutcome restore(const std::string& snapshot_ref, const CreateOptions& options);

@@ -331,8 +331,10 @@ private:
       return {{"state", to_string(status.state)}, {"detail", status.detail}};
     }
     if (method == "snapshot") {
+      const bool disk_only = params.contains("disk_only") && params["disk_only"].is_boolean() &&
+                             params["disk_only"].get<bool>();
       SnapshotResult result = open(params)->snapshot(
-          handle_of(params), {text(params, "snapshot_id"), text(params, "name")});
+          handle_of(params), {text(params, "snapshot_id"), text(params, "name"), disk_only});
       return {{"backend_ref", result.backend_ref},
               {"size_bytes", result.size_bytes ? json(*result.size_bytes) : json(nullptr)}};
     }

@@ -292,3 +292,26 @@ start_fake_modal() {
   MODAL_FAKE_URL="$([ -n "$tls" ] && echo https || echo http)://127.0.0.1:$port"
   export MODAL_FAKE_URL FAKE_MODAL_PID
 }
+
+# tiny_vm_profile NAME [LINE...]: $PROFILES/NAME.yaml booting the tiny VM image (built once per
+# build tree by scripts/build-tiny-vm.sh, with this build's guest agent), each LINE ("key: value")
+# added to its vm-packer: section in place of the image's own line for that key. The image's
+# throwaway ssh key is $SANDBOXER_TINY_VM_DIR/ssh/id_ed25519.
+tiny_vm_profile() {
+  command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86 is missing"
+  command -v packer >/dev/null || skip "packer is missing"
+  local dir=${SANDBOXER_TINY_VM_DIR:?} name=$1
+  shift
+  "$SANDBOXER_SOURCE_DIR/scripts/build-tiny-vm.sh" "$dir" "${SANDBOXER_GUEST_AGENT:?}" ||
+    fail "the tiny VM image did not build"
+  local line drop=()
+  for line in "$@"; do
+    drop+=(-e "/^  ${line%%:*}:/d")
+  done
+  {
+    sed -e "s|^  manifest: manifest.json$|  manifest: $dir/manifest.json|" \
+      -e "s|^  kernel: vmlinuz$|  kernel: $dir/vmlinuz|" \
+      -e "s|^  initrd: initrd.img$|  initrd: $dir/initrd.img|" "${drop[@]}" "$dir/profile.yaml"
+    printf '  %s\n' "$@"
+  } >"$PROFILES/$name.yaml"
+}

@@ -33,6 +33,8 @@ cleanup_projects() {
   for p in "${PROJECTS[@]}"; do
     ids=$(docker ps -aq --filter "label=com.docker.compose.project=$p")
     [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+    ids=$(docker network ls -q --filter "label=com.docker.compose.project=$p")
+    [ -z "$ids" ] || docker network rm $ids >/dev/null 2>&1 || true
   done
 }
 at_exit cleanup_projects
@@ -126,6 +128,9 @@ expect_code 0 sbx reap --skew 0s --orphans=destroy -o json
 docker rm -f $(docker ps -aq --filter "label=com.docker.compose.project=$RID") >/dev/null
 expect_code 0 sbx status "$RID" -o json
 [ "$(jq -r .backend.state <<<"$OUT")" = missing ] || fail "status of a removed project: $OUT"
+# destroy then removes what the hand-removal left (its network and volume).
+expect_code 0 sbx destroy "$RID"
+[ -z "$(compose_leftovers "$RID")" ] || fail "destroy left parts of $RID: $(compose_leftovers "$RID")"
 
 # delete the snapshot: its images and manifest go.
 expect_code 0 sbx snapshots rm "$ID:s1"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The conformance kit (`sandboxer drivers test`): every driver passes it (stub, docker against the
-# real dockerd, e2b and modal against their local fakes, the Python example), and it fails drivers broken on
-# purpose: one that leaves resources behind, one that loses exit codes, one that drops labels.
+# real dockerd, e2b and modal against their local fakes, vm-packer on QEMU, the Python example),
+# and it fails drivers broken on purpose: one that leaves resources behind, one that loses exit
+# codes, one that drops labels.
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "python3 is missing"
 require_docker
@@ -50,6 +51,10 @@ passes e2b
 start_fake_modal
 modal_profile modal
 passes modal
+
+# vm-packer on a real QEMU booting the tiny image.
+tiny_vm_profile vm
+passes vm
 
 for name in pydir leaky noexit nolabels; do
   printf 'driver: %s\n%s: { root: %s }\n' "$name" "$name" "$WORK/$name" >"$PROFILES/$name.yaml"

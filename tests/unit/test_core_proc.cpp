@@ -25,6 +25,14 @@ TEST(Proc, ArgumentsAreNotInterpretedByAShell) {
   EXPECT_EQ(result.out, "a b|$HOME|;|*|");
 }
 
+TEST(Proc, ShellWordsParseBackIntoTheSameArgv) {
+  std::vector<std::string> argv = {"printf", "%s|", "a b", "it's", "$HOME", ";", "*", "", "\\n"};
+  proc::Command command;
+  command.argv = {"/bin/sh", "-c", proc::shell_words(argv)};
+  auto result = proc::run(command);
+  EXPECT_EQ(result.out, "a b|it's|$HOME|;|*||\\n|");
+}
+
 TEST(Proc, PassesEnvironmentAndWorkingDirectory) {
   testing::TempDir dir;
   proc::Command command{.argv = {"sh", "-c", "echo $FOO; pwd"}};

@@ -78,14 +78,6 @@ TEST(ComposeSshSpec, RefusesWhatSshOrTheHostWouldMisread) {
   EXPECT_EQ(with("known_hosts", ""), "/known_hosts: expected a non-empty string");
 }
 
-TEST(ComposeSshRemote, TheHostShellParsesBackTheSameArgv) {
-  std::vector<std::string> argv = {"printf", "%s|", "a b", "it's", "$HOME", ";", "*", "", "\\n"};
-  proc::Command command;
-  command.argv = {"/bin/sh", "-c", remote_command_line(argv)};
-  auto result = proc::run(command);
-  EXPECT_EQ(result.out, "a b|it's|$HOME|;|*||\\n|");
-}
-
 TEST(ComposeSshRemote, SshArgvChecksHostKeysAndNeverPrompts) {
   Target target{"h", 2222, "bob", fs::path("/k"), fs::path("/kh"), std::chrono::seconds(7)};
   Ssh ssh(target);

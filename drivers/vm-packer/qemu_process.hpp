@@ -1,0 +1,57 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/vm-packer/spec.hpp"
+
+namespace sandboxer::drivers::vm_packer {
+
+// One VM's directory under the driver's data dir: its overlay, QMP and agent sockets, serial log,
+// pid file and labels. QEMU runs with this as its working directory, so every path it is given
+// is short and relative (unix socket paths are limited to 107 bytes).
+struct VmDir {
+  std::filesystem::path path;
+  std::filesystem::path overlay() const { return path / "overlay.qcow2"; }
+  std::filesystem::path qmp() const { return path / "qmp.sock"; }
+  std::filesystem::path serial_log() const { return path / "serial.log"; }
+  std::filesystem::path pid_file() const { return path / "qemu.pid"; }
+  std::filesystem::path labels() const { return path / "labels.json"; }
+};
+
+// What QEMU is started with beyond the spec.
+struct Launch {
+  std::string name;                  // -name: the sandbox id, visible in ps
+  bool kvm = false;                  // the accelerator chosen (auto: /dev/kvm usable)
+  std::map<int, int> forwards;       // guest TCP port -> host port on 127.0.0.1
+  std::optional<std::string> loadvm; // resume this internal snapshot of the overlay
+};
+
+// Whether /dev/kvm can be opened for read and write.
+bool kvm_usable();
+
+// The argv of QEMU for `spec`, run in `dir` (argv only: no shell ever sees it).
+std::vector<std::string> qemu_argv(const Spec& spec, const Launch& launch);
+
+// Starts QEMU as a daemon (it returns once the VM is set up) and returns its pid. Throws
+// DriverError with QEMU's own message when it refuses.
+int start_qemu(const Spec& spec, const Launch& launch, const VmDir& dir);
+
+// The pid of the VM's QEMU when it still runs (its pid file, checked against /proc so that a
+// reused pid is not taken for it), else nullopt.
+std::optional<int> running_qemu(const VmDir& dir, const std::string& name);
+
+// Ends the VM: QMP quit, up to `grace` for QEMU to go, then SIGKILL. Fine when it is gone.
+void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseconds grace);
+
+// The serial log's last non-empty line (boot progress, and what a failed boot said).
+std::string last_serial_line(const VmDir& dir);
+
+// A free TCP port on 127.0.0.1 now.
+int free_loopback_port();
+
+} // namespace sandboxer::drivers::vm_packer

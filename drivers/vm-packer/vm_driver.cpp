@@ -1,0 +1,499 @@
+#include "drivers/vm-packer/vm_driver.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+#include <sandboxer/proc.hpp>
+#include <sandboxer/spec_fields.hpp>
+
+#include "drivers/vm-packer/agent_client.hpp"
+#include "drivers/vm-packer/qemu_process.hpp"
+#include "drivers/vm-packer/qmp.hpp"
+#include "drivers/vm-packer/spec.hpp"
+
+namespace sandboxer::drivers::vm_packer {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Kind = DriverError::Kind;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto k_exec_port_wait = std::chrono::seconds(60); // every agent port busy
+constexpr auto k_ready_probe = std::chrono::milliseconds(250);
+// A user's command over ssh: long, but not forever (the agent path is bounded by the VM's TTL).
+constexpr auto k_exec_deadline = std::chrono::hours(24);
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  json value = json::parse(in, nullptr, false);
+  return value.is_discarded() ? json() : value;
+}
+
+void write_json(const fs::path& path, const json& value) {
+  const fs::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << value.dump(2) << '\n';
+    if (!out) {
+      throw DriverError(Kind::error, fmt::format("cannot write {}", path.string()));
+    }
+  }
+  fs::rename(temporary, path);
+}
+
+// A copy that shares blocks when the filesystem can (FICLONE), else a plain copy.
+void copy_disk(const fs::path& from, const fs::path& to) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  int out = in < 0 ? -1 : ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  bool cloned = in >= 0 && out >= 0 && ::ioctl(out, FICLONE, in) == 0;
+  if (in >= 0) {
+    ::close(in);
+  }
+  if (out >= 0) {
+    ::close(out);
+  }
+  if (!cloned) {
+    std::error_code ec;
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      throw DriverError(Kind::error, fmt::format("cannot copy {} to {}: {}", from.string(),
+                                                 to.string(), ec.message()));
+    }
+  }
+}
+
+class VmDriver : public Driver {
+public:
+  VmDriver(Spec spec, const DriverContext& context)
+      : m_spec(std::move(spec)), m_root(context.data_dir), m_progress(*context.progress) {}
+
+  CreateResult create(const CreateRequest& request) override {
+    VmDir dir{m_root / "vms" / request.sandbox_id};
+    std::error_code ec;
+    if (fs::exists(dir.path, ec)) {
+      throw DriverError(Kind::conflict, fmt::format("a VM directory for {} exists already: {}",
+                                                    request.sandbox_id, dir.path.string()));
+    }
+    fs::create_directories(dir.path);
+    Launch launch;
+    launch.name = request.sandbox_id;
+    try {
+      prepare_disk(request, dir, launch);
+      write_json(dir.labels(), {{"sandbox", request.sandbox_id}, {"labels", request.labels}});
+      launch.kvm = choose_kvm();
+      if (m_spec.restricted_network) {
+        for (int port : m_spec.ports) {
+          launch.forwards[port] = free_loopback_port();
+        }
+        if (m_spec.exec_via == Spec::ExecVia::ssh) {
+          launch.forwards[m_spec.ssh_port] = free_loopback_port();
+        }
+      }
+      int pid = start_qemu(m_spec, launch, dir);
+      wait_until_ready(dir, launch);
+      json forwards = json::object();
+      for (const auto& [guest, host] : launch.forwards) {
+        forwards[std::to_string(guest)] = fmt::format("127.0.0.1:{}", host);
+      }
+      return {request.sandbox_id,
+              {{"pid", pid},
+               {"accel", launch.kvm ? "kvm" : "tcg"},
+               {"serial_log", dir.serial_log().string()},
+               {"ports", forwards},
+               {"image_sha256", m_spec.image_sha256},
+               {"restored_memory", launch.loadvm.has_value()}}};
+    } catch (...) {
+      interrupt::Shield cleaning;
+      stop_qemu(dir, launch.name, std::chrono::seconds(2));
+      fs::remove_all(dir.path, ec);
+      throw;
+    }
+  }
+
+  void destroy(const SandboxHandle& sandbox) override {
+    VmDir dir{m_root / "vms" / sandbox.backend_id};
+    std::error_code ec;
+    if (!fs::exists(dir.path, ec)) {
+      return; // destroyed already
+    }
+    auto grace =
+        sandbox.stop_grace ? std::chrono::milliseconds(*sandbox.stop_grace) : m_spec.stop_timeout;
+    stop_qemu(dir, sandbox.sandbox_id, grace);
+    fs::remove_all(dir.path, ec);
+    if (ec) {
+      throw DriverError(Kind::error,
+                        fmt::format("cannot remove {}: {}", dir.path.string(), ec.message()));
+    }
+  }
+
+  BackendStatus status(const SandboxHandle& sandbox) override {
+    VmDir dir{m_root / "vms" / sandbox.backend_id};
+    std::error_code ec;
+    if (!fs::exists(dir.path, ec)) {
+      return {BackendStatus::State::missing, "no VM directory"};
+    }
+    if (!running_qemu(dir, sandbox.sandbox_id)) {
+      return {BackendStatus::State::stopped,
+              fmt::format("QEMU is not running (serial log: {})", last_serial_line(dir))};
+    }
+    try {
+      json state = Qmp::connect(dir.qmp(), std::chrono::seconds(5)).execute("query-status");
+      std::string word = state.value("status", "unknown");
+      return {word == "running"  ? BackendStatus::State::running
+              : word == "paused" ? BackendStatus::State::paused
+                                 : BackendStatus::State::unknown,
+              "QEMU: " + word};
+    } catch (const Error& e) {
+      return {BackendStatus::State::unknown, e.what()};
+    }
+  }
+
+  int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
+    VmDir dir = running_dir(sandbox);
+    if (m_spec.exec_via == Spec::ExecVia::ssh) {
+      return exec_over_ssh(sandbox, dir, request, io);
+    }
+    return AgentSession::open(dir.path, m_spec.agent_ports, k_exec_port_wait).exec(request, io);
+  }
+
+  SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    VmDir dir = running_dir(sandbox);
+    fs::path target = m_root / "snapshots" / request.snapshot_id;
+    fs::create_directories(target);
+    const std::string tag = request.snapshot_id;
+    const bool memory = !request.disk_only;
+    if (!memory) {
+      flush_guest(dir); // what the guest wrote reaches the disk before it is copied
+    }
+    m_progress.update(fmt::format("checkpointing {} ({})", sandbox.sandbox_id,
+                                  memory ? "memory and disk" : "disk only"));
+    try {
+      Qmp qmp = Qmp::connect(dir.qmp(), std::chrono::seconds(10));
+      qmp.execute("stop");
+      try {
+        interrupt::Shield consistent; // the VM must run again whatever happens
+        if (memory) {
+          qmp.run_job("snapshot-save", "save-" + tag,
+                      {{"tag", tag}, {"vmstate", "disk0"}, {"devices", {"disk0"}}},
+                      m_spec.snapshot_timeout);
+        }
+        copy_disk(dir.overlay(), target / "disk.qcow2");
+        if (memory) {
+          qmp.run_job("snapshot-delete", "delete-" + tag, {{"tag", tag}, {"devices", {"disk0"}}},
+                      m_spec.snapshot_timeout);
+        }
+      } catch (...) {
+        qmp.execute("cont");
+        throw;
+      }
+      qmp.execute("cont");
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(target, ec);
+      throw;
+    }
+    write_json(target / "snapshot.json", {{"sandbox", sandbox.sandbox_id},
+                                          {"tag", tag},
+                                          {"memory", memory},
+                                          {"image", m_spec.image.string()},
+                                          {"image_sha256", m_spec.image_sha256},
+                                          {"memory_mb", m_spec.memory_mb},
+                                          {"cpus", m_spec.cpus}});
+    std::error_code ec;
+    auto size = fs::file_size(target / "disk.qcow2", ec);
+    return {request.snapshot_id, ec ? std::nullopt : std::optional<std::uint64_t>(size)};
+  }
+
+  void delete_snapshot(const std::string& backend_ref) override {
+    if (backend_ref.find('/') != std::string::npos || backend_ref.starts_with(".")) {
+      throw DriverError(Kind::not_found, fmt::format("no snapshot {}", backend_ref));
+    }
+    std::error_code ec;
+    fs::remove_all(m_root / "snapshots" / backend_ref, ec);
+  }
+
+  std::vector<RemoteResource> list_remote(const Labels& selector) override {
+    std::vector<RemoteResource> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(m_root / "vms", ec)) {
+      json file = read_json(entry.path() / "labels.json");
+      json labels = file.is_object() ? file.value("labels", json::object()) : json::object();
+      bool matches = labels.is_object();
+      for (const auto& [key, value] : selector) {
+        matches = matches && labels.contains(key) && labels[key] == value;
+      }
+      if (!matches) {
+        continue;
+      }
+      RemoteResource resource;
+      resource.backend_id = entry.path().filename().string();
+      for (const auto& [key, value] : labels.items()) {
+        if (value.is_string()) {
+          resource.labels[key] = value.get<std::string>();
+        }
+      }
+      VmDir dir{entry.path()};
+      resource.state = running_qemu(dir, resource.backend_id) ? "running" : "exited";
+      found.push_back(std::move(resource));
+    }
+    return found;
+  }
+
+private:
+  void prepare_disk(const CreateRequest& request, const VmDir& dir, Launch& launch) {
+    if (request.from_snapshot) {
+      const std::string& ref = *request.from_snapshot;
+      fs::path source = m_root / "snapshots" / ref;
+      const bool plain = ref.find('/') == std::string::npos && !ref.starts_with(".");
+      json meta = plain ? read_json(source / "snapshot.json") : json();
+      if (!meta.is_object()) {
+        throw DriverError(Kind::not_found, fmt::format("no snapshot {} in {}", ref,
+                                                       (m_root / "snapshots").string()));
+      }
+      if (meta.value("memory_mb", m_spec.memory_mb) != m_spec.memory_mb ||
+          meta.value("cpus", m_spec.cpus) != m_spec.cpus) {
+        throw DriverError(Kind::invalid_spec,
+                          fmt::format("snapshot {} was taken with {} CPUs and {} MiB; the profile "
+                                      "now asks for {} and {}: a memory checkpoint resumes only "
+                                      "on the same machine",
+                                      ref, meta.value("cpus", 0), meta.value("memory_mb", 0),
+                                      m_spec.cpus, m_spec.memory_mb));
+      }
+      m_progress.update(fmt::format("copying snapshot {}", ref));
+      copy_disk(source / "disk.qcow2", dir.overlay());
+      if (meta.value("memory", false)) {
+        launch.loadvm = meta.value("tag", ref);
+      }
+      return;
+    }
+    proc::Command command;
+    command.argv = {"qemu-img",
+                    "create",
+                    "-q",
+                    "-f",
+                    "qcow2",
+                    "-F",
+                    "qcow2",
+                    "-b",
+                    m_spec.image.string(),
+                    dir.overlay().string()};
+    command.timeout = std::chrono::seconds(60);
+    proc::Result result = proc::run(command);
+    if (result.status() != 0) {
+      throw DriverError(Kind::error, fmt::format("qemu-img could not make the overlay on {}: {}",
+                                                 m_spec.image.string(), result.err));
+    }
+  }
+
+  // `sync` in the guest through the agent, best effort: a disk-only snapshot copies the disk as
+  // the guest left it, and data still in its page cache would be missing.
+  void flush_guest(const VmDir& dir) {
+    class Discard : public ExecIo {
+    public:
+      void out(std::string_view) override {}
+      void err(std::string_view) override {}
+    } discard;
+    try {
+      ExecRequest sync;
+      sync.argv = {"sync"};
+      AgentSession::open(dir.path, m_spec.agent_ports, std::chrono::seconds(10))
+          .exec(sync, discard);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const Error& e) {
+      m_progress.update(fmt::format("could not sync the guest's disks ({})", e.what()));
+    }
+  }
+
+  bool choose_kvm() {
+    switch (m_spec.accel) {
+    case Spec::Accel::kvm:
+      if (!kvm_usable()) {
+        throw DriverError(Kind::invalid_spec,
+                          "accel: kvm, but /dev/kvm cannot be opened here (use auto or tcg)");
+      }
+      return true;
+    case Spec::Accel::tcg:
+      return false;
+    case Spec::Accel::automatic:
+      break;
+    }
+    bool kvm = kvm_usable();
+    if (!kvm) {
+      m_progress.update("no usable /dev/kvm: the VM runs under TCG (emulation, slower)");
+    }
+    return kvm;
+  }
+
+  void wait_until_ready(const VmDir& dir, const Launch& launch) {
+    auto deadline = Clock::now() + m_spec.ready_timeout;
+    while (true) {
+      if (m_spec.exec_via == Spec::ExecVia::agent &&
+          AgentSession::answers(dir.path, k_ready_probe)) {
+        return;
+      }
+      if (m_spec.exec_via == Spec::ExecVia::ssh && ssh_answers(launch, dir)) {
+        return;
+      }
+      if (!running_qemu(dir, launch.name)) {
+        throw DriverError(Kind::error,
+                          fmt::format("the VM stopped while booting; its serial log ends with: {}",
+                                      last_serial_line(dir)));
+      }
+      if (Clock::now() > deadline) {
+        throw DriverError(Kind::timeout,
+                          fmt::format("the VM did not become ready within {} (vm-packer."
+                                      "ready_timeout); its serial log ends with: {}",
+                                      spec_fields::duration_text(m_spec.ready_timeout),
+                                      last_serial_line(dir)));
+      }
+      std::string line = last_serial_line(dir);
+      m_progress.update(fmt::format("booting {} ({}){}", launch.name, launch.kvm ? "KVM" : "TCG",
+                                    line.empty() ? "" : ": " + line));
+      interrupt::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // The VM's host key is learnt on its first answer (while it boots, from this machine's own
+  // loopback forward) into the VM's directory, and checked on every later connection.
+  std::vector<std::string> ssh_argv(const Launch& launch, const VmDir& dir) const {
+    int port = launch.forwards.at(m_spec.ssh_port);
+    std::vector<std::string> argv = {"ssh",
+                                     "-p",
+                                     std::to_string(port),
+                                     "-o",
+                                     "BatchMode=yes",
+                                     "-o",
+                                     "StrictHostKeyChecking=accept-new",
+                                     "-o",
+                                     "UserKnownHostsFile=" + (dir.path / "known_hosts").string(),
+                                     "-o",
+                                     "GlobalKnownHostsFile=/dev/null",
+                                     "-o",
+                                     "LogLevel=ERROR",
+                                     "-o",
+                                     "ConnectTimeout=5"};
+    if (m_spec.ssh_identity_file) {
+      argv.insert(argv.end(),
+                  {"-i", m_spec.ssh_identity_file->string(), "-o", "IdentitiesOnly=yes"});
+    }
+    argv.push_back(m_spec.ssh_user + "@127.0.0.1");
+    return argv;
+  }
+
+  bool ssh_answers(const Launch& launch, const VmDir& dir) {
+    proc::Command command;
+    command.argv = ssh_argv(launch, dir);
+    command.argv.push_back("true");
+    command.timeout = std::chrono::seconds(10);
+    return proc::run(command).status() == 0;
+  }
+
+  int exec_over_ssh(const SandboxHandle& sandbox, const VmDir& dir, const ExecRequest& request,
+                    ExecIo& io) {
+    Launch launch;
+    launch.name = sandbox.sandbox_id;
+    const json ports = sandbox.info.value("ports", json::object());
+    for (const auto& [guest, host] : ports.items()) {
+      std::string text = host.get<std::string>();
+      launch.forwards[std::stoi(guest)] = std::stoi(text.substr(text.rfind(':') + 1));
+    }
+    if (!launch.forwards.count(m_spec.ssh_port)) {
+      throw DriverError(Kind::error, "this VM has no forwarded ssh port");
+    }
+    proc::Command command;
+    command.argv = ssh_argv(launch, dir);
+    // -tt: the guest gets a terminal of the local one's size, and its resizes.
+    command.argv.insert(command.argv.begin() + 1, request.tty ? "-tt" : "-T");
+    // ssh hands the guest one string for its shell: every word quoted so that it parses back.
+    std::string remote;
+    auto size = io.terminal_size();
+    if (request.tty && !request.attach_stdin && size) {
+      // Without -i, ssh's stdin is not the terminal and ssh sends no size: set it once.
+      remote += fmt::format("stty rows {} cols {} 2>/dev/null; ", size->rows, size->cols);
+    }
+    if (request.workdir) {
+      remote += "cd " + proc::shell_words({*request.workdir}) + " && ";
+    }
+    for (const auto& [key, value] : request.env) {
+      remote += "export " + proc::shell_words({key + "=" + value}) + "; ";
+    }
+    remote += "exec " + proc::shell_words(request.argv);
+    command.argv.insert(command.argv.end(), {"--", remote});
+    command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
+    command.on_interrupt = proc::Command::OnInterrupt::forward;
+    command.timeout = k_exec_deadline;
+    command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };
+    // ssh's own complaint (exit 255) is kept to tell it from the command's.
+    std::string ssh_err;
+    command.on_stderr = [&](std::string_view bytes) {
+      if (ssh_err.size() < 4096) {
+        ssh_err.append(bytes.substr(0, 4096 - ssh_err.size()));
+      }
+      io.err(bytes);
+    };
+    proc::Result result = proc::run(command);
+    if (result.exit_code == 255 && ssh_err.rfind("ssh: ", 0) == 0) {
+      throw DriverError(Kind::error,
+                        fmt::format("cannot reach the ssh server of {} on 127.0.0.1:{}: {}",
+                                    sandbox.sandbox_id, launch.forwards.at(m_spec.ssh_port),
+                                    log::redact(ssh_err.substr(0, ssh_err.find('\n')))));
+    }
+    return result.status();
+  }
+
+  VmDir running_dir(const SandboxHandle& sandbox) {
+    VmDir dir{m_root / "vms" / sandbox.backend_id};
+    if (!running_qemu(dir, sandbox.sandbox_id)) {
+      std::error_code ec;
+      throw DriverError(fs::exists(dir.path, ec) ? Kind::error : Kind::not_found,
+                        fmt::format("the VM of {} is not running", sandbox.sandbox_id));
+    }
+    return dir;
+  }
+
+  Spec m_spec;
+  fs::path m_root;
+  Progress& m_progress;
+};
+
+class VmPackerFactory : public DriverFactory {
+public:
+  std::string_view name() const override { return "vm-packer"; }
+  std::string_view doc() const override {
+    return "VMs from Packer-built qcow2 images, booted with QEMU; exec through a guest agent";
+  }
+  Capabilities capabilities() const override {
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = false,
+            .list_by_label = true,
+            .restore_in_place = false};
+  }
+  json parse_spec(const json& section) const override {
+    return to_json(vm_packer::parse_spec(section));
+  }
+  json parse_profile_section(const json& section, const SpecOrigin& origin) const override {
+    return to_json(vm_packer::parse_profile_section(section, origin));
+  }
+  std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
+    return std::make_unique<VmDriver>(vm_packer::parse_spec(spec), context);
+  }
+};
+
+} // namespace
+
+const DriverFactory& vm_packer_factory() {
+  static const VmPackerFactory factory;
+  return factory;
+}
+
+} // namespace sandboxer::drivers::vm_packer

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The vm-packer driver on a real QEMU (TCG) and the tiny image built with Packer
+# (scripts/build-tiny-vm.sh): create until exec works, exec (output, exit codes, stdin, env,
+# workdir, a terminal), a memory checkpoint that a restore resumes (a process started before it
+# still runs, a file written before it is there), destroy leaving no QEMU, overlay or socket.
+. "$(dirname "$0")/lib.sh"
+cd "$WORK"
+tiny_vm_profile vm
+DATA="$STATE/drivers/vm-packer"
+# Whatever happens, no VM of this test outlives it.
+at_exit 'for f in "$DATA"/vms/*/qemu.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done; true'
+
+qemu_of() { pgrep -f -- "-name $1 " || true; }
+
+expect_code 0 sbx create --profile vm --name one -o json
+ID=$(jq -r .id <<<"$OUT")
+[ -n "$(qemu_of "$ID")" ] || fail "no QEMU runs for $ID"
+[ "$(record "$ID" .spec.image_sha256)" = "$(sha256sum <"$(record "$ID" .spec.image)" | cut -d' ' -f1)" ] ||
+  fail "the spec does not record the image's hash"
+[ "$(record "$ID" .info.accel)" = tcg ] || [ -w /dev/kvm ] || fail "accel: $(record "$ID" .info)"
+
+# exec: a real kernel, output apart, exit codes, env, workdir, stdin, a missing program.
+expect_code 0 sbx exec one -- uname -r
+expect_contains "$OUT" "cloud-amd64"
+expect_code 5 sbx exec -e K=v one -- sh -c 'echo "out $K"; echo err >&2; exit 5'
+[ "$OUT" = "out v" ] && [ "$ERR" = err ] || fail "exec: $OUT / $ERR"
+expect_code 0 sbx exec -w /tmp one -- pwd
+[ "$OUT" = /tmp ] || fail "workdir: $OUT"
+OUT=$(printf 'a\nb\n' | sbx exec -i one -- cat) || fail "exec -i"
+[ "$OUT" = $'a\nb' ] || fail "stdin: $OUT"
+expect_code 127 sbx exec one -- no-such-program
+/usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py" "$WORK/tty.out" \
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec -t one -- \
+  sh -c 'test -t 0 && echo "first=$(stty size)"; sleep 1; echo "then=$(stty size)"; exit 3'
+grep -qx "first=33 111" "$WORK/tty.out" || fail "exec -t size: $(cat "$WORK/tty.out")"
+grep -qx "then=44 132" "$WORK/tty.out" || fail "exec -t resize: $(cat "$WORK/tty.out")"
+grep -qx "exit=3" "$WORK/tty.out" || fail "exec -t exit: $(cat "$WORK/tty.out")"
+
+# A checkpoint of the running VM: restore resumes it where it was.
+expect_code 0 sbx exec one -- sh -c 'sleep 100000 >/dev/null 2>&1 & echo $! >/root/bg.pid; echo kept >/root/file'
+expect_code 0 sbx snapshot one --name cp1 -o json
+SIZE=$(jq -r .size_bytes <<<"$OUT")
+CP=$(jq -r .id <<<"$OUT")
+[ "$SIZE" -gt 0 ] || fail "snapshot size: $OUT"
+expect_code 0 sbx exec one -- sh -c 'echo later >/root/later'
+expect_code 0 sbx restore one:cp1 --name two -o json
+TWO=$(jq -r .id <<<"$OUT")
+expect_code 0 sbx exec two -- sh -c 'kill -0 "$(cat /root/bg.pid)" && cat /root/file && ls /root'
+expect_contains "$OUT" "kept"
+[[ "$OUT" != *later* ]] || fail "the restore has what came after the checkpoint: $OUT"
+
+# --disk-only: the disk as the guest left it (synced first); a restore boots it afresh.
+expect_code 0 sbx exec one -- sh -c 'echo on-disk >/root/disk-file'
+expect_code 0 sbx snapshot one --name disk1 --disk-only -o json
+DISK_SNAP=$(jq -r .id <<<"$OUT")
+# The checkpoint's disk carries the VM's state (an internal snapshot); the disk-only one none.
+qemu-img snapshot -l "$DATA/snapshots/$CP/disk.qcow2" | grep -q "$CP" || fail "no VM state in $CP"
+[ -z "$(qemu-img snapshot -l "$DATA/snapshots/$DISK_SNAP/disk.qcow2")" ] ||
+  fail "VM state in the disk-only snapshot"
+[ "$(record "$ID" '.history[-1].details.disk_only')" = true ] || fail "history: $(record "$ID" '.history[-1]')"
+expect_code 0 sbx restore one:disk1 --name three -o json
+THREE=$(jq -r .id <<<"$OUT")
+expect_code 0 sbx exec three -- sh -c 'cat /root/disk-file; kill -0 "$(cat /root/bg.pid)" 2>/dev/null && echo still-running || echo booted-afresh'
+[ "$OUT" = $'on-disk\nbooted-afresh' ] || fail "disk-only restore: $OUT"
+
+# destroy: no QEMU, no overlay, no socket; a second destroy is fine.
+expect_code 0 sbx destroy one two three
+[ -z "$(qemu_of "$ID")$(qemu_of "$TWO")$(qemu_of "$THREE")" ] || fail "QEMU still runs"
+[ -z "$(ls "$DATA/vms")" ] || fail "VM directories left: $(ls "$DATA/vms")"
+expect_code 0 sbx destroy one
+echo ok
