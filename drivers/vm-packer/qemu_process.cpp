@@ -1,5 +1,6 @@
 #include "drivers/vm-packer/qemu_process.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -176,7 +177,14 @@ void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseco
 }
 
 std::string last_serial_line(const VmDir& dir) {
-  std::string text = read_file(dir.serial_log());
+  // Only the end of the log: the boot wait asks every 20 ms, and a real image's log grows long.
+  constexpr std::streamoff k_tail = 4096;
+  std::ifstream in(dir.serial_log(), std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  in.seekg(std::max<std::streamoff>(0, size - k_tail));
+  std::stringstream tail;
+  tail << in.rdbuf();
+  const std::string text = tail.str();
   std::string line;
   std::istringstream lines(text);
   for (std::string next; std::getline(lines, next);) {

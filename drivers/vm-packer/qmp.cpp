@@ -56,29 +56,24 @@ json Qmp::execute(const std::string& command, const json& arguments,
   if (!arguments.empty()) {
     request["arguments"] = arguments;
   }
+  json reply;
   try {
     m_socket.write_all(request.dump() + "\n", deadline);
-    while (true) {
-      json message = next_message(deadline);
-      if (message.contains("return")) {
-        return message["return"];
-      }
-      if (message.contains("error")) {
-        throw DriverError(DriverError::Kind::error,
-                          fmt::format("QEMU refused {}: {}", command,
-                                      message["error"].value("desc", message["error"].dump())));
-      }
-      // An event ({"event": ...}): not what we wait for.
-    }
+    // Events ({"event": ...}) may come first: not what we wait for.
+    do {
+      reply = next_message(deadline);
+    } while (!reply.contains("return") && !reply.contains("error"));
   } catch (const Interrupted&) {
     throw;
   } catch (const Error& e) {
-    std::string what = e.what();
-    if (what.starts_with("QEMU refused")) {
-      throw;
-    }
-    throw DriverError(DriverError::Kind::error, fmt::format("QMP {}: {}", command, what));
+    throw DriverError(DriverError::Kind::error, fmt::format("QMP {}: {}", command, e.what()));
   }
+  if (reply.contains("error")) {
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("QEMU refused {}: {}", command,
+                                  reply["error"].value("desc", reply["error"].dump())));
+  }
+  return reply["return"];
 }
 
 void Qmp::run_job(const std::string& command, const std::string& job_id, json arguments,

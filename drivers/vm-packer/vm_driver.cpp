@@ -157,11 +157,7 @@ public:
   }
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
-    VmDir dir = running_dir(sandbox);
-    if (m_spec.exec_via == Spec::ExecVia::ssh) {
-      return exec_over_ssh(sandbox, dir, request, io);
-    }
-    return AgentSession::open(dir.path, m_spec.agent_ports, k_exec_port_wait).exec(request, io);
+    return run_in_guest(sandbox, request, io, k_exec_port_wait);
   }
 
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
@@ -171,7 +167,7 @@ public:
     const std::string tag = request.snapshot_id;
     const bool memory = !request.disk_only;
     if (!memory) {
-      flush_guest(dir); // what the guest wrote reaches the disk before it is copied
+      flush_guest(sandbox); // what the guest wrote reaches the disk before it is copied
     }
     m_progress.update(fmt::format("checkpointing {} ({})", sandbox.sandbox_id,
                                   memory ? "memory and disk" : "disk only"));
@@ -213,11 +209,12 @@ public:
   }
 
   void delete_snapshot(const std::string& backend_ref) override {
-    if (backend_ref.find('/') != std::string::npos || backend_ref.starts_with(".")) {
+    auto dir = snapshot_dir(backend_ref);
+    if (!dir) {
       throw DriverError(Kind::not_found, fmt::format("no snapshot {}", backend_ref));
     }
     std::error_code ec;
-    fs::remove_all(m_root / "snapshots" / backend_ref, ec);
+    fs::remove_all(*dir, ec);
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
@@ -248,12 +245,19 @@ public:
   }
 
 private:
+  // A snapshot's directory; nullopt for a ref that would reach outside the snapshots directory.
+  std::optional<fs::path> snapshot_dir(const std::string& ref) const {
+    if (ref.empty() || ref.find('/') != std::string::npos || ref.starts_with(".")) {
+      return std::nullopt;
+    }
+    return m_root / "snapshots" / ref;
+  }
+
   void prepare_disk(const CreateRequest& request, const VmDir& dir, Launch& launch) {
     if (request.from_snapshot) {
       const std::string& ref = *request.from_snapshot;
-      fs::path source = m_root / "snapshots" / ref;
-      const bool plain = ref.find('/') == std::string::npos && !ref.starts_with(".");
-      json meta = plain ? read_json(source / "snapshot.json") : json();
+      auto source = snapshot_dir(ref);
+      json meta = source ? read_json(*source / "snapshot.json") : json();
       if (!meta.is_object()) {
         throw DriverError(Kind::not_found, fmt::format("no snapshot {} in {}", ref,
                                                        (m_root / "snapshots").string()));
@@ -268,7 +272,7 @@ private:
                                       m_spec.cpus, m_spec.memory_mb));
       }
       m_progress.update(fmt::format("copying snapshot {}", ref));
-      copy_disk(source / "disk.qcow2", dir.overlay());
+      copy_disk(*source / "disk.qcow2", dir.overlay());
       if (meta.value("memory", false)) {
         launch.loadvm = meta.value("tag", ref);
       }
@@ -293,9 +297,20 @@ private:
     }
   }
 
-  // `sync` in the guest through the agent, best effort: a disk-only snapshot copies the disk as
-  // the guest left it, and data still in its page cache would be missing.
-  void flush_guest(const VmDir& dir) {
+  // A command in the guest, the way the profile says (the agent, or ssh); `port_wait` bounds the
+  // wait for a free agent port.
+  int run_in_guest(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io,
+                   std::chrono::milliseconds port_wait) {
+    VmDir dir = running_dir(sandbox);
+    if (m_spec.exec_via == Spec::ExecVia::ssh) {
+      return exec_over_ssh(sandbox, dir, request, io);
+    }
+    return AgentSession::open(dir.path, m_spec.agent_ports, port_wait).exec(request, io);
+  }
+
+  // `sync` in the guest (through the agent or ssh, as exec goes), best effort: a disk-only snapshot
+  // copies the disk as the guest left it, and data still in its page cache would be missing.
+  void flush_guest(const SandboxHandle& sandbox) {
     class Discard : public ExecIo {
     public:
       void out(std::string_view) override {}
@@ -304,8 +319,7 @@ private:
     try {
       ExecRequest sync;
       sync.argv = {"sync"};
-      AgentSession::open(dir.path, m_spec.agent_ports, std::chrono::seconds(10))
-          .exec(sync, discard);
+      run_in_guest(sandbox, sync, discard, std::chrono::seconds(10));
     } catch (const Interrupted&) {
       throw;
     } catch (const Error& e) {
