@@ -11,6 +11,7 @@ packages=(
   openssh-client openssh-server docker-compose
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   qemu-system-x86 qemu-utils seabios packer busybox-static e2fsprogs dropbear-bin iproute2
+  libpq-dev postgresql
 )
 missing=()
 for p in "${packages[@]}"; do

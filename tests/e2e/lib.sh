@@ -206,6 +206,24 @@ start_sshd() {
   at_exit "kill $SSHD_PID 2>/dev/null || true"
 }
 
+# start_postgres: a throwaway PostgreSQL cluster for this test (scripts/throwaway-postgres.sh):
+# sets PG_URL (no password), PG_PORT, PG_PID, PG_SOCKET_DIR, PG_DIR, exports PGPASSFILE, and stops
+# the cluster when the test exits. pg_restart [fast|immediate] restarts it (PG_PID changes).
+start_postgres() {
+  PG_DIR=$(mktemp -d "$WORK/pg.XXXXXX")
+  local vars rc=0
+  vars=$("$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" start "$PG_DIR/cluster") || rc=$?
+  [ "$rc" -ne 125 ] || skip "no throwaway PostgreSQL here (see above)"
+  [ "$rc" -eq 0 ] || fail "the throwaway PostgreSQL did not start"
+  eval "$vars"
+  export PGPASSFILE=$PG_PASSFILE
+  at_exit '"$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" stop "$PG_DIR/cluster" immediate 2>/dev/null || true'
+}
+pg_restart() {
+  PG_PID=$("$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" restart "$PG_DIR/cluster" "${1:-fast}") ||
+    fail "the throwaway PostgreSQL did not restart"
+}
+
 # compose_profile NAME COMPOSE_FILE [EXTRA_YAML]: a compose-ssh profile for the sshd of
 # start_sshd; COMPOSE_FILE is written as given (relative paths resolve against $PROFILES).
 compose_profile() {
