@@ -1,0 +1,272 @@
+#include "src/ledger/pg/connection.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+
+#include "src/ledger/pg/libpq_on_demand.hpp"
+
+namespace sandboxer::ledger::pg {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+ExitCode exit_code_of(Failure failure) {
+  switch (failure) {
+  case Failure::lock_timeout:
+    return ExitCode::lock_timeout;
+  case Failure::denied:
+  case Failure::unavailable:
+  case Failure::connection_lost:
+  case Failure::retryable:
+  case Failure::statement:
+    break;
+  }
+  return ExitCode::runtime;
+}
+
+// libpq's messages end with a newline and may span lines; errors show one line each.
+std::string one_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  for (char& c : text) {
+    if (c == '\n') {
+      c = ' ';
+    }
+  }
+  return log::redact(text);
+}
+
+} // namespace
+
+PgError::PgError(Failure failure, std::string sqlstate, const std::string& message)
+    : Error(exit_code_of(failure), message), m_failure(failure), m_sqlstate(std::move(sqlstate)) {}
+
+Failure classify_sqlstate(std::string_view state) {
+  if (state.empty()) {
+    return Failure::connection_lost;
+  }
+  if (state == "40001" || state == "40P01") {
+    return Failure::retryable;
+  }
+  if (state == "55P03") {
+    return Failure::lock_timeout;
+  }
+  // 57P03 cannot connect now (starting up, shutting down), 53300 too many connections.
+  if (state == "57P03" || state == "53300") {
+    return Failure::unavailable;
+  }
+  // 08 connection exceptions, 57P01/57P02 the server ended the session (admin or crash).
+  if (state.substr(0, 2) == "08" || state == "57P01" || state == "57P02") {
+    return Failure::connection_lost;
+  }
+  // 28 authorization, 3D000 no such database, 42501 insufficient privilege.
+  if (state.substr(0, 2) == "28" || state == "3D000" || state == "42501") {
+    return Failure::denied;
+  }
+  return Failure::statement;
+}
+
+Connection::Connection(ConnectOptions options) : m_options(std::move(options)) {
+  const Libpq& pq = libpq();
+  // Keywords are applied in order: the defaults before the URI (which may override them), the
+  // password and sandboxer's own session name after it.
+  const std::string timeout_seconds = std::to_string(std::max<long long>(
+      2, std::chrono::duration_cast<std::chrono::seconds>(m_options.connect_timeout).count()));
+  std::vector<const char*> keys = {"connect_timeout", "keepalives", "dbname"};
+  std::vector<const char*> values = {timeout_seconds.c_str(), "1", m_options.url.c_str()};
+  if (m_options.password) {
+    keys.push_back("password");
+    values.push_back(m_options.password->c_str());
+  }
+  if (!m_options.application_name.empty()) {
+    keys.push_back("application_name");
+    values.push_back(m_options.application_name.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  m_connect_deadline = SteadyClock::now() + m_options.connect_timeout;
+  m_conn = pq.PQconnectStartParams(keys.data(), values.data(), 1);
+  if (!m_conn) {
+    throw PgError(Failure::unavailable, "", "out of memory starting a PostgreSQL connection");
+  }
+  if (pq.PQstatus(m_conn) == CONNECTION_BAD) {
+    fail_connection("connecting");
+  }
+}
+
+Connection::~Connection() {
+  if (m_conn) {
+    libpq().PQfinish(m_conn);
+  }
+}
+
+void Connection::fail_connection(const std::string& doing) {
+  const std::string why = one_line(libpq().PQerrorMessage(m_conn));
+  const Failure failure = m_connected ? Failure::connection_lost : Failure::unavailable;
+  // A refused password or a missing role is the operator's to fix, not a server to wait for.
+  const bool denied = why.find("password authentication failed") != std::string::npos ||
+                      why.find("no password supplied") != std::string::npos ||
+                      (why.find("role \"") != std::string::npos &&
+                       why.find("does not exist") != std::string::npos) ||
+                      (why.find("database \"") != std::string::npos &&
+                       why.find("does not exist") != std::string::npos);
+  throw PgError(denied ? Failure::denied : failure, "",
+                fmt::format("ledger {}: {} failed: {}", m_options.where, doing, why));
+}
+
+void Connection::wait_for(Wait what, SteadyClock::time_point deadline, const char* doing) {
+  const Libpq& pq = libpq();
+  while (true) {
+    interrupt::check();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    if (left.count() <= 0) {
+      if (m_connected) {
+        cancel();
+      }
+      throw PgError(
+          m_connected ? Failure::connection_lost : Failure::unavailable, "",
+          fmt::format("ledger {}: no answer while {} within the deadline", m_options.where, doing));
+    }
+    pollfd fds[2] = {
+        {pq.PQsocket(m_conn), static_cast<short>(what == Wait::read ? POLLIN : POLLOUT), 0},
+        {interrupt::wake_fd(), POLLIN, 0}};
+    const int count = fds[1].fd >= 0 ? 2 : 1;
+    int ready = ::poll(fds, count, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) {
+      fail_connection(doing);
+    }
+    if (count == 2 && (fds[1].revents & POLLIN)) {
+      if (m_connected) {
+        cancel();
+      }
+      interrupt::check();
+    }
+    if (ready > 0 && fds[0].revents) {
+      return;
+    }
+  }
+}
+
+void Connection::wait_connected() {
+  if (m_connected) {
+    return;
+  }
+  const Libpq& pq = libpq();
+  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+  while (true) {
+    if (state == PGRES_POLLING_OK) {
+      break;
+    }
+    if (state == PGRES_POLLING_FAILED) {
+      fail_connection("connecting");
+    }
+    wait_for(state == PGRES_POLLING_READING ? Wait::read : Wait::write, m_connect_deadline,
+             "connecting");
+    state = pq.PQconnectPoll(m_conn);
+  }
+  if (pq.PQsetnonblocking(m_conn, 1) != 0) {
+    fail_connection("setting up the connection");
+  }
+  m_connected = true;
+}
+
+void Connection::cancel() {
+  const Libpq& pq = libpq();
+  if (PGcancel* handle = pq.PQgetCancel(m_conn)) {
+    char error[256];
+    pq.PQcancel(handle, error, sizeof error);
+    pq.PQfreeCancel(handle);
+  }
+}
+
+Rows Connection::query(std::string_view sql, const std::vector<Param>& params,
+                       std::chrono::milliseconds timeout) {
+  wait_connected();
+  const Libpq& pq = libpq();
+  const auto deadline = SteadyClock::now() + timeout;
+  const std::string text(sql);
+  std::vector<const char*> values;
+  for (const auto& param : params) {
+    values.push_back(param ? param->c_str() : nullptr);
+  }
+  if (!pq.PQsendQueryParams(m_conn, text.c_str(), static_cast<int>(values.size()), nullptr,
+                            values.data(), nullptr, nullptr, 0)) {
+    fail_connection("sending a statement");
+  }
+  while (true) {
+    int flushed = pq.PQflush(m_conn);
+    if (flushed < 0) {
+      fail_connection("sending a statement");
+    }
+    if (flushed == 0) {
+      break;
+    }
+    wait_for(Wait::write, deadline, "sending a statement");
+  }
+  Rows rows;
+  std::optional<PgError> error;
+  while (true) {
+    while (pq.PQisBusy(m_conn)) {
+      wait_for(Wait::read, deadline, "waiting for the server");
+      if (!pq.PQconsumeInput(m_conn)) {
+        fail_connection("reading the server's answer");
+      }
+    }
+    PGresult* result = pq.PQgetResult(m_conn);
+    if (!result) {
+      break;
+    }
+    switch (pq.PQresultStatus(result)) {
+    case PGRES_TUPLES_OK:
+    case PGRES_COMMAND_OK: {
+      const int fields = pq.PQnfields(result);
+      rows.columns.clear();
+      for (int f = 0; f < fields; ++f) {
+        rows.columns.emplace_back(pq.PQfname(result, f));
+      }
+      for (int r = 0, n = pq.PQntuples(result); r < n; ++r) {
+        auto& row = rows.values.emplace_back();
+        for (int f = 0; f < fields; ++f) {
+          if (pq.PQgetisnull(result, r, f)) {
+            row.emplace_back(std::nullopt);
+          } else {
+            row.emplace_back(std::string(pq.PQgetvalue(result, r, f),
+                                         static_cast<std::size_t>(pq.PQgetlength(result, r, f))));
+          }
+        }
+      }
+      const char* affected = pq.PQcmdTuples(result);
+      rows.affected = affected && *affected ? std::atol(affected) : 0;
+      break;
+    }
+    default:
+      if (!error) {
+        const char* state = pq.PQresultErrorField(result, PG_DIAG_SQLSTATE);
+        const std::string sqlstate = state ? state : "";
+        error.emplace(classify_sqlstate(sqlstate), sqlstate,
+                      fmt::format("ledger {}: {}", m_options.where,
+                                  one_line(pq.PQresultErrorMessage(result))));
+      }
+    }
+    pq.PQclear(result);
+  }
+  if (error) {
+    throw *error;
+  }
+  if (pq.PQstatus(m_conn) == CONNECTION_BAD) {
+    fail_connection("running a statement");
+  }
+  return rows;
+}
+
+int Connection::server_version() {
+  wait_connected();
+  return libpq().PQserverVersion(m_conn);
+}
+
+} // namespace sandboxer::ledger::pg
