@@ -198,16 +198,37 @@ Rows Connection::query(std::string_view sql, const std::vector<Param>& params,
                             values.data(), nullptr, nullptr, 0)) {
     fail_connection("sending a statement");
   }
+  flush(deadline);
+  return collect(deadline);
+}
+
+void Connection::run_script(std::string_view sql, std::chrono::milliseconds timeout) {
+  wait_connected();
+  const auto deadline = SteadyClock::now() + timeout;
+  const std::string text(sql);
+  if (!libpq().PQsendQuery(m_conn, text.c_str())) {
+    fail_connection("sending statements");
+  }
+  flush(deadline);
+  collect(deadline);
+}
+
+void Connection::flush(SteadyClock::time_point deadline) {
+  const Libpq& pq = libpq();
   while (true) {
     int flushed = pq.PQflush(m_conn);
     if (flushed < 0) {
       fail_connection("sending a statement");
     }
     if (flushed == 0) {
-      break;
+      return;
     }
     wait_for(Wait::write, deadline, "sending a statement");
   }
+}
+
+Rows Connection::collect(SteadyClock::time_point deadline) {
+  const Libpq& pq = libpq();
   Rows rows;
   std::optional<PgError> error;
   while (true) {

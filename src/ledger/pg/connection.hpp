@@ -69,6 +69,9 @@ public:
   // Runs one statement with text parameters ($1, $2, ...) within `timeout`.
   Rows query(std::string_view sql, const std::vector<Param>& params = {},
              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Runs several statements separated by semicolons (the simple protocol, no parameters): DDL.
+  void run_script(std::string_view sql,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Finishes the handshake (query() calls it).
   void wait_connected();
   int server_version();
@@ -79,6 +82,8 @@ private:
   void wait_for(Wait what, std::chrono::steady_clock::time_point deadline, const char* doing);
   [[noreturn]] void fail_connection(const std::string& doing);
   void cancel();
+  void flush(std::chrono::steady_clock::time_point deadline);
+  Rows collect(std::chrono::steady_clock::time_point deadline);
 
   ConnectOptions m_options;
   pg_conn* m_conn = nullptr;

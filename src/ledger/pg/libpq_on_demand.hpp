@@ -18,6 +18,7 @@ namespace sandboxer::ledger::pg {
   X(PQerrorMessage)                                                                                \
   X(PQfinish)                                                                                      \
   X(PQsetnonblocking)                                                                              \
+  X(PQsendQuery)                                                                                   \
   X(PQsendQueryParams)                                                                             \
   X(PQflush)                                                                                       \
   X(PQconsumeInput)                                                                                \
