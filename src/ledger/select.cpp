@@ -1,0 +1,94 @@
+#include "src/ledger/select.hpp"
+
+#include <fmt/format.h>
+
+#include <sandboxer/error.hpp>
+
+namespace sandboxer::ledger {
+namespace {
+
+bool starts_with(const std::string& text, std::string_view prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool is_postgresql_url(const std::string& url) {
+  return starts_with(url, "postgresql://") || starts_with(url, "postgres://");
+}
+
+// What a message may show of a refused value: the scheme, host and database, never the user
+// info or the parameters (either may hold the password).
+std::string shown(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) {
+    return url.size() > 40 ? url.substr(0, 40) + "..." : url;
+  }
+  std::string kept = url.substr(0, url.find('?'));
+  if (kept.size() < url.size()) {
+    kept += "?...";
+  }
+  const auto at = kept.find('@', scheme);
+  const auto path = kept.find('/', scheme + 3);
+  if (at != std::string::npos && (path == std::string::npos || at < path)) {
+    kept = kept.substr(0, scheme + 3) + "...@" + kept.substr(at + 1);
+  }
+  return kept;
+}
+
+} // namespace
+
+bool url_has_password(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) {
+    return false;
+  }
+  const auto authority_end = url.find_first_of("/?", scheme + 3);
+  const std::string authority =
+      url.substr(scheme + 3, authority_end == std::string::npos ? std::string::npos
+                                                                : authority_end - scheme - 3);
+  const auto at = authority.rfind('@');
+  if (at != std::string::npos && authority.substr(0, at).find(':') != std::string::npos) {
+    return true;
+  }
+  const auto query = url.find('?');
+  if (query == std::string::npos) {
+    return false;
+  }
+  const std::string parameters = "&" + url.substr(query + 1);
+  return parameters.find("&password=") != std::string::npos;
+}
+
+LedgerChoice choose_ledger(const std::optional<std::string>& flag,
+                           const std::optional<std::string>& environment,
+                           const std::optional<std::string>& config_value,
+                           const std::string& config_where) {
+  LedgerChoice choice;
+  if (flag && !flag->empty()) {
+    choice.url = *flag;
+    choice.source = "--ledger";
+  } else if (environment && !environment->empty()) {
+    choice.url = *environment;
+    choice.source = "$SANDBOXER_LEDGER";
+  } else if (config_value && !config_value->empty()) {
+    choice.url = *config_value;
+    choice.source = config_where;
+  } else {
+    return choice;
+  }
+  if (!is_postgresql_url(choice.url)) {
+    throw UsageError(fmt::format("{}: \"{}\" is not a ledger sandboxer knows: give a PostgreSQL "
+                                 "URI (postgresql://user@host/db?sslmode=verify-full), or leave "
+                                 "it unset for the local files",
+                                 choice.source, shown(choice.url)));
+  }
+  if (url_has_password(choice.url)) {
+    throw UsageError(fmt::format(
+        "{}: the ledger URI {} holds a password, which would show in `ps`, in `status` and in "
+        "evidence; remove it and give the password as ledger.password ({{env: VAR}} or {{file: "
+        "PATH}}) in config.yaml, or in PGPASSFILE (~/.pgpass)",
+        choice.source, shown(choice.url)));
+  }
+  choice.kind = LedgerChoice::Kind::postgresql;
+  return choice;
+}
+
+} // namespace sandboxer::ledger

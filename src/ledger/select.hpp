@@ -1,0 +1,30 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+// Which ledger a command uses: `--ledger URL`, else $SANDBOXER_LEDGER, else `ledger:` in
+// config.yaml, else the local files under the state directory. docs/fleet.md.
+namespace sandboxer::ledger {
+
+struct LedgerChoice {
+  enum class Kind { local, postgresql };
+  Kind kind = Kind::local;
+  std::string url;    // the PostgreSQL URI as given (never holds a password: refused)
+  std::string source; // where it came from: "--ledger", "$SANDBOXER_LEDGER", "config.yaml:3"
+};
+
+// The first of the three that is set and non-empty. A value that is not a postgresql:// or
+// postgres:// URI, or that holds a password (user:password@, password=), is a UsageError (exit 2)
+// naming its source: a password on the command line shows in `ps`, and the URI is printed by
+// `status` and kept in evidence. Passwords come from `ledger.password` ({env: VAR} or {file:
+// PATH}) in config.yaml, PGPASSFILE or ~/.pgpass.
+LedgerChoice choose_ledger(const std::optional<std::string>& flag,
+                           const std::optional<std::string>& environment,
+                           const std::optional<std::string>& config_value,
+                           const std::string& config_where);
+
+// Whether a libpq URI carries a password, in its user info or as a `password` parameter.
+bool url_has_password(const std::string& url);
+
+} // namespace sandboxer::ledger
