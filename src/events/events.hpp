@@ -41,15 +41,15 @@ public:
 
   const std::filesystem::path& dir() const { return m_dir; }
 
-  // Under the ledger lock, before `data` is committed: settles leftovers, gives each history
+  // Under the ledger lock, before `tx` is committed: settles leftovers, gives each history
   // entry of `record` from `first` on its event id, and writes the events of those
   // that have sinks (`global_sinks` plus the ones the record's profile named at create).
-  void stage(LedgerData& data, SandboxRecord& record, size_t first,
+  void stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t first,
              const nlohmann::json& global_sinks);
   // After the commit, still under the lock: what stage() wrote becomes deliverable.
   void committed();
-  // Under the ledger lock with `data` freshly read: settles .prepared files of killed processes.
-  void settle_leftovers(const LedgerData& data);
+  // Under the ledger lock: settles .prepared files of killed processes.
+  void settle_leftovers(LedgerStore::Transaction& tx);
 
   struct Entry {
     std::filesystem::path file;
@@ -120,7 +120,7 @@ private:
 class Publisher : public EventHook {
 public:
   Publisher(const Ledger& ledger, nlohmann::json global_sinks, DeliveryPolicy policy);
-  void stage(LedgerData& data, SandboxRecord& record, size_t first_new) override;
+  void stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t first_new) override;
   void committed() override;
   void deliver() override;
   // deliver(), returning what the pass did.

@@ -122,7 +122,7 @@ bool Outbox::in_closed_record(const fs::path& file, const std::string& event_id)
   }
 }
 
-void Outbox::settle_leftovers(const LedgerData& data) {
+void Outbox::settle_leftovers(LedgerStore::Transaction& tx) {
   std::vector<std::string> prepared;
   for (auto& name : event_files(m_dir)) {
     if (name.ends_with(k_prepared)) {
@@ -132,18 +132,10 @@ void Outbox::settle_leftovers(const LedgerData& data) {
   if (prepared.empty()) {
     return;
   }
-  std::set<std::string> committed_ids;
-  for (const auto& record : data.sandboxes) {
-    for (const auto& entry : record.history) {
-      if (!entry.event_id.empty()) {
-        committed_ids.insert(entry.event_id);
-      }
-    }
-  }
   for (const auto& name : prepared) {
     fs::path file = m_dir / name;
     // A record closed by that commit has left the live part: looked up by the event's subject.
-    if (committed_ids.contains(event_id_of(name)) || in_closed_record(file, event_id_of(name))) {
+    if (tx.event_committed(event_id_of(name)) || in_closed_record(file, event_id_of(name))) {
       fs::path target = m_dir / (std::string(stem_of(name)) + std::string(k_committed));
       ::rename(file.c_str(), target.c_str());
       spdlog::info("outbox: event {} of an interrupted process is committed; it will be delivered",
@@ -156,12 +148,12 @@ void Outbox::settle_leftovers(const LedgerData& data) {
   }
 }
 
-void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
+void Outbox::stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t first,
                    const nlohmann::json& global_sinks) {
   std::lock_guard lock(m_mutex);
   // Anything still listed here is from a commit that failed: settle_leftovers() judges it.
   m_staged.clear();
-  settle_leftovers(data);
+  settle_leftovers(tx);
   nlohmann::json sinks = sinks_of(record, global_sinks);
   std::vector<size_t> staged;
   for (size_t i = first; i < record.history.size(); ++i) {
@@ -169,7 +161,9 @@ void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
     staged.push_back(i);
   }
   if (sinks.empty() || staged.empty()) {
-    data.event_seq += staged.size();
+    for (size_t n = 0; n < staged.size(); ++n) {
+      tx.next_event_seq();
+    }
     return;
   }
   for (const auto& [key, sink] : sinks.items()) {
@@ -181,10 +175,10 @@ void Outbox::stage(LedgerData& data, SandboxRecord& record, size_t first,
   }
   make_private_dirs(m_dir / "sinks");
   for (size_t i : staged) {
-    std::uint64_t sequence = ++data.event_seq;
+    std::uint64_t sequence = tx.next_event_seq();
     nlohmann::json file = {{"sequence", sequence},
                            {"sinks", sinks},
-                           {"event", cloud_event(record, i, data.ledger_id, sequence)}};
+                           {"event", cloud_event(record, i, tx.ledger_id(), sequence)}};
     fs::path path =
         m_dir / fmt::format("{:020}-{}{}", sequence, record.history[i].event_id, k_prepared);
     write_synced(path, log::redact(file.dump()) + "\n");

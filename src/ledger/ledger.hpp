@@ -49,6 +49,8 @@ public:
   public:
     LedgerData& data() { return m_impl->data(); }
     SandboxRecord* find(const std::string& id_or_name) { return m_impl->find(id_or_name); }
+    LedgerStore::Transaction& store() { return *m_impl; }
+    LedgerStore::Transaction* operator->() { return m_impl.get(); }
     void commit() { m_impl->commit(); }
 
   private:

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sandboxer/duration.hpp>
+
 #include "src/ledger/record.hpp"
 
 // The ledger's storage, behind one small interface: the local files (src/ledger/local_store.cpp,
@@ -78,14 +80,37 @@ public:
   // records, live and closed.
   virtual std::optional<SandboxRecord> find(const std::string& id_or_name) const = 0;
 
-  // A read-modify-write of the live part under the store's exclusive lock.
+  // A read-modify-write under the store's exclusive lock: the local flock, or the database's
+  // transaction-scoped writer lock. Lookups read only what they need; data() reads the whole live
+  // part (tests and rare paths).
   class Transaction {
   public:
     virtual ~Transaction() = default;
     virtual LedgerData& data() = 0;
     // A record by id or name as LedgerData::find, also among closed records: a closed one is
-    // brought into data() (to be reopened, or changed and closed again). nullptr when absent.
+    // brought in (to be reopened, or changed and closed again). nullptr when absent.
     virtual SandboxRecord* find(const std::string& id_or_name) = 0;
+    // The live record created with idempotency key `key`, or bearing `name`; nullptr when none.
+    virtual SandboxRecord* find_live_by_key(const std::string& key) = 0;
+    virtual SandboxRecord* find_live_by_name(const std::string& name) = 0;
+    // "snp-..." or "<sandbox id or name>:<snapshot name>": the record holding it and the
+    // snapshot, or nullptrs.
+    virtual std::pair<SandboxRecord*, const SnapshotRecord*>
+    find_snapshot(const std::string& ref) = 0;
+    // Adds a new record; the reference stays valid until the transaction ends.
+    virtual SandboxRecord& insert(SandboxRecord record) = 0;
+    // The ledger's id (minted by the first commit of a new ledger) and the next event number.
+    virtual const std::string& ledger_id() = 0;
+    virtual std::uint64_t next_event_seq() = 0;
+    // Whether a history entry with this event id was committed, in any record.
+    virtual bool event_committed(const std::string& event_id) = 0;
+    // Claims a due record for `holder` until `lease` from now, unless a live claim of another
+    // holder stands. A store whose writers are all on one machine (the local files, under the
+    // reap lock) always grants it.
+    virtual bool claim(const std::string& id, const std::string& holder, Seconds lease) {
+      (void)id, (void)holder, (void)lease;
+      return true;
+    }
     // Seals the new history entries into their chains and writes atomically: records no longer
     // resident move to the closed history. The lock is held until the transaction is destroyed.
     virtual void commit() = 0;

@@ -420,6 +420,59 @@ public:
     return &m_data.sandboxes.back();
   }
 
+  SandboxRecord* find_live_by_key(const std::string& key) override {
+    for (auto& record : m_data.sandboxes) {
+      if (record.idempotency_key == key && is_live(record.state)) {
+        return &record;
+      }
+    }
+    return nullptr;
+  }
+
+  SandboxRecord* find_live_by_name(const std::string& name) override {
+    for (auto& record : m_data.sandboxes) {
+      if (record.name == name && is_live(record.state)) {
+        return &record;
+      }
+    }
+    return nullptr;
+  }
+
+  std::pair<SandboxRecord*, const SnapshotRecord*> find_snapshot(const std::string& ref) override {
+    // Records holding snapshots stay resident: the live part has them all.
+    for (auto& record : m_data.sandboxes) {
+      if (const SnapshotRecord* snap = snapshot_of(record, ref)) {
+        return {&record, snap};
+      }
+    }
+    return {nullptr, nullptr};
+  }
+
+  SandboxRecord& insert(SandboxRecord record) override {
+    m_data.sandboxes.push_back(std::move(record));
+    return m_data.sandboxes.back();
+  }
+
+  const std::string& ledger_id() override {
+    if (m_data.ledger_id.empty()) {
+      m_data.ledger_id = new_ledger_id();
+    }
+    return m_data.ledger_id;
+  }
+
+  std::uint64_t next_event_seq() override { return ++m_data.event_seq; }
+
+  bool event_committed(const std::string& event_id) override {
+    for (const auto& record : m_data.sandboxes) {
+      for (const auto& entry : record.history) {
+        if (entry.event_id == event_id) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
   void commit() override {
     // The id is minted on the first commit, so that merely reading never creates a ledger.
     if (m_data.ledger_id.empty()) {

@@ -187,4 +187,17 @@ std::string new_event_id() {
   return new_id("evt-") + new_id("");
 }
 
+const SnapshotRecord* snapshot_of(const SandboxRecord& record, const std::string& ref) {
+  auto colon = ref.find(':');
+  bool owner_matches = colon != std::string::npos &&
+                       (record.id == ref.substr(0, colon) || record.name == ref.substr(0, colon));
+  for (const auto& snap : record.snapshots) {
+    if (colon == std::string::npos ? snap.id == ref
+                                   : owner_matches && snap.name == ref.substr(colon + 1)) {
+      return &snap;
+    }
+  }
+  return nullptr;
+}
+
 } // namespace sandboxer

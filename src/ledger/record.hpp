@@ -140,6 +140,9 @@ struct SandboxRecord {
 // ledger, which every command reads. Other records are closed history.
 bool is_resident(const SandboxRecord& record);
 
+// The snapshot of `record` that `ref` names: "snp-..." or "<sandbox id or name>:<snapshot name>".
+const SnapshotRecord* snapshot_of(const SandboxRecord& record, const std::string& ref);
+
 void to_json(nlohmann::json& j, const SandboxRecord& r);
 // Throws LedgerError naming the record's id and the offending field ("owner.pid", ...).
 void from_json(const nlohmann::json& j, SandboxRecord& r);

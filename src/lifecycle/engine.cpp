@@ -110,7 +110,7 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
 void Engine::commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry) {
   // The events go to the outbox first, in the same critical section: a crash after the ledger
   // commit cannot lose them, and one before it leaves nothing the ledger would not back.
-  m_events.stage(tx.data(), record, first_new_entry);
+  m_events.stage(tx.store(), record, first_new_entry);
   tx.commit();
   m_events.committed();
 }
@@ -206,31 +206,24 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   std::string ledger_id;
   {
     auto tx = m_ledger.begin();
-    auto& data = tx.data();
     if (options.idempotency_key) {
-      for (const auto& existing : data.sandboxes) {
-        if (existing.idempotency_key == options.idempotency_key && is_live(existing.state)) {
-          spdlog::info("idempotency key matches {}: returning it", existing.id);
-          return {existing, true, {}};
-        }
+      if (const SandboxRecord* existing = tx->find_live_by_key(*options.idempotency_key)) {
+        spdlog::info("idempotency key matches {}: returning it", existing->id);
+        return {*existing, true, {}};
       }
     }
     record.id = new_sandbox_id();
     record.name = options.name.value_or(record.id);
     if (options.name) {
-      for (const auto& existing : data.sandboxes) {
-        if (existing.name == *options.name && existing.state != State::destroyed &&
-            existing.state != State::failed) {
-          throw UsageError(fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
-                                       "destroy that one first",
-                                       *options.name, existing.id, to_string(existing.state)));
-        }
+      if (const SandboxRecord* existing = tx->find_live_by_name(*options.name)) {
+        throw UsageError(fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
+                                     "destroy that one first",
+                                     *options.name, existing->id, to_string(existing->state)));
       }
     }
-    data.sandboxes.push_back(record);
-    // The first commit of a ledger mints its id: read it afterwards.
-    commit(tx, data.sandboxes.back(), 0);
-    ledger_id = data.ledger_id;
+    SandboxRecord& added = tx->insert(record);
+    commit(tx, added, 0);
+    ledger_id = tx->ledger_id();
   }
   m_events.deliver();
 
@@ -508,15 +501,9 @@ namespace {
 // Finds "snp-..." or "<sandbox id or name>:<snapshot name>" among every record.
 std::pair<const SandboxRecord*, const SnapshotRecord*> find_snapshot(const LedgerData& data,
                                                                      const std::string& ref) {
-  auto colon = ref.find(':');
   for (const auto& record : data.sandboxes) {
-    for (const auto& snap : record.snapshots) {
-      if (colon == std::string::npos
-              ? snap.id == ref
-              : (snap.name == ref.substr(colon + 1) &&
-                 (record.id == ref.substr(0, colon) || record.name == ref.substr(0, colon)))) {
-        return {&record, &snap};
-      }
+    if (const SnapshotRecord* snap = snapshot_of(record, ref)) {
+      return {&record, snap};
     }
   }
   return {nullptr, nullptr};
@@ -568,8 +555,8 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
   std::string snapshot_id, backend_ref, ledger_id;
   {
     auto tx = m_ledger.begin();
-    ledger_id = tx.data().ledger_id;
-    auto [source, snap] = find_snapshot(tx.data(), snapshot_ref);
+    ledger_id = tx->ledger_id();
+    auto [source, snap] = tx->find_snapshot(snapshot_ref);
     if (!source) {
       throw NotFoundError(fmt::format("no snapshot \"{}\" in ledger {} ('sandboxer snapshots' "
                                       "lists them)",
@@ -893,7 +880,6 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
   SandboxRecord record;
   {
     auto tx = m_ledger.begin();
-    auto& data = tx.data();
     SandboxRecord* found = tx.find(target.sandbox_id);
     if (found && found->id != target.sandbox_id) {
       found = nullptr; // a record that only bears the id as its name
@@ -931,8 +917,7 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
       fresh.transition(EventKind::orphan_found, State::orphaned, now, actor,
                        "found on the backend with this ledger's label and no record",
                        {{"backend_id", target.backend_id}});
-      data.sandboxes.push_back(std::move(fresh));
-      found = &data.sandboxes.back();
+      found = &tx->insert(std::move(fresh));
     }
     found->transition(EventKind::destroying, State::destroying, now, actor, "orphan");
     commit(tx, *found, before);

@@ -19,9 +19,9 @@ namespace sandboxer {
 class EventHook {
 public:
   virtual ~EventHook() = default;
-  // Under the ledger lock, before `data` is committed: the history entries of `record` from
+  // Under the ledger lock, before `tx` is committed: the history entries of `record` from
   // `first_new` on are new. Sets each one's event kind and id, and writes what must survive.
-  virtual void stage(LedgerData& data, SandboxRecord& record, size_t first_new) = 0;
+  virtual void stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t first_new) = 0;
   // After the commit, still under the lock.
   virtual void committed() = 0;
   // Outside the lock: a moment to deliver what is pending, within the hook's own time budget.

@@ -12,7 +12,7 @@ namespace sandboxer::testing {
 // order.
 class RecordingHook : public EventHook {
 public:
-  void stage(LedgerData&, SandboxRecord& record, size_t first_new) override {
+  void stage(LedgerStore::Transaction&, SandboxRecord& record, size_t first_new) override {
     for (size_t i = first_new; i < record.history.size(); ++i) {
       seen.push_back(record.id + ":" + to_string(record.history[i].to));
       kinds.push_back(to_string(record.history[i].event));

@@ -103,7 +103,8 @@ TEST_F(Events, LeftoversAreSettledAgainstTheLedger) {
                       R"({"sequence": 99, "sinks": {}, "event": {"id": "evt-nevercommitted"}})"
                       "\n");
   events::Outbox box(dir / "state");
-  box.settle_leftovers(ledger.read());
+  auto tx = ledger.begin();
+  box.settle_leftovers(tx.store());
   EXPECT_TRUE(fs::exists(outbox / ("00000000000000000001-" + committed_id + ".json")));
   EXPECT_FALSE(fs::exists(outbox / "00000000000000000099-evt-nevercommitted.prepared"));
 }
