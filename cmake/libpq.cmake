@@ -12,4 +12,5 @@ target_link_libraries(sandboxer_libpq INTERFACE ${CMAKE_DL_LIBS})
 set(SANDBOXER_LIBPQ_SOURCES
   ledger/pg/connection.cpp
   ledger/pg/libpq_on_demand.cpp
-  ledger/pg/schema.cpp)
+  ledger/pg/schema.cpp
+  ledger/pg/pg_store.cpp)

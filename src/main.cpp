@@ -46,7 +46,8 @@ int fail(const std::string& message, const std::string& hint = "") {
 // Global options that take a value: their value is not a command name.
 bool takes_value(std::string_view arg) {
   static const std::vector<std::string_view> k_with_value = {
-      "--state-dir", "--profiles-dir", "-o", "--output", "--log-level", "--lock-timeout"};
+      "--state-dir", "--profiles-dir", "-o",      "--output",
+      "--log-level", "--lock-timeout", "--ledger"};
   return std::find(k_with_value.begin(), k_with_value.end(), arg) != k_with_value.end();
 }
 
@@ -114,7 +115,21 @@ int main(int argc, char** argv) {
   CLI::App app{"sandboxer: provision sandboxes from profiles, track their TTL, reap the expired"};
   app.name("sandboxer");
   app.require_subcommand(1);
-  app.set_version_flag("-V,--version", [] { return commands::version_text(); });
+  // The version flag is answered while parsing: what -v asks for is read from argv itself.
+  app.set_version_flag("-V,--version", [argc, argv] {
+    std::string text = commands::version_text();
+    bool verbose = false;
+    std::optional<std::string> ledger, state_dir;
+    for (int i = 1; i < argc; ++i) {
+      std::string_view arg = argv[i];
+      verbose = verbose || arg == "--verbose" ||
+                (arg.size() > 1 && arg[0] == '-' && arg.find_first_not_of('v', 1) == arg.npos);
+      if (i + 1 < argc && (arg == "--ledger" || arg == "--state-dir")) {
+        (arg == "--ledger" ? ledger : state_dir) = argv[i + 1];
+      }
+    }
+    return verbose ? text + "\nledger: " + commands::ledger_in_use(ledger, state_dir) : text;
+  });
   commands::GlobalOptions global;
   app.add_option("--state-dir", global.state_dir,
                  "Directory of the ledger (default $SANDBOXER_STATE_DIR, "
@@ -126,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", global.verbose, "More logging on stderr (-vv for trace)");
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--ledger", global.ledger,
+                 "postgresql:// URI of a shared ledger (default $SANDBOXER_LEDGER, config.yaml "
+                 "ledger:, else the local files); never with a password");
   app.add_option("--lock-timeout", global.lock_timeout_s,
                  "Seconds to wait for the ledger lock (default 30)")
       ->check(CLI::NonNegativeNumber);

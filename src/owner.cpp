@@ -98,6 +98,11 @@ std::vector<std::filesystem::path> directories_in(const char* variable) {
 }
 
 std::string host_name() {
+  // Machines that share a ledger must tell themselves apart: containers and cloned runners often
+  // share one hostname, so the operator may name the machine.
+  if (const char* named = std::getenv("SANDBOXER_HOST"); named && *named) {
+    return named;
+  }
   char buffer[HOST_NAME_MAX + 1] = {};
   if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') {
     return "unknown-host";

@@ -23,7 +23,7 @@ std::optional<std::filesystem::path> config_home();
 // `variable` is unset.
 std::vector<std::filesystem::path> directories_in(const char* variable);
 
-// gethostname(), or "unknown-host".
+// $SANDBOXER_HOST when set, else gethostname(), or "unknown-host".
 std::string host_name();
 
 // "alice@build-7 pid 4242", with " ci GITHUB_RUN_ID=42" when a CI job id is known.

@@ -7,6 +7,7 @@
 
 #include <sandboxer/log.hpp>
 
+#include "src/ledger/select.hpp"
 #include "src/owner.hpp"
 #include "src/profile/profile.hpp"
 #include "src/registry.hpp"
@@ -34,20 +35,6 @@ private:
   bool m_shown = false;
 };
 
-Config load_config_if_any() {
-  std::filesystem::path path = config_path();
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    if (const char* named = std::getenv("SANDBOXER_CONFIG"); named && *named) {
-      // Named on purpose: a typo must not silently drop the event sinks it configures.
-      throw UsageError(
-          fmt::format("SANDBOXER_CONFIG names {}, which does not exist", path.string()));
-    }
-    return {};
-  }
-  return load_config(path);
-}
-
 } // namespace
 
 std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir) {
@@ -69,6 +56,36 @@ std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_di
   return *home / ".local/state/sandboxer";
 }
 
+ledger::LedgerChoice ledger_choice(const std::optional<std::string>& flag, const Config& config) {
+  const char* env = std::getenv("SANDBOXER_LEDGER");
+  return ledger::choose_ledger(flag, env ? std::optional<std::string>(env) : std::nullopt,
+                               config.ledger_url, config.ledger_where);
+}
+
+namespace {
+
+Ledger open_ledger(const std::optional<std::string>& flag, const Config& config,
+                   const std::filesystem::path& state_dir, Seconds lock_timeout) {
+  return Ledger(ledger::open_store(ledger_choice(flag, config), config.ledger_password, state_dir,
+                                   lock_timeout));
+}
+
+} // namespace
+
+Config load_config_if_any() {
+  std::filesystem::path path = config_path();
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    if (const char* named = std::getenv("SANDBOXER_CONFIG"); named && *named) {
+      // Named on purpose: a typo must not silently drop the event sinks it configures.
+      throw UsageError(
+          fmt::format("SANDBOXER_CONFIG names {}, which does not exist", path.string()));
+    }
+    return {};
+  }
+  return load_config(path);
+}
+
 Seconds duration_option(const std::string& option, const std::string& text) {
   auto parsed = parse_duration(text);
   if (!parsed) {
@@ -79,10 +96,10 @@ Seconds duration_option(const std::string& option, const std::string& text) {
 }
 
 Context::Context(const GlobalOptions& global)
-    : m_global(global),
-      m_ledger(resolve_state_dir(global.state_dir), Seconds(global.lock_timeout_s)),
+    : m_global(global), m_config(load_config_if_any()),
+      m_ledger(open_ledger(global.ledger, m_config, resolve_state_dir(global.state_dir),
+                           Seconds(global.lock_timeout_s))),
       m_drivers(builtin_drivers(), external_driver_path()), m_clock(system_clock()),
-      m_config(load_config_if_any()),
       m_events(m_ledger, m_config.events, {m_config.delivery_wait, false}),
       m_engine(m_ledger, m_drivers, m_clock, m_events, describe(current_owner())),
       m_out(parse_format(global.output), global.quiet) {

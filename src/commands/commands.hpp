@@ -12,6 +12,7 @@
 #include "commands/output.hpp"
 #include "src/events/events.hpp"
 #include "src/ledger/ledger.hpp"
+#include "src/ledger/select.hpp"
 #include "src/lifecycle/lifecycle.hpp"
 #include "src/profile/profile.hpp"
 
@@ -30,7 +31,12 @@ struct GlobalOptions {
   int verbose = 0;
   std::optional<std::string> log_level;
   int lock_timeout_s = 30;
+  std::optional<std::string> ledger; // --ledger URL
 };
+
+// Which ledger --ledger, $SANDBOXER_LEDGER or config.yaml's `ledger:` names (docs/fleet.md).
+ledger::LedgerChoice ledger_choice(const std::optional<std::string>& flag, const Config& config);
+Config load_config_if_any();
 
 // What a running subcommand works with: built once in main after parsing.
 class Context {
@@ -48,10 +54,10 @@ public:
 
 private:
   GlobalOptions m_global;
+  Config m_config; // before the ledger, which it may choose
   Ledger m_ledger;
   DriverCatalog m_drivers;
   const Clock& m_clock;
-  Config m_config;
   events::Publisher m_events;
   Engine m_engine;
   Output m_out;
@@ -81,6 +87,9 @@ std::string man_page(const CLI::App& root);
 // What --version and `version` print: version, commit, compiler, drivers and the libcurl in use.
 nlohmann::json build_info();
 std::string version_text();
+// Which ledger a command would use, without connecting: for `--version -v` and `status`.
+std::string ledger_in_use(const std::optional<std::string>& flag,
+                          const std::optional<std::string>& state_dir);
 // Set by main once the CLI is built: what completion and man describe.
 void set_cli_root(const CLI::App* root);
 

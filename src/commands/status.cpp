@@ -11,7 +11,27 @@ struct StatusArgs {
   bool no_backend = false;
 };
 
+// Without a sandbox: which ledger this machine uses, and what it holds.
+ExitCode run_ledger_status(Context& context) {
+  const auto& global = context.global();
+  nlohmann::json data = {{"ledger", ledger_in_use(global.ledger, global.state_dir)},
+                         {"location", context.ledger().location()},
+                         {"state_dir", context.ledger().state_dir().string()}};
+  data["store"] = context.ledger().store().describe();
+  context.out().print(data, [&] {
+    Table table;
+    table.rows.push_back({"ledger:", data["ledger"].get<std::string>()});
+    table.rows.push_back({"store:", data["store"].get<std::string>()});
+    table.rows.push_back({"state dir:", data["state_dir"].get<std::string>()});
+    return table;
+  });
+  return ExitCode::ok;
+}
+
 ExitCode run_status(Context& context, const StatusArgs& args) {
+  if (args.id.empty()) {
+    return run_ledger_status(context);
+  }
   SandboxRecord record = context.engine().get(args.id);
   TimePoint now = context.clock().now();
   nlohmann::json data = public_json(record, now, true);
@@ -49,7 +69,8 @@ ExitCode run_status(Context& context, const StatusArgs& args) {
 
 void setup_status(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<StatusArgs>();
-  app.add_option("id", args->id, "Sandbox id or name")->required();
+  app.add_option("id", args->id,
+                 "Sandbox id or name; without one, the ledger in use and what it holds");
   app.add_flag("--no-backend", args->no_backend, "Do not ask the backend, show the record only");
   runner = [args](Context& context) { return run_status(context, *args); };
 }

@@ -42,6 +42,16 @@ std::string version_text() {
                      info["libcurl"].get<std::string>());
 }
 
+std::string ledger_in_use(const std::optional<std::string>& flag,
+                          const std::optional<std::string>& state_dir) {
+  try {
+    return ledger::describe_choice(ledger_choice(flag, load_config_if_any()),
+                                   resolve_state_dir(state_dir));
+  } catch (const Error& e) {
+    return fmt::format("(none usable: {})", e.what());
+  }
+}
+
 void setup_version(CLI::App&, Runner& runner) {
   runner = [](Context& context) {
     nlohmann::json data = build_info();

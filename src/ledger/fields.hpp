@@ -84,6 +84,7 @@ template <> struct Fields<SandboxRecord> {
       field<&SandboxRecord::snapshots>("snapshots"),
       field<&SandboxRecord::history>("history", k_detail | k_private),
       field<&SandboxRecord::chain_head>("chain_head", k_detail | k_private),
+      field<&SandboxRecord::home_host>("home_host", k_private | k_nonempty),
       field<&SandboxRecord::spec>("spec", k_detail | k_private),
       field<&SandboxRecord::info>("info", k_detail | k_private),
   };

@@ -61,6 +61,9 @@ struct PruneReport {
   std::size_t units = 0;              // segments (files) or rows removed
 };
 
+// Adds a problem to `report` when the record's hash chain does not hold; `where` names its place.
+void check_chain(VerifyReport& report, const SandboxRecord& record, const std::string& where);
+
 class LedgerStore {
 public:
   virtual ~LedgerStore() = default;

@@ -640,24 +640,8 @@ VerifyReport LocalStore::verify() const {
          "any change) migrates it and seals every history"});
     return report;
   }
-  auto check = [&](const SandboxRecord& record, const std::string& where) {
-    ++report.records;
-    report.entries += record.history.size();
-    if (auto broken = chain::verify(record)) {
-      const bool head = broken->index == record.history.size();
-      report.problems.push_back(
-          {record.id, head ? -1 : static_cast<long>(broken->index), where,
-           head ? fmt::format("chain_head is {}, but the last entry hashes to {}: the last entry "
-                              "was changed or removed",
-                              broken->found.empty() ? "missing" : broken->found, broken->expected)
-                : fmt::format("history[{}].prev is {}, expected {}: history[{}] was changed, "
-                              "removed or reordered",
-                              broken->index, broken->found.empty() ? "missing" : broken->found,
-                              broken->expected, broken->index == 0 ? 0 : broken->index - 1)});
-    }
-  };
   for (const auto& record : live.records) {
-    check(record, file().string());
+    check_chain(report, record, file().string());
   }
   const JournalTail& tail = live.header.journal;
   auto problem = [&](const Problem& p) {
@@ -670,8 +654,9 @@ VerifyReport LocalStore::verify() const {
         [&](const Line& line) {
           SandboxRecord record;
           if (parse_line(m_journal, line, ReadScope::whole, record, problem)) {
-            check(record,
-                  fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset));
+            check_chain(
+                report, record,
+                fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset));
           }
           return true;
         },

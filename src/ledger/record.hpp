@@ -130,6 +130,9 @@ struct SandboxRecord {
   std::optional<std::string> restored_from; // snapshot id
   std::optional<std::string> error;         // last failure, for failed / retried states
   std::string chain_head;                   // "sha256:..." of the last history entry, set at commit
+  // The machine whose backend holds it, for a host-local driver (docker on a unix socket, stub,
+  // vm-packer): only that machine may destroy it. Empty: reachable from any machine.
+  std::string home_host;
 
   // Appends a history entry of kind `event` and sets `state`.
   void transition(EventKind event, State to, TimePoint time, std::string actor, std::string reason,

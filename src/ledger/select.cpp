@@ -4,6 +4,11 @@
 
 #include <sandboxer/error.hpp>
 
+#include "src/ledger/local_store.hpp"
+#include "src/ledger/pg/pg_store.hpp"
+#include "src/lifecycle/lifecycle.hpp"
+#include "src/owner.hpp"
+
 namespace sandboxer::ledger {
 namespace {
 
@@ -89,6 +94,35 @@ LedgerChoice choose_ledger(const std::optional<std::string>& flag,
   }
   choice.kind = LedgerChoice::Kind::postgresql;
   return choice;
+}
+
+} // namespace sandboxer::ledger
+
+namespace sandboxer::ledger {
+
+std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
+                                        const nlohmann::json& password_ref,
+                                        const std::filesystem::path& state_dir,
+                                        Seconds lock_timeout) {
+  if (choice.kind == LedgerChoice::Kind::local) {
+    return std::make_shared<LocalStore>(state_dir, lock_timeout);
+  }
+  pg::PgStoreOptions options;
+  options.url = choice.url;
+  options.state_dir = state_dir;
+  options.lock_timeout = lock_timeout;
+  options.host = host_name();
+  if (password_ref.is_object()) {
+    options.password = resolve_secrets({{"ledger.password", password_ref}}).at("ledger.password");
+  }
+  return std::make_shared<pg::PgStore>(std::move(options));
+}
+
+std::string describe_choice(const LedgerChoice& choice, const std::filesystem::path& state_dir) {
+  if (choice.kind == LedgerChoice::Kind::local) {
+    return fmt::format("local files {}", (state_dir / "ledger.json").string());
+  }
+  return fmt::format("postgresql {} (from {})", choice.url, choice.source);
 }
 
 } // namespace sandboxer::ledger

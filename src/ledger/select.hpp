@@ -28,3 +28,26 @@ LedgerChoice choose_ledger(const std::optional<std::string>& flag,
 bool url_has_password(const std::string& url);
 
 } // namespace sandboxer::ledger
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include <sandboxer/duration.hpp>
+
+#include "src/ledger/ledger_store.hpp"
+
+namespace sandboxer::ledger {
+
+// The store `choice` names: the local files under `state_dir`, or the PostgreSQL database, whose
+// password (when not left to libpq: PGPASSFILE, ~/.pgpass) comes from `password_ref` ({env:
+// VAR} or {file: PATH}); the state dir keeps this machine's outbox and drivers' data either way.
+std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
+                                        const nlohmann::json& password_ref,
+                                        const std::filesystem::path& state_dir,
+                                        Seconds lock_timeout);
+
+// "postgresql postgresql://db.example/ci (from $SANDBOXER_LEDGER)" or "local files under DIR".
+std::string describe_choice(const LedgerChoice& choice, const std::filesystem::path& state_dir);
+
+} // namespace sandboxer::ledger

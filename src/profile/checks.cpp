@@ -482,13 +482,15 @@ private:
     return out;
   }
 
-  // The global config file (config.yaml): `events`, `delivery.wait`, `expiring.window`.
+  // The global config file (config.yaml): `events`, `delivery.wait`, `expiring.window`,
+  // `ledger`.
   Config config_of_file() const {
     for (const auto& [key, value] : m_root.items()) {
-      if (!contains({"events", "delivery", "expiring"}, key)) {
+      if (!contains({"events", "delivery", "expiring", "ledger"}, key)) {
         fail_at_key("/" + escape_token(key),
                     fmt::format("unknown key \"{}\"{}", key,
-                                suggestion(key, {"events", "delivery", "expiring"}, "known keys")));
+                                suggestion(key, {"events", "delivery", "expiring", "ledger"},
+                                           "known keys")));
       }
     }
     Config config;
@@ -519,7 +521,40 @@ private:
     if (duration_in("expiring", "window")) {
       config.expiring_window = duration_at("/expiring/window", "expiring.window");
     }
+    ledger_of_file(config);
     return config;
+  }
+
+  void ledger_of_file(Config& config) const {
+    const json* ledger = find("ledger");
+    if (ledger == nullptr || ledger->is_null()) {
+      return;
+    }
+    config.ledger_where = where("/ledger");
+    if (ledger->is_string()) {
+      config.ledger_url = ledger->get<std::string>();
+      return;
+    }
+    if (!ledger->is_object()) {
+      fail_at("/ledger", "ledger: expected a postgresql:// URI or a map with \"url\" and "
+                         "\"password\"");
+    }
+    check_keys(*ledger, {"url", "password"}, "/ledger", "ledger");
+    config.ledger_url =
+        ledger->contains("url") ? text_of((*ledger)["url"], "/ledger/url") : std::nullopt;
+    if (!config.ledger_url) {
+      fail_at("/ledger", "ledger: \"url\" (a postgresql:// URI) is missing");
+    }
+    if (ledger->contains("password")) {
+      const json& ref = (*ledger)["password"];
+      bool one_source = ref.is_object() && ref.size() == 1 &&
+                        (ref.contains("env") || ref.contains("file")) && ref.begin()->is_string();
+      if (!one_source) {
+        fail_at("/ledger/password", "ledger.password: expected {env: VARIABLE} or {file: PATH}; "
+                                    "a password is never written in config.yaml itself");
+      }
+      config.ledger_password = ref;
+    }
   }
 
   json driver_spec(const std::string& driver) const {

@@ -83,6 +83,10 @@ struct Config {
   nlohmann::json events = nlohmann::json::array();
   std::chrono::milliseconds delivery_wait{2000};
   std::optional<Seconds> expiring_window;
+  // `ledger:` a postgresql:// URI, or {url, password: {env: VAR} | {file: PATH}}.
+  std::optional<std::string> ledger_url;
+  nlohmann::json ledger_password = nullptr; // a secret reference, never a value
+  std::string ledger_where;                 // "config.yaml:3" for messages
 };
 
 // $SANDBOXER_CONFIG, else $XDG_CONFIG_HOME/sandboxer/config.yaml, else

@@ -1,0 +1,591 @@
+#include "src/ledger/pg/pg_store.hpp"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+#include "src/ledger/chain.hpp"
+#include "src/ledger/codec.hpp"
+#include "src/ledger/document.hpp"
+#include "src/ledger/fields.hpp"
+#include "src/ledger/pg/schema.hpp"
+
+namespace sandboxer::ledger::pg {
+namespace {
+
+using namespace std::chrono_literals;
+using ledger_format::JsonReader;
+using ledger_format::JsonWriter;
+
+// Every sandboxer of the fleet agrees on it: the writers' turn (see pg_store.hpp).
+constexpr std::string_view k_writer_lock = "7311459207350233202";
+
+// A record's columns: its row, history and snapshots as JSON arrays, history length, id.
+constexpr std::string_view k_whole_columns =
+    "s.record, (SELECT json_agg(h.entry ORDER BY h.idx) FROM sandboxer.history h "
+    "WHERE h.sandbox_id = s.id), (SELECT json_agg(p.snapshot ORDER BY p.position) FROM "
+    "sandboxer.snapshots p WHERE p.sandbox_id = s.id), s.history_length, s.id";
+constexpr std::string_view k_summary_columns =
+    "s.record, NULL, (SELECT json_agg(p.snapshot ORDER BY p.position) FROM sandboxer.snapshots p "
+    "WHERE p.sandbox_id = s.id), s.history_length, s.id";
+
+std::string_view columns(ReadScope scope) {
+  return scope == ReadScope::whole ? k_whole_columns : k_summary_columns;
+}
+
+// By id; else the live record of that name; else the newest that bore it.
+constexpr std::string_view k_find_order =
+    " FROM sandboxer.sandboxes s WHERE s.id = $1 OR s.name = $1 ORDER BY (s.id = $1) DESC, "
+    "(s.state NOT IN ('destroyed', 'failed')) DESC, s.created_at DESC, s.position DESC LIMIT 1";
+
+std::string unix_seconds(TimePoint time) {
+  return std::to_string(time.time_since_epoch().count());
+}
+Param unix_seconds(const std::optional<TimePoint>& time) {
+  return time ? Param(unix_seconds(*time)) : std::nullopt;
+}
+TimePoint last_time(const SandboxRecord& record) {
+  return record.history.empty() ? record.created_at : record.history.back().time;
+}
+
+template <typename Value> std::string to_json_text(const Value& value) {
+  std::string text;
+  JsonWriter out(text);
+  ledger_format::write_value(out, value);
+  return text;
+}
+
+SandboxRecord decode(const std::string& where, const std::vector<std::optional<std::string>>& row,
+                     ReadScope scope) {
+  return record_from_row(where, row.at(0).value_or("{}"), row.at(1), row.at(2), scope);
+}
+
+// Retries `attempt` while the server is unreachable or the connection broke before anything
+// was committed, with growing pauses, until `deadline`.
+template <typename Attempt>
+auto with_reconnects(const PgStore& store, std::chrono::steady_clock::time_point deadline,
+                     Attempt attempt) {
+  auto pause = 50ms;
+  while (true) {
+    try {
+      return attempt();
+    } catch (const PgError& e) {
+      const bool transient =
+          e.failure() == Failure::unavailable || e.failure() == Failure::connection_lost ||
+          e.failure() == Failure::retryable;
+      if (!transient || std::chrono::steady_clock::now() + pause >= deadline) {
+        throw;
+      }
+      spdlog::info("ledger {}: {}; trying again", store.location(), e.what());
+      store.reset();
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::milliseconds>(pause * 2, 1s);
+    }
+  }
+}
+
+struct Statement {
+  std::string sql;
+  std::vector<Param> params;
+  bool must_touch_one = false; // a guard: no row means another writer changed it
+  std::string conflict;        // what to say then
+};
+
+class PgTransaction : public LedgerStore::Transaction {
+public:
+  explicit PgTransaction(const PgStore& store) : m_store(store) {
+    m_data.sandboxes.reserve(64);
+    start();
+  }
+
+  ~PgTransaction() override {
+    if (m_open) {
+      try {
+        m_store.ready().query("ROLLBACK");
+      } catch (...) {
+        m_store.reset(); // the server rolls back what a dropped connection left open
+      }
+    }
+  }
+
+  LedgerData& data() override {
+    auto rows = connection().query(fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE "
+                                               "s.resident ORDER BY s.position",
+                                               k_whole_columns));
+    std::vector<SandboxRecord> loaded;
+    for (const auto& row : rows.values) {
+      if (!m_known.contains(row.at(4).value_or(""))) {
+        loaded.push_back(decode(where(), row, ReadScope::whole));
+      }
+    }
+    m_data.sandboxes.reserve(m_data.sandboxes.size() + loaded.size() + 64);
+    for (auto& record : loaded) {
+      remember(record);
+      m_data.sandboxes.push_back(std::move(record));
+    }
+    return m_data;
+  }
+
+  SandboxRecord* find(const std::string& id_or_name) override {
+    return load_one(fmt::format("SELECT {}{}", k_whole_columns, k_find_order), {id_or_name});
+  }
+
+  SandboxRecord* find_live_by_key(const std::string& key) override {
+    return load_one(fmt::format("SELECT {} FROM sandboxer.sandboxes s JOIN "
+                                "sandboxer.idempotency_keys k ON k.sandbox_id = s.id WHERE "
+                                "k.key = $1 AND s.state NOT IN ('destroyed', 'failed')",
+                                k_whole_columns),
+                    {key});
+  }
+
+  SandboxRecord* find_live_by_name(const std::string& name) override {
+    return load_one(fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE s.name = $1 AND "
+                                "s.state NOT IN ('destroyed', 'failed') LIMIT 1",
+                                k_whole_columns),
+                    {name});
+  }
+
+  std::pair<SandboxRecord*, const SnapshotRecord*> find_snapshot(const std::string& ref) override {
+    auto colon = ref.find(':');
+    SandboxRecord* record =
+        colon == std::string::npos
+            ? load_one(fmt::format("SELECT {} FROM sandboxer.sandboxes s JOIN sandboxer.snapshots "
+                                   "p ON p.sandbox_id = s.id WHERE p.id = $1",
+                                   k_whole_columns),
+                       {ref})
+            : load_one(fmt::format("SELECT {} FROM sandboxer.sandboxes s JOIN sandboxer.snapshots "
+                                   "p ON p.sandbox_id = s.id WHERE (s.id = $1 OR s.name = $1) AND "
+                                   "p.name = $2 ORDER BY s.created_at DESC LIMIT 1",
+                                   k_whole_columns),
+                       {ref.substr(0, colon), ref.substr(colon + 1)});
+    const SnapshotRecord* snap = record ? snapshot_of(*record, ref) : nullptr;
+    return {snap ? record : nullptr, snap};
+  }
+
+  SandboxRecord& insert(SandboxRecord record) override {
+    m_data.sandboxes.push_back(std::move(record));
+    return m_data.sandboxes.back();
+  }
+
+  const std::string& ledger_id() override { return m_data.ledger_id; }
+  std::uint64_t next_event_seq() override { return ++m_data.event_seq; }
+
+  bool event_committed(const std::string& event_id) override {
+    return !connection()
+                .query("SELECT 1 FROM sandboxer.history WHERE event_id = $1", {event_id})
+                .values.empty();
+  }
+
+  bool claim(const std::string& id, const std::string& holder, Seconds lease) override {
+    auto rows = connection().query(
+        "UPDATE sandboxer.sandboxes SET claimed_by = $2, claim_expires = now() + "
+        "make_interval(secs => $3::double precision) WHERE id = (SELECT id FROM "
+        "sandboxer.sandboxes WHERE id = $1 AND (claimed_by IS NULL OR claimed_by = $2 OR "
+        "claim_expires < now()) FOR UPDATE SKIP LOCKED)",
+        {id, holder, std::to_string(lease.count())});
+    if (rows.affected == 1) {
+      m_claimed.insert(id);
+    }
+    return rows.affected == 1;
+  }
+
+  void commit() override {
+    std::vector<Statement> statements = changes();
+    if (statements.empty() && m_data.event_seq == m_seq_at_start) {
+      finish("COMMIT");
+      return;
+    }
+    statements.push_back({"UPDATE sandboxer.ledger_meta SET event_seq = GREATEST(event_seq, $1)",
+                          {std::to_string(m_data.event_seq)}});
+    auto deadline = std::chrono::steady_clock::now() + m_store.options().lock_timeout;
+    bool replay = false;
+    with_reconnects(m_store, deadline, [&] {
+      if (replay) {
+        if (already_committed()) {
+          return;
+        }
+        start();
+      }
+      replay = true;
+      for (const auto& statement : statements) {
+        auto result = connection().query(statement.sql, statement.params);
+        if (statement.must_touch_one && result.affected != 1) {
+          throw LedgerError(fmt::format("ledger {}: {}; nothing of this command was written",
+                                        m_store.location(), statement.conflict));
+        }
+      }
+      finish("COMMIT");
+    });
+    for (const auto& record : m_data.sandboxes) {
+      remember(record);
+    }
+    m_claimed.clear();
+  }
+
+private:
+  Connection& connection() { return m_store.ready(); }
+  std::string where() const { return m_store.location(); }
+
+  // BEGIN, the writers' turn (bounded by lock_timeout, exit 5 past it), the ledger's own row.
+  void start() {
+    auto deadline = std::chrono::steady_clock::now() + m_store.options().lock_timeout;
+    auto meta = with_reconnects(m_store, deadline, [&] {
+      Connection& c = connection();
+      c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'",
+                               m_store.options().lock_timeout.count()));
+      m_open = true;
+      try {
+        return c.query(fmt::format("SELECT pg_advisory_xact_lock({}), ledger_id, event_seq FROM "
+                                   "sandboxer.ledger_meta",
+                                   k_writer_lock));
+      } catch (const PgError& e) {
+        if (e.failure() == Failure::lock_timeout) {
+          throw LockTimeoutError(fmt::format(
+              "ledger {}: another machine's writer held the ledger for more than {}s "
+              "(--lock-timeout); nothing was changed",
+              where(), m_store.options().lock_timeout.count()));
+        }
+        throw;
+      }
+    });
+    if (meta.values.empty()) {
+      throw LedgerError(fmt::format("ledger {} has no ledger_meta row: the schema was damaged; "
+                                    "'sandboxer ledger verify' says more",
+                                    where()));
+    }
+    m_data.ledger_id = meta.values[0][1].value_or("");
+    m_seq_at_start = std::stoull(meta.values[0][2].value_or("0"));
+    m_data.event_seq = std::max(m_data.event_seq, m_seq_at_start);
+  }
+
+  void finish(const char* how) {
+    connection().query(how);
+    m_open = false;
+  }
+
+  // After a connection broke during COMMIT: whether the server committed it anyway, judged by
+  // the history length of the records this transaction changed.
+  bool already_committed() {
+    for (const auto& record : m_data.sandboxes) {
+      auto known = m_known.find(record.id);
+      size_t before = known == m_known.end() ? 0 : known->second.history;
+      if (record.history.size() == before) {
+        continue;
+      }
+      auto rows = connection().query(
+          "SELECT history_length FROM sandboxer.sandboxes WHERE id = $1", {record.id});
+      return !rows.values.empty() &&
+             rows.values[0][0].value_or("") == std::to_string(record.history.size());
+    }
+    return false;
+  }
+
+  SandboxRecord* load_one(const std::string& sql, const std::vector<Param>& params) {
+    auto rows = connection().query(sql, params);
+    if (rows.values.empty()) {
+      return nullptr;
+    }
+    const std::string id = rows.values[0].at(4).value_or("");
+    for (auto& record : m_data.sandboxes) {
+      if (record.id == id) {
+        return &record; // already here, perhaps changed: this copy is the transaction's
+      }
+    }
+    SandboxRecord record = decode(where(), rows.values[0], ReadScope::whole);
+    remember(record);
+    m_data.sandboxes.push_back(std::move(record));
+    return &m_data.sandboxes.back();
+  }
+
+  struct Known {
+    size_t history = 0;
+    std::string row;
+    std::string snapshots;
+  };
+  void remember(const SandboxRecord& record) {
+    m_known[record.id] = {record.history.size(), row_json(record),
+                          to_json_text(record.snapshots)};
+  }
+
+  // What commit() writes: each new or changed record, its new history entries, its snapshots.
+  std::vector<Statement> changes() {
+    std::vector<Statement> out;
+    for (auto& record : m_data.sandboxes) {
+      chain::seal(record);
+      auto known = m_known.find(record.id);
+      const bool fresh = known == m_known.end();
+      const std::string row = row_json(record);
+      const std::string snapshots = to_json_text(record.snapshots);
+      const size_t before = fresh ? 0 : known->second.history;
+      if (!fresh && row == known->second.row && before == record.history.size() &&
+          snapshots == known->second.snapshots && !m_claimed.contains(record.id)) {
+        continue;
+      }
+      std::vector<Param> columns = {record.id,
+                                    record.name,
+                                    to_string(record.state),
+                                    record.driver,
+                                    record.home_host.empty() ? Param() : Param(record.home_host),
+                                    unix_seconds(record.created_at),
+                                    unix_seconds(record.expires_at),
+                                    unix_seconds(last_time(record)),
+                                    is_resident(record) ? "true" : "false",
+                                    std::to_string(record.history.size()),
+                                    row};
+      if (fresh) {
+        out.push_back({"INSERT INTO sandboxer.sandboxes (id, name, state, driver, home_host, "
+                       "created_at, expires_at, last_time, resident, history_length, record) "
+                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) "
+                       "DO NOTHING",
+                       std::move(columns), true,
+                       fmt::format("sandbox {} is already in the ledger", record.id)});
+      } else {
+        columns.push_back(std::to_string(before));
+        columns.push_back(m_claimed.contains(record.id) ? "true" : "false");
+        out.push_back(
+            {"UPDATE sandboxer.sandboxes SET name = $2, state = $3, driver = $4, home_host = $5, "
+             "created_at = $6, expires_at = $7, last_time = $8, resident = $9, "
+             "history_length = $10, record = $11, claimed_by = CASE WHEN $13 THEN claimed_by "
+             "END, claim_expires = CASE WHEN $13 THEN claim_expires END WHERE id = $1 AND "
+             "history_length = $12",
+             std::move(columns), true,
+             fmt::format("sandbox {} was changed by another writer meanwhile", record.id)});
+      }
+      if (record.history.size() > before) {
+        std::vector<HistoryEntry> added(record.history.begin() + static_cast<long>(before),
+                                        record.history.end());
+        out.push_back({"INSERT INTO sandboxer.history (sandbox_id, idx, event_id, entry) SELECT "
+                       "$1, $2::int + t.n::int - 1, coalesce(t.e->>'event_id', ''), t.e FROM "
+                       "json_array_elements($3::json) WITH ORDINALITY AS t(e, n)",
+                       {record.id, std::to_string(before), to_json_text(added)}});
+      }
+      if (fresh || snapshots != known->second.snapshots) {
+        out.push_back({"DELETE FROM sandboxer.snapshots WHERE sandbox_id = $1", {record.id}});
+        out.push_back({"INSERT INTO sandboxer.snapshots (sandbox_id, position, id, name, "
+                       "snapshot) SELECT $1, t.n, t.e->>'id', coalesce(t.e->>'name', ''), t.e "
+                       "FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, n)",
+                       {record.id, snapshots}});
+      }
+      if (fresh && record.idempotency_key) {
+        // Checked under the writers' lock (find_live_by_key): a key left by a closed record
+        // passes to the new one.
+        out.push_back({"INSERT INTO sandboxer.idempotency_keys (key, sandbox_id) VALUES ($1, $2) "
+                       "ON CONFLICT (key) DO UPDATE SET sandbox_id = EXCLUDED.sandbox_id",
+                       {*record.idempotency_key, record.id}});
+      }
+    }
+    return out;
+  }
+
+  const PgStore& m_store;
+  LedgerData m_data;
+  std::uint64_t m_seq_at_start = 0;
+  std::map<std::string, Known> m_known;
+  std::set<std::string> m_claimed;
+  bool m_open = false;
+};
+
+} // namespace
+
+std::string row_json(const SandboxRecord& record) {
+  SandboxRecord row;
+  // Everything but the two lists, which have their tables.
+  row = record;
+  row.history.clear();
+  row.snapshots.clear();
+  std::string text;
+  JsonWriter out(text);
+  ledger_format::write_record(out, row);
+  return text;
+}
+
+SandboxRecord record_from_row(const std::string& where, const std::string& row,
+                              const std::optional<std::string>& history,
+                              const std::optional<std::string>& snapshots, ReadScope scope) {
+  SandboxRecord record;
+  const char* part = "record";
+  try {
+    JsonReader in(row);
+    ledger_format::read_record(in, record, scope);
+    if (history) {
+      part = "history";
+      JsonReader entries(*history);
+      ledger_format::read_value(entries, record.history, "history");
+    }
+    if (snapshots) {
+      part = "snapshots";
+      JsonReader snaps(*snapshots);
+      ledger_format::read_value(snaps, record.snapshots, "snapshots");
+    }
+  } catch (const ledger_format::ShapeError& e) {
+    throw LedgerError(fmt::format("ledger {}: sandbox {}: the {} read back is not a ledger "
+                                  "record ({}); nothing was changed",
+                                  where, record.id.empty() ? "?" : record.id, part, e.describe()));
+  } catch (const ledger_format::SyntaxError& e) {
+    throw LedgerError(fmt::format("ledger {}: sandbox {}: the {} read back is not JSON ({}); "
+                                  "nothing was changed",
+                                  where, record.id.empty() ? "?" : record.id, part, e.message));
+  }
+  return record;
+}
+
+PgStore::PgStore(PgStoreOptions options) : m_options(std::move(options)) {}
+
+PgStore::~PgStore() = default;
+
+std::string PgStore::location() const {
+  return m_options.url;
+}
+
+void PgStore::reset() const {
+  m_connection.reset();
+  m_schema_checked = false;
+}
+
+Connection& PgStore::connection() const {
+  if (!m_connection) {
+    ConnectOptions connect;
+    connect.url = m_options.url;
+    connect.password = m_options.password;
+    connect.application_name = fmt::format("sandboxer {} pid {}", m_options.host, ::getpid());
+    connect.where = m_options.url;
+    m_connection = std::make_unique<Connection>(std::move(connect));
+  }
+  return *m_connection;
+}
+
+Connection& PgStore::ready() const {
+  connection();
+  if (!m_schema_checked) {
+    // One round trip when the schema is current; created or upgraded otherwise.
+    int version = 0;
+    try {
+      auto rows = m_connection->query("SELECT version FROM sandboxer.schema_version");
+      version = rows.values.empty() ? 0 : std::stoi(rows.values[0][0].value_or("0"));
+    } catch (const PgError& e) {
+      if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") { // no such table / schema
+        throw;
+      }
+    }
+    if (version != k_schema_version) {
+      spdlog::info("ledger {}: {}", location(),
+                   pg::migrate(*m_connection, fmt::format("{} pid {}", m_options.host, getpid())));
+    }
+    m_schema_checked = true;
+  }
+  return *m_connection;
+}
+
+LedgerData PgStore::read(ReadScope scope) const {
+  LedgerData data;
+  scan(Records::resident, scope, [&](SandboxRecord& record) {
+    data.sandboxes.push_back(std::move(record));
+    return true;
+  });
+  auto meta = ready().query("SELECT ledger_id, event_seq FROM sandboxer.ledger_meta");
+  if (!meta.values.empty()) {
+    data.ledger_id = meta.values[0][0].value_or("");
+    data.event_seq = std::stoull(meta.values[0][1].value_or("0"));
+  }
+  auto counts = ready().query(
+      "SELECT state, count(*) FROM sandboxer.sandboxes WHERE NOT resident GROUP BY state");
+  for (const auto& row : counts.values) {
+    data.closed_counts[row[0].value_or("")] = std::stoull(row[1].value_or("0"));
+  }
+  return data;
+}
+
+void PgStore::scan(Records which, ReadScope scope,
+                   const std::function<bool(SandboxRecord&)>& visit) const {
+  const char* filter = which == Records::resident ? "WHERE s.resident"
+                       : which == Records::closed ? "WHERE NOT s.resident"
+                                                  : "";
+  auto deadline = std::chrono::steady_clock::now() + m_options.lock_timeout;
+  auto rows = with_reconnects(*this, deadline, [&] {
+    return ready().query(fmt::format("SELECT {} FROM sandboxer.sandboxes s {} ORDER BY "
+                                     "s.resident DESC, s.position",
+                                     columns(scope), filter));
+  });
+  for (const auto& row : rows.values) {
+    SandboxRecord record = decode(location(), row, scope);
+    if (!visit(record)) {
+      return;
+    }
+  }
+}
+
+std::optional<SandboxRecord> PgStore::find(const std::string& id_or_name) const {
+  auto deadline = std::chrono::steady_clock::now() + m_options.lock_timeout;
+  auto rows = with_reconnects(*this, deadline, [&] {
+    return ready().query(fmt::format("SELECT {}{}", k_whole_columns, k_find_order), {id_or_name});
+  });
+  if (rows.values.empty()) {
+    return std::nullopt;
+  }
+  return decode(location(), rows.values[0], ReadScope::whole);
+}
+
+std::unique_ptr<LedgerStore::Transaction> PgStore::begin() const {
+  return std::make_unique<PgTransaction>(*this);
+}
+
+PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
+  PruneReport report;
+  std::unique_ptr<Transaction> tx; // the writers' turn, so that no commit races the deletion
+  if (!dry_run) {
+    tx = begin();
+  }
+  auto rows = ready().query(fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE NOT "
+                                        "s.resident AND s.last_time < $1 ORDER BY s.position",
+                                        k_summary_columns),
+                            {unix_seconds(cutoff)});
+  for (const auto& row : rows.values) {
+    report.records.push_back(decode(location(), row, ReadScope::summary));
+  }
+  report.units = report.records.size();
+  if (!dry_run && !report.records.empty()) {
+    ready().query("DELETE FROM sandboxer.sandboxes WHERE NOT resident AND last_time < $1",
+                  {unix_seconds(cutoff)});
+  }
+  if (tx) {
+    tx->commit();
+  }
+  return report;
+}
+
+VerifyReport PgStore::verify() const {
+  VerifyReport report;
+  try {
+    scan(Records::all, ReadScope::whole, [&](SandboxRecord& record) {
+      check_chain(report, record, fmt::format("{} sandboxes row {}", location(), record.id));
+      return true;
+    });
+  } catch (const Error& e) {
+    report.problems.push_back({"", -1, location(), e.what()});
+  }
+  return report;
+}
+
+std::string PgStore::migrate() const {
+  std::string done =
+      pg::migrate(connection(), fmt::format("{} pid {}", m_options.host, getpid()));
+  m_schema_checked = true;
+  return fmt::format("ledger {}: {}", location(), done);
+}
+
+std::string PgStore::describe() const {
+  auto rows = ready().query("SELECT (SELECT version FROM sandboxer.schema_version), "
+                            "(SELECT count(*) FROM sandboxer.sandboxes WHERE resident), "
+                            "(SELECT count(*) FROM sandboxer.sandboxes), "
+                            "current_setting('server_version')");
+  const auto& r = rows.values.at(0);
+  return fmt::format("postgresql ledger {}: schema version {}, {} records ({} resident), "
+                     "PostgreSQL {}",
+                     location(), r[0].value_or("?"), r[2].value_or("0"), r[1].value_or("0"),
+                     r[3].value_or("?"));
+}
+
+} // namespace sandboxer::ledger::pg

@@ -1,0 +1,73 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <sandboxer/duration.hpp>
+
+#include "src/ledger/ledger_store.hpp"
+#include "src/ledger/pg/connection.hpp"
+
+// The fleet's ledger: one PostgreSQL database shared by every machine (docs/fleet.md). Same calls,
+// same records and hash chains as the local files; what stays on the machine (the events outbox,
+// drivers' data, locks) stays under the local state directory.
+//
+// Every write is one short transaction under a transaction-scoped advisory lock: writers of the
+// whole fleet take turns for a few milliseconds, never across a backend call, so each sees the
+// ledger as the local store's flock would show it. Reapers claim a due record by a row update
+// that skips rows other transactions hold (FOR UPDATE SKIP LOCKED) and carries a lease, so that
+// the claim of a reaper that died is taken over once the lease has passed.
+namespace sandboxer::ledger::pg {
+
+struct PgStoreOptions {
+  std::string url;                     // libpq URI, without a password
+  std::optional<std::string> password; // from a secret reference
+  std::filesystem::path state_dir;     // this machine's outbox, drivers' data, locks
+  Seconds lock_timeout{30};            // how long a writer waits for its turn
+  std::string host;                    // this machine's name (SANDBOXER_HOST or hostname)
+};
+
+class PgStore : public LedgerStore {
+public:
+  // Starts connecting at once: the handshake overlaps whatever the command does before its first
+  // ledger call.
+  explicit PgStore(PgStoreOptions options);
+  ~PgStore() override;
+
+  std::string location() const override;
+  const std::filesystem::path& state_dir() const override { return m_options.state_dir; }
+
+  LedgerData read(ReadScope scope) const override;
+  void scan(Records which, ReadScope scope,
+            const std::function<bool(SandboxRecord&)>& visit) const override;
+  std::optional<SandboxRecord> find(const std::string& id_or_name) const override;
+  std::unique_ptr<Transaction> begin() const override;
+  PruneReport prune(TimePoint cutoff, bool dry_run) const override;
+  VerifyReport verify() const override;
+  std::string migrate() const override;
+  std::string describe() const override;
+
+  // The connection, with the schema checked (created on first use) once per process.
+  Connection& ready() const;
+  const PgStoreOptions& options() const { return m_options; }
+  // Drops a broken connection; the next ready() reconnects.
+  void reset() const;
+
+private:
+  Connection& connection() const; // without the schema check
+  PgStoreOptions m_options;
+  mutable std::unique_ptr<Connection> m_connection;
+  mutable bool m_schema_checked = false;
+};
+
+// The text of a record's row (its JSON without history and snapshots) and back: shared by the
+// store and `ledger export`/`import`.
+std::string row_json(const SandboxRecord& record);
+// Throws LedgerError naming the row.
+SandboxRecord record_from_row(const std::string& where, const std::string& row,
+                              const std::optional<std::string>& history,
+                              const std::optional<std::string>& snapshots, ReadScope scope);
+
+} // namespace sandboxer::ledger::pg
