@@ -796,6 +796,12 @@ public:
   json parse_spec(const json& section) const override {
     return to_json(docker::parse_spec(section));
   }
+  bool host_local(const json& spec) const override {
+    // A unix socket is this machine's engine; tcp:// may be shared by the fleet.
+    const char* env = std::getenv("DOCKER_HOST");
+    std::string host = spec.value("host", std::string(env ? env : ""));
+    return !host.starts_with("tcp://");
+  }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return open_docker_driver(spec, context, http::curl_transport());
   }

@@ -341,6 +341,9 @@ public:
   std::string_view doc() const override {
     return "local directories with injectable latency and faults (for testing the core)";
   }
+  // Under the state directory by default; a `root:` shared by several machines plays a remote
+  // backend.
+  bool host_local(const nlohmann::json& spec) const override { return !spec.contains("root"); }
   Capabilities capabilities() const override {
     return {.snapshot = true,
             .exec = true,

@@ -485,6 +485,7 @@ public:
   std::string_view doc() const override {
     return "VMs from Packer-built qcow2 images, booted with QEMU; exec through a guest agent";
   }
+  bool host_local(const json&) const override { return true; }
   Capabilities capabilities() const override {
     return {.snapshot = true,
             .exec = true,

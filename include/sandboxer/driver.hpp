@@ -206,6 +206,13 @@ public:
   // The JSON Schema of the profile's `<driver>:` section (`sandboxer schema profile` includes
   // it), or null when the driver publishes none. parse_spec stays the authority.
   virtual nlohmann::json schema() const { return nullptr; }
+  // Whether a sandbox of this spec is reachable only from the machine that made it (a local
+  // socket, local processes): in a ledger shared by several machines only that one may destroy
+  // it. Remote backends (the default) may be reaped from anywhere.
+  virtual bool host_local(const nlohmann::json& spec) const {
+    (void)spec;
+    return false;
+  }
   virtual std::unique_ptr<Driver> open(const nlohmann::json& spec,
                                        const DriverContext& context) const = 0;
 };

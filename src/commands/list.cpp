@@ -150,6 +150,12 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   }
   const bool wide = context.out().wide();
   Table table{{"ID", "NAME", "STATE", "DRIVER", "PROFILE", "AGE", "TIME LEFT"}, {}};
+  // A shared ledger holds the records of the whole fleet: where each one lives (a host-local
+  // driver's machine, or "any" for a remote backend).
+  const bool fleet = context.ledger().store().shared();
+  if (fleet) {
+    table.headers.push_back("HOST");
+  }
   if (wide) {
     table.headers.insert(table.headers.end(), {"EXPIRES", "BACKEND ID", "OWNER", "LABELS"});
   }
@@ -157,6 +163,9 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     std::vector<std::string> row = {
         r.id,           r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
         r.profile.name, age(r.created_at, now),        time_left(r, now)};
+    if (fleet) {
+      row.push_back(r.home_host.empty() ? "any" : r.home_host);
+    }
     if (wide) {
       std::string labels_text;
       for (const auto& [key, value] : r.labels) {

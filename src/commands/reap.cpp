@@ -25,6 +25,7 @@ struct ReapArgs {
   std::string grace = "0s";
   std::string skew = "30s";
   std::string stuck_after = "10m";
+  std::string claim_lease = "10m";
   std::string keep_history = "7d";
   std::optional<std::string> orphans;
   std::optional<std::string> plan;
@@ -113,6 +114,7 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   options.grace = duration_option("--grace", args.grace);
   options.skew = duration_option("--skew", args.skew);
   options.stuck_after = duration_option("--stuck-after", args.stuck_after);
+  options.claim_lease = duration_option("--claim-lease", args.claim_lease);
   options.keep_history = duration_option("--keep-history", args.keep_history);
   if (args.expiring_window) {
     options.expiring_window = duration_option("--expiring-window", *args.expiring_window);
@@ -214,6 +216,9 @@ void setup_reap(CLI::App& app, Runner& runner) {
   app.add_option("--skew", args->skew,
                  "Clock skew allowance: reap only once now >= deadline + grace + skew "
                  "(default 30s)");
+  app.add_option("--claim-lease", args->claim_lease,
+                 "Shared ledger: how long this reaper's claim on a sandbox stands; a reaper that "
+                 "died is taken over after it (default 10m)");
   app.add_option("--stuck-after", args->stuck_after,
                  "Repair records left in creating/destroying/snapshotting for longer than this "
                  "by a process that is gone (default 10m)");

@@ -70,6 +70,8 @@ public:
 
   // Where the ledger is, for messages: a path, or a URL without its password.
   virtual std::string location() const = 0;
+  // Whether several machines share it (then records say which host each lives on).
+  virtual bool shared() const { return false; }
   // The local directory for what stays on this machine: the outbox, drivers' data, locks.
   virtual const std::filesystem::path& state_dir() const = 0;
 

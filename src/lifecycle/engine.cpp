@@ -95,6 +95,12 @@ Engine::Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& 
       m_actor(std::move(actor)), m_progress(&g_null_progress) {}
 
 Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
+  if (!record.home_host.empty() && record.home_host != host_name()) {
+    throw UsageError(fmt::format("sandbox {} lives on host {}: its driver ({}) reaches it only "
+                                 "from there; run this on {} (this is {})",
+                                 record.id.empty() ? record.name : record.id, record.home_host,
+                                 record.driver, record.home_host, host_name()));
+  }
   Opened opened;
   opened.factory = &m_drivers.find(record.driver);
   DriverContext context;
@@ -143,6 +149,9 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.profile = {profile.name, profile.path.string(), profile.hash};
   record.driver = profile.driver;
   record.spec = m_drivers.check_profile(profile);
+  if (m_drivers.find(record.driver).host_local(record.spec)) {
+    record.home_host = host_name();
+  }
   record.labels = profile.labels;
   record.env = profile.env;
   record.secret_refs = secret_refs_of(profile);
@@ -523,6 +532,7 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   record.profile = source->profile;
   record.driver = source->driver;
   record.spec = source->spec;
+  record.home_host = source->home_host;
   record.labels = source->labels;
   record.env = source->env;
   record.secret_refs = source->secret_refs;
@@ -784,6 +794,10 @@ ExpiredDestroy Engine::destroy_expired(
     }
     if (auto reason = blocker(*r)) {
       result.message = *reason;
+      return result;
+    }
+    if (!tx->claim(r->id, describe(current_owner()), retry.claim_lease)) {
+      result.message = "claimed by another reaper";
       return result;
     }
     result.attempt = failed_attempts(*r) + 1;

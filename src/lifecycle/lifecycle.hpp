@@ -62,6 +62,9 @@ struct ExtendOutcome {
 struct RetryPolicy {
   Seconds base{60};
   Seconds max{3600};
+  // How long a reaper's claim on a sandbox stands (a shared ledger): past it, a reaper that died
+  // mid-destroy is taken over. Longer than any one destroy may take.
+  Seconds claim_lease{600};
 };
 
 struct ExpiredDestroy {

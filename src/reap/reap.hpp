@@ -35,6 +35,8 @@ struct ReapOptions {
   // A failed destroy is retried after backoff_base * 2^(attempt-1), at most backoff_max.
   Seconds backoff_base{60};
   Seconds backoff_max{3600};
+  // A shared ledger: how long this reaper's claim on a sandbox it destroys stands.
+  Seconds claim_lease{600};
   OrphanMode orphans = OrphanMode::off;
   // A running sandbox whose deadline is this close gets one `expiring` entry (and event) per
   // deadline; 0 turns the warning off.

@@ -10,6 +10,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
+#include "src/owner.hpp"
 #include "src/reap/internal.hpp"
 
 namespace sandboxer {
@@ -23,6 +24,9 @@ std::optional<std::string> due_blocker(const SandboxRecord& record, TimePoint no
                                        const ReapOptions& options) {
   if (!is_due(record, now, options.grace, options.skew)) {
     return fmt::format("no longer due (now {})", to_string(record.state));
+  }
+  if (!record.home_host.empty() && record.home_host != host_name()) {
+    return fmt::format("lives on host {}, whose reaper destroys it", record.home_host);
   }
   if (auto next = next_attempt_at(record); next && now < *next) {
     return "next attempt not before " + format_time(*next);
@@ -66,7 +70,7 @@ void run_one_unguarded(Run& run, Work& work) {
                         : due_blocker(record, now, options);
   };
   ExpiredDestroy result = run.engine.destroy_expired(
-      item.id, blocker, {options.backoff_base, options.backoff_max}, run.actor);
+      item.id, blocker, {options.backoff_base, options.backoff_max, options.claim_lease}, run.actor);
   item.attempt = result.attempt;
   item.next_attempt_at = result.next_attempt_at;
   switch (result.outcome) {

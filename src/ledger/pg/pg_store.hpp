@@ -37,6 +37,7 @@ public:
   ~PgStore() override;
 
   std::string location() const override;
+  bool shared() const override { return true; }
   const std::filesystem::path& state_dir() const override { return m_options.state_dir; }
 
   LedgerData read(ReadScope scope) const override;
