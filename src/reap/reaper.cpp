@@ -70,7 +70,8 @@ void run_one_unguarded(Run& run, Work& work) {
                         : due_blocker(record, now, options);
   };
   ExpiredDestroy result = run.engine.destroy_expired(
-      item.id, blocker, {options.backoff_base, options.backoff_max, options.claim_lease}, run.actor);
+      item.id, blocker, {options.backoff_base, options.backoff_max, options.claim_lease},
+      run.actor);
   item.attempt = result.attempt;
   item.next_attempt_at = result.next_attempt_at;
   switch (result.outcome) {

@@ -211,6 +211,8 @@ start_sshd() {
 # the cluster when the test exits. pg_restart [fast|immediate] restarts it (PG_PID changes).
 start_postgres() {
   PG_DIR=$(mktemp -d "$WORK/pg.XXXXXX")
+  # The server runs as postgres: it must pass through (not read) the test's private directories.
+  chmod 711 "$WORK" "$PG_DIR"
   local vars rc=0
   vars=$("$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" start "$PG_DIR/cluster") || rc=$?
   [ "$rc" -ne 125 ] || skip "no throwaway PostgreSQL here (see above)"

@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <set>
+#include <spdlog/spdlog.h>
 #include <thread>
 #include <unistd.h>
 
@@ -73,13 +73,13 @@ auto with_reconnects(const PgStore& store, std::chrono::steady_clock::time_point
     try {
       return attempt();
     } catch (const PgError& e) {
-      const bool transient =
-          e.failure() == Failure::unavailable || e.failure() == Failure::connection_lost ||
-          e.failure() == Failure::retryable;
+      const bool transient = e.failure() == Failure::unavailable ||
+                             e.failure() == Failure::connection_lost ||
+                             e.failure() == Failure::retryable;
       if (!transient || std::chrono::steady_clock::now() + pause >= deadline) {
         throw;
       }
-      spdlog::info("ledger {}: {}; trying again", store.location(), e.what());
+      spdlog::info("{}; trying again", e.what());
       store.reset();
       std::this_thread::sleep_for(pause);
       pause = std::min<std::chrono::milliseconds>(pause * 2, 1s);
@@ -243,10 +243,10 @@ private:
                                    k_writer_lock));
       } catch (const PgError& e) {
         if (e.failure() == Failure::lock_timeout) {
-          throw LockTimeoutError(fmt::format(
-              "ledger {}: another machine's writer held the ledger for more than {}s "
-              "(--lock-timeout); nothing was changed",
-              where(), m_store.options().lock_timeout.count()));
+          throw LockTimeoutError(
+              fmt::format("ledger {}: another machine's writer held the ledger for more than {}s "
+                          "(--lock-timeout); nothing was changed",
+                          where(), m_store.options().lock_timeout.count()));
         }
         throw;
       }
@@ -275,8 +275,8 @@ private:
       if (record.history.size() == before) {
         continue;
       }
-      auto rows = connection().query(
-          "SELECT history_length FROM sandboxer.sandboxes WHERE id = $1", {record.id});
+      auto rows = connection().query("SELECT history_length FROM sandboxer.sandboxes WHERE id = $1",
+                                     {record.id});
       return !rows.values.empty() &&
              rows.values[0][0].value_or("") == std::to_string(record.history.size());
     }
@@ -306,8 +306,7 @@ private:
     std::string snapshots;
   };
   void remember(const SandboxRecord& record) {
-    m_known[record.id] = {record.history.size(), row_json(record),
-                          to_json_text(record.snapshots)};
+    m_known[record.id] = {record.history.size(), row_json(record), to_json_text(record.snapshots)};
   }
 
   // What commit() writes: each new or changed record, its new history entries, its snapshots.
@@ -441,29 +440,31 @@ std::string PgStore::location() const {
 }
 
 void PgStore::reset() const {
-  m_connection.reset();
-  m_schema_checked = false;
+  std::lock_guard lock(m_mutex);
+  m_connections.erase(std::this_thread::get_id());
 }
 
 Connection& PgStore::connection() const {
-  if (!m_connection) {
+  std::lock_guard lock(m_mutex);
+  auto& slot = m_connections[std::this_thread::get_id()];
+  if (!slot) {
     ConnectOptions connect;
     connect.url = m_options.url;
     connect.password = m_options.password;
     connect.application_name = fmt::format("sandboxer {} pid {}", m_options.host, ::getpid());
     connect.where = m_options.url;
-    m_connection = std::make_unique<Connection>(std::move(connect));
+    slot = std::make_unique<Connection>(std::move(connect));
   }
-  return *m_connection;
+  return *slot; // stable: only this thread erases its own entry
 }
 
 Connection& PgStore::ready() const {
-  connection();
+  Connection& c = connection();
   if (!m_schema_checked) {
     // One round trip when the schema is current; created or upgraded otherwise.
     int version = 0;
     try {
-      auto rows = m_connection->query("SELECT version FROM sandboxer.schema_version");
+      auto rows = c.query("SELECT version FROM sandboxer.schema_version");
       version = rows.values.empty() ? 0 : std::stoi(rows.values[0][0].value_or("0"));
     } catch (const PgError& e) {
       if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") { // no such table / schema
@@ -472,11 +473,11 @@ Connection& PgStore::ready() const {
     }
     if (version != k_schema_version) {
       spdlog::info("ledger {}: {}", location(),
-                   pg::migrate(*m_connection, fmt::format("{} pid {}", m_options.host, getpid())));
+                   pg::migrate(c, fmt::format("{} pid {}", m_options.host, getpid())));
     }
     m_schema_checked = true;
   }
-  return *m_connection;
+  return c;
 }
 
 LedgerData PgStore::read(ReadScope scope) const {
@@ -570,8 +571,7 @@ VerifyReport PgStore::verify() const {
 }
 
 std::string PgStore::migrate() const {
-  std::string done =
-      pg::migrate(connection(), fmt::format("{} pid {}", m_options.host, getpid()));
+  std::string done = pg::migrate(connection(), fmt::format("{} pid {}", m_options.host, getpid()));
   m_schema_checked = true;
   return fmt::format("ledger {}: {}", location(), done);
 }

@@ -1,9 +1,13 @@
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <sandboxer/duration.hpp>
 
@@ -59,8 +63,10 @@ public:
 private:
   Connection& connection() const; // without the schema check
   PgStoreOptions m_options;
-  mutable std::unique_ptr<Connection> m_connection;
-  mutable bool m_schema_checked = false;
+  // One connection per thread (reap destroys on several): a libpq connection serves one caller.
+  mutable std::mutex m_mutex;
+  mutable std::map<std::thread::id, std::unique_ptr<Connection>> m_connections;
+  mutable std::atomic<bool> m_schema_checked = false;
 };
 
 // The text of a record's row (its JSON without history and snapshots) and back: shared by the

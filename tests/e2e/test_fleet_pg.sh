@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The fleet ledger on a real PostgreSQL (a throwaway cluster): three simulated machines (own state
+# dirs and SANDBOXER_HOST) sharing one database. Selection and secrecy of the password, 60
+# concurrent creates, idempotency keys across machines, host-local records, three concurrent
+# reapers on 60 expired sandboxes, a reaper killed mid-sweep and its claim taken over, a server
+# restart between commands, and verify/evidence on the shared store.
+SANDBOXER=${SANDBOXER_TESTCLOCK:?set SANDBOXER_TESTCLOCK to the sandboxer-testclock binary (CTest does)}
+. "$(dirname "$0")/lib.sh"
+
+start_postgres
+command -v psql >/dev/null || skip "no psql"
+export SANDBOXER_LEDGER=$PG_URL
+psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
+
+T0=2026-12-02T12:00:00Z
+LATE=2026-12-02T13:00:00Z
+# on MACHINE [TIME] ARGS...: sandboxer as machine MACHINE (its own state dir and host name).
+on() {
+  local machine=$1; shift
+  local now=$T0
+  case "${1:-}" in 20*) now=$1; shift ;; esac
+  SANDBOXER_HOST=$machine SANDBOXER_FAKE_NOW=$now \
+    "$SANDBOXER" --state-dir "$WORK/state-$machine" --profiles-dir "$PROFILES" "$@"
+}
+
+# A remote backend (a root every machine reaches) and a host-local one.
+stub_profile shared <<<"  root: $WORK/backend"
+stub_profile slowdestroy <<EOF2
+  root: $WORK/backend
+  latency: { destroy: 400ms }
+EOF2
+stub_profile local <<<"  latency: { create: 1ms }"
+
+# --- selection: status and --version -v name the ledger; a password in the URI is refused
+expect_code 0 on m1 status
+expect_contains "$OUT" "postgresql $PG_URL (from \$SANDBOXER_LEDGER)"
+expect_contains "$OUT" "schema version 1"
+expect_code 0 on m1 --version -v
+expect_contains "$OUT" "ledger: postgresql $PG_URL"
+BAD=${PG_URL/sandboxer@/sandboxer:hunter2@}
+expect_code 2 env SANDBOXER_LEDGER="$BAD" "$SANDBOXER" --state-dir "$WORK/state-m1" list
+case "$ERR" in *hunter2*) fail "the password was shown: $ERR" ;; esac
+expect_contains "$ERR" "password"
+expect_code 2 on m1 --ledger "mysql://x/y" list
+expect_contains "$ERR" "--ledger"
+
+# A password from a secret reference (env), not from the pgpass file.
+PASSWORD=$(head -n 1 "$PG_PASSFILE" | cut -d: -f5)
+mkdir -p "$WORK/config"
+cat >"$WORK/config/config.yaml" <<EOF2
+ledger:
+  url: $PG_URL
+  password: { env: FLEET_DB_PASSWORD }
+EOF2
+expect_code 0 env -u SANDBOXER_LEDGER PGPASSFILE=/nonexistent FLEET_DB_PASSWORD="$PASSWORD" \
+  SANDBOXER_CONFIG="$WORK/config/config.yaml" "$SANDBOXER" --state-dir "$WORK/state-m1" status -v
+case "$OUT$ERR" in *"$PASSWORD"*) fail "the password was shown" ;; esac
+expect_contains "$OUT" "(from $WORK/config/config.yaml:"
+
+# --- 60 concurrent creates from three machines
+pids=()
+for m in m1 m2 m3; do
+  for i in $(seq 1 20); do
+    on $m create --profile shared --ttl 10m --name "$m-$i" --quiet >"$WORK/create-$m-$i" 2>&1 &
+    pids+=($!)
+  done
+done
+for pid in "${pids[@]}"; do wait "$pid" || fail "a concurrent create failed: $(cat "$WORK"/create-* | grep -v '^sbx-' | head -5)"; done
+expect_code 0 on m2 list -o json
+[ "$(jq 'length' <<<"$OUT")" = 60 ] || fail "60 creates, $(jq length <<<"$OUT") records"
+[ "$(jq '[.[].id] | unique | length' <<<"$OUT")" = 60 ] || fail "ids not unique"
+[ "$(psql_at "select count(*) from sandboxer.sandboxes where state = 'running'")" = 60 ] ||
+  fail "the table does not hold 60 running sandboxes"
+expect_code 0 on m3 ledger verify
+expect_contains "$OUT" "60 record(s)"
+
+# --- one idempotency key, two machines at once: one sandbox
+on m1 create --profile shared --idempotency-key job-42 --quiet >"$WORK/idem-1" &
+P1=$!
+on m2 create --profile shared --idempotency-key job-42 --quiet >"$WORK/idem-2" &
+P2=$!
+wait $P1 && wait $P2 || fail "idempotent creates failed"
+[ "$(cat "$WORK/idem-1")" = "$(cat "$WORK/idem-2")" ] ||
+  fail "one key, two sandboxes: $(cat "$WORK/idem-1") $(cat "$WORK/idem-2")"
+expect_code 0 on m3 destroy "$(cat "$WORK/idem-1")"
+
+# --- a host-local record: listed with its host, refused elsewhere, destroyed at home
+LOCAL=$(on m1 create --profile local --ttl 10m --quiet)
+expect_code 0 on m2 list
+expect_contains "$OUT" "HOST"
+[ "$(grep "$LOCAL" <<<"$OUT" | awk '{print $NF}')" = m1 ] || fail "list HOST: $OUT"
+expect_code 2 on m2 destroy "$LOCAL"
+expect_contains "$ERR" "lives on host m1"
+
+# --- three reapers at once on the 60 expired sandboxes (the host-local one stays for m1)
+pids=()
+for m in m1 m2 m3; do
+  on $m $LATE reap --parallel 4 -o json >"$WORK/reap-$m.json" 2>"$WORK/reap-$m.err" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || fail "a reaper failed: $(cat "$WORK"/reap-*.err)"; done
+DESTROYED=$(jq -s '[.[].items[] | select(.outcome == "destroyed")] | length' "$WORK"/reap-m*.json)
+[ "$DESTROYED" = 61 ] || fail "the reapers destroyed $DESTROYED, not 61 (60 + the local one on m1)"
+DUP=$(jq -s '[.[].items[] | select(.outcome == "destroyed") | .id] | group_by(.) | map(select(length > 1)) | length' "$WORK"/reap-m*.json)
+[ "$DUP" = 0 ] || fail "a sandbox was destroyed by two reapers"
+[ "$(psql_at "select count(*) from sandboxer.history where entry->>'to' = 'expired'")" = 61 ] ||
+  fail "each destroy should have exactly one claim entry"
+LOCAL_BY=$(jq -r --arg id "$LOCAL" '.items[] | select(.id == $id and .outcome == "destroyed") | .id' "$WORK/reap-m1.json")
+[ "$LOCAL_BY" = "$LOCAL" ] || fail "the host-local sandbox was not reaped by its own host"
+expect_code 0 on m2 ledger verify
+
+# --- a reaper killed mid-sweep: its claim stands until the lease ends, then another finishes
+for i in $(seq 1 6); do on m1 create --profile slowdestroy --ttl 10m --quiet >/dev/null; done
+SANDBOXER_HOST=m1 SANDBOXER_FAKE_NOW=$LATE "$SANDBOXER" --state-dir "$WORK/state-m1" \
+  --profiles-dir "$PROFILES" reap --parallel 1 --claim-lease 3s >/dev/null 2>&1 &
+KILLED=$!
+# Killed while its destroy of a claimed sandbox takes its 400ms.
+for _ in $(seq 1 200); do
+  [ -n "$(psql_at "select id from sandboxer.sandboxes where claimed_by is not null and state = 'expired'")" ] && break
+  sleep 0.02
+done
+kill -9 $KILLED
+wait $KILLED 2>/dev/null || true
+CLAIMED=$(psql_at "select id from sandboxer.sandboxes where claimed_by is not null and state = 'expired'")
+[ -n "$CLAIMED" ] || fail "no claim left by the killed reaper"
+expect_code 0 on m2 $LATE reap -o json
+[ "$(jq -r --arg id "$CLAIMED" '.items[] | select(.id == $id) | .reason' <<<"$OUT")" = "claimed by another reaper" ] ||
+  fail "the live claim was not respected: $OUT"
+sleep 3.2
+expect_code 0 on m3 $LATE reap -o json
+[ "$(jq -r --arg id "$CLAIMED" '.items[] | select(.id == $id) | .outcome' <<<"$OUT")" = destroyed ] ||
+  fail "the stale claim was not taken over: $OUT"
+[ "$(psql_at "select count(*) from sandboxer.sandboxes where state not in ('destroyed', 'failed')")" = 0 ] ||
+  fail "sandboxes left alive"
+
+# --- the server restarts between two commands of a run; a command waits for it to come back
+ID=$(on m1 create --profile shared --ttl 10m --quiet)
+pg_restart fast
+expect_code 0 on m1 exec "$ID" -- echo after-restart
+expect_contains "$OUT" "after-restart"
+expect_code 0 on m2 destroy "$ID"
+expect_code 0 on m1 evidence "$ID" -o json
+[ "$(jq -r '.chain.verified // .verified // empty' <<<"$OUT")" != false ] || fail "evidence: $OUT"
+expect_code 0 on m3 ledger verify
+echo "ok: fleet ledger on PostgreSQL"
