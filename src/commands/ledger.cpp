@@ -1,8 +1,9 @@
-// `sandboxer ledger verify|migrate|info`: the ledger as a whole.
+// `sandboxer ledger verify|migrate|info|export|import`: the ledger as a whole.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
+#include "commands/ledger_move.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -58,10 +59,24 @@ void setup_ledger(CLI::App& app, Runner& runner) {
       app.add_subcommand("migrate", "Bring the ledger to the current schema now (else the first "
                                     "change does it)");
   auto info = app.add_subcommand("info", "Say which ledger is in use, its schema and its size");
+  auto output = std::make_shared<std::optional<std::string>>();
+  auto input = std::make_shared<std::string>();
+  auto export_ = app.add_subcommand(
+      "export", "Write every record, live and closed, as JSON Lines (to move a ledger)");
+  export_->add_option("--output,-f", *output, "File to write (default stdout), atomically");
+  auto import = app.add_subcommand(
+      "import", "Add the records of an export that this ledger lacks (idempotent)");
+  import->add_option("file", *input, "A file written by 'sandboxer ledger export'")->required();
   app.require_subcommand(1);
-  runner = [verify, migrate, info](Context& context) {
+  runner = [verify, migrate, info, export_, import, output, input](Context& context) {
     if (verify->parsed()) {
       return run_verify(context);
+    }
+    if (export_->parsed()) {
+      return run_export(context, *output);
+    }
+    if (import->parsed()) {
+      return run_import(context, *input);
     }
     (void)info;
     const std::string text = migrate->parsed() ? context.ledger().store().migrate()

@@ -107,6 +107,9 @@ public:
     // The ledger's id (minted by the first commit of a new ledger) and the next event number.
     virtual const std::string& ledger_id() = 0;
     virtual std::uint64_t next_event_seq() = 0;
+    // `ledger import` into an empty ledger: takes the source's id (on the backends' ownership
+    // labels) and event numbering, so that nothing it made looks orphaned or renumbered.
+    virtual void adopt(const std::string& ledger_id, std::uint64_t event_seq) = 0;
     // Whether a history entry with this event id was committed, in any record.
     virtual bool event_committed(const std::string& event_id) = 0;
     // Claims a due record for `holder` until `lease` from now, unless a live claim of another

@@ -462,6 +462,11 @@ public:
 
   std::uint64_t next_event_seq() override { return ++m_data.event_seq; }
 
+  void adopt(const std::string& ledger_id, std::uint64_t event_seq) override {
+    m_data.ledger_id = ledger_id;
+    m_data.event_seq = std::max(m_data.event_seq, event_seq);
+  }
+
   bool event_committed(const std::string& event_id) override {
     for (const auto& record : m_data.sandboxes) {
       for (const auto& entry : record.history) {

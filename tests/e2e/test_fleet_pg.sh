@@ -142,4 +142,27 @@ expect_code 0 on m2 destroy "$ID"
 expect_code 0 on m1 evidence "$ID" -o json
 [ "$(jq -r '.chain.verified // .verified // empty' <<<"$OUT")" != false ] || fail "evidence: $OUT"
 expect_code 0 on m3 ledger verify
+
+# --- moving: a local ledger into the database and back, ids and chains kept, idempotently
+LOCAL_STATE=$WORK/state-local
+for i in 1 2 3; do
+  env -u SANDBOXER_LEDGER SANDBOXER_FAKE_NOW=$T0 "$SANDBOXER" --state-dir "$LOCAL_STATE" \
+    --profiles-dir "$PROFILES" create --profile shared --quiet >/dev/null
+done
+psql_at "drop schema sandboxer cascade" 2>/dev/null
+expect_code 0 env -u SANDBOXER_LEDGER "$SANDBOXER" --state-dir "$LOCAL_STATE" ledger export -f "$WORK/local.jsonl"
+expect_code 0 on m1 ledger import "$WORK/local.jsonl" -o json
+[ "$(jq .imported <<<"$OUT")" = 3 ] || fail "import: $OUT"
+expect_code 0 on m2 ledger import "$WORK/local.jsonl" -o json
+[ "$(jq '[.imported, .already_present] | join(",")' -r <<<"$OUT")" = "0,3" ] || fail "import again: $OUT"
+expect_code 0 on m2 ledger verify
+expect_contains "$OUT" "3 record(s)"
+expect_code 0 on m3 ledger export -f "$WORK/back.jsonl"
+[ "$(head -n 1 "$WORK/local.jsonl" | jq -r .ledger_id)" = "$(head -n 1 "$WORK/back.jsonl" | jq -r .ledger_id)" ] ||
+  fail "the ledger id was not kept"
+diff <(tail -n +2 "$WORK/local.jsonl" | sort) <(tail -n +2 "$WORK/back.jsonl" | sort) >/dev/null ||
+  fail "the records changed on the way through PostgreSQL"
+printf '%s\n' "$(head -n 1 "$WORK/local.jsonl")" '{"id": "sbx-aaaaaaaaaaaa"' >"$WORK/broken.jsonl"
+expect_code 2 on m1 ledger import "$WORK/broken.jsonl"
+expect_contains "$ERR" "broken.jsonl:2"
 echo "ok: fleet ledger on PostgreSQL"

@@ -173,6 +173,12 @@ public:
   const std::string& ledger_id() override { return m_data.ledger_id; }
   std::uint64_t next_event_seq() override { return ++m_data.event_seq; }
 
+  void adopt(const std::string& ledger_id, std::uint64_t event_seq) override {
+    m_adopted_id = ledger_id != m_data.ledger_id;
+    m_data.ledger_id = ledger_id;
+    m_data.event_seq = std::max(m_data.event_seq, event_seq);
+  }
+
   bool event_committed(const std::string& event_id) override {
     return !connection()
                 .query("SELECT 1 FROM sandboxer.history WHERE event_id = $1", {event_id})
@@ -194,6 +200,10 @@ public:
 
   void commit() override {
     std::vector<Statement> statements = changes();
+    if (m_adopted_id) {
+      statements.push_back(
+          {"UPDATE sandboxer.ledger_meta SET ledger_id = $1", {m_data.ledger_id}, true, ""});
+    }
     if (statements.empty() && m_data.event_seq == m_seq_at_start) {
       finish("COMMIT");
       return;
@@ -368,7 +378,7 @@ private:
                        "FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, n)",
                        {record.id, snapshots}});
       }
-      if (fresh && record.idempotency_key) {
+      if (fresh && record.idempotency_key && is_live(record.state)) {
         // Checked under the writers' lock (find_live_by_key): a key left by a closed record
         // passes to the new one.
         out.push_back({"INSERT INTO sandboxer.idempotency_keys (key, sandbox_id) VALUES ($1, $2) "
@@ -385,6 +395,7 @@ private:
   std::map<std::string, Known> m_known;
   std::set<std::string> m_claimed;
   bool m_open = false;
+  bool m_adopted_id = false;
 };
 
 } // namespace
