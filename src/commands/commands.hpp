@@ -90,6 +90,8 @@ std::string version_text();
 // Which ledger a command would use, without connecting: for `--version -v` and `status`.
 std::string ledger_in_use(const std::optional<std::string>& flag,
                           const std::optional<std::string>& state_dir);
+std::string ledger_in_use(const std::optional<std::string>& flag,
+                          const std::optional<std::string>& state_dir, const Config& config);
 // Set by main once the CLI is built: what completion and man describe.
 void set_cli_root(const CLI::App* root);
 

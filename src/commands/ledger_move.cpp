@@ -1,12 +1,13 @@
 // `sandboxer ledger export|import`: a whole ledger as JSON Lines, to move it between stores (the
 // local files and a fleet's PostgreSQL) keeping ids, histories and their hash chains.
+#include "commands/ledger_move.hpp"
+
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.hpp"
-#include "commands/ledger_move.hpp"
 #include "src/files.hpp"
 #include "src/ledger/chain.hpp"
 #include "src/ledger/document.hpp"
@@ -40,13 +41,12 @@ ExportHeader parse_header(const std::string& line, const std::string& where) {
 ExitCode run_export(Context& context, const std::optional<std::string>& output) {
   const Ledger& ledger = context.ledger();
   LedgerData live = ledger.read(ReadScope::summary);
-  std::string text =
-      nlohmann::json({{"sandboxer_ledger_export", k_export_version},
-                      {"ledger_id", live.ledger_id},
-                      {"event_seq", live.event_seq},
-                      {"from", ledger.location()}})
-          .dump() +
-      "\n";
+  std::string text = nlohmann::json({{"sandboxer_ledger_export", k_export_version},
+                                     {"ledger_id", live.ledger_id},
+                                     {"event_seq", live.event_seq},
+                                     {"from", ledger.location()}})
+                         .dump() +
+                     "\n";
   std::size_t records = 0;
   ledger.scan(Records::all, ReadScope::whole, [&](SandboxRecord& record) {
     text += ledger_format::journal_line(record);

@@ -14,9 +14,10 @@ struct StatusArgs {
 // Without a sandbox: which ledger this machine uses, and what it holds.
 ExitCode run_ledger_status(Context& context) {
   const auto& global = context.global();
-  nlohmann::json data = {{"ledger", ledger_in_use(global.ledger, global.state_dir)},
-                         {"location", context.ledger().location()},
-                         {"state_dir", context.ledger().state_dir().string()}};
+  nlohmann::json data = {
+      {"ledger", ledger_in_use(global.ledger, global.state_dir, context.config())},
+      {"location", context.ledger().location()},
+      {"state_dir", context.ledger().state_dir().string()}};
   data["store"] = context.ledger().store().describe();
   context.out().print(data, [&] {
     Table table;

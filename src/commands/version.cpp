@@ -43,10 +43,18 @@ std::string version_text() {
 }
 
 std::string ledger_in_use(const std::optional<std::string>& flag,
+                          const std::optional<std::string>& state_dir, const Config& config) {
+  try {
+    return ledger::describe_choice(ledger_choice(flag, config), resolve_state_dir(state_dir));
+  } catch (const Error& e) {
+    return fmt::format("(none usable: {})", e.what());
+  }
+}
+
+std::string ledger_in_use(const std::optional<std::string>& flag,
                           const std::optional<std::string>& state_dir) {
   try {
-    return ledger::describe_choice(ledger_choice(flag, load_config_if_any()),
-                                   resolve_state_dir(state_dir));
+    return ledger_in_use(flag, state_dir, load_config_if_any());
   } catch (const Error& e) {
     return fmt::format("(none usable: {})", e.what());
   }

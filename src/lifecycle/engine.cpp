@@ -796,7 +796,8 @@ ExpiredDestroy Engine::destroy_expired(
       result.message = *reason;
       return result;
     }
-    if (!tx->claim(r->id, describe(current_owner()), retry.claim_lease)) {
+    // The engine's actor names this process (user@host pid): the claim's holder.
+    if (!tx->claim(r->id, m_actor, retry.claim_lease)) {
       result.message = "claimed by another reaper";
       return result;
     }
