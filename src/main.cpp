@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--ledger", global.ledger,
-                 "postgresql:// URI of a shared ledger (default $SANDBOXER_LEDGER, config.yaml "
-                 "ledger:, else the local files); never with a password");
+                 "postgresql:// URI of a shared ledger, or \"local\" for the local files (default "
+                 "$SANDBOXER_LEDGER, config.yaml ledger:, else local); never with a password");
   app.add_option("--lock-timeout", global.lock_timeout_s,
                  "Seconds to wait for the ledger lock (default 30)")
       ->check(CLI::NonNegativeNumber);

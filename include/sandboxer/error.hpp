@@ -9,17 +9,18 @@ namespace sandboxer {
 // renumber one.
 enum class ExitCode : int {
   ok = 0,
-  runtime = 1,       // unexpected runtime failure (I/O, corrupt ledger, ...)
-  usage = 2,         // bad command line or invalid profile
-  not_found = 3,     // no such sandbox, snapshot or profile
-  backend = 4,       // the driver's backend failed or refused
-  lock_timeout = 5,  // the ledger (or reaper) lock was not acquired in time
-  partial = 6,       // some of several operations failed
-  policy = 7,        // refused by policy (TTL cap, max-destroy, ...)
-  unverified = 8,    // evidence does not verify: a hash chain is broken, a segment unreadable
-  hangup = 129,      // SIGHUP: the terminal went away mid-operation
-  interrupted = 130, // SIGINT: Ctrl-C
-  terminated = 143   // SIGTERM: a CI cancel, systemd, kill
+  runtime = 1,            // unexpected runtime failure (I/O, corrupt ledger, ...)
+  usage = 2,              // bad command line or invalid profile
+  not_found = 3,          // no such sandbox, snapshot or profile
+  backend = 4,            // the driver's backend failed or refused
+  lock_timeout = 5,       // the ledger (or reaper) lock was not acquired in time
+  partial = 6,            // some of several operations failed
+  policy = 7,             // refused by policy (TTL cap, max-destroy, ...)
+  unverified = 8,         // evidence does not verify: a hash chain is broken, a segment unreadable
+  ledger_unavailable = 9, // the shared ledger's server could not be reached within the deadline
+  hangup = 129,           // SIGHUP: the terminal went away mid-operation
+  interrupted = 130,      // SIGINT: Ctrl-C
+  terminated = 143        // SIGTERM: a CI cancel, systemd, kill
 };
 
 // Base of every error the user sees. `main` prints "sandboxer: error: <what()>" and exits with

@@ -217,7 +217,8 @@ std::string man_page(const CLI::App& root) {
   }
   text += ".SH EXIT STATUS\n0 done; 1 runtime failure; 2 usage (bad command line or profile); "
           "3 not found; 4 backend failure; 5 lock not acquired; 6 some of several operations "
-          "failed; 7 refused by policy; 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM; "
+          "failed; 7 refused by policy; 8 evidence does not verify; 9 the shared ledger's server "
+          "unreachable; 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM; "
           "\\fBexec\\fR returns the command's own status (127: not found, 126: not "
           "executable).\n"
           ".SH FILES\n.TP\n$XDG_STATE_HOME/sandboxer/ledger.json\nthe ledger "

@@ -41,7 +41,8 @@ std::string age(TimePoint created, TimePoint now) {
 }
 
 ExitCode run_list(Context& context, const ListArgs& args) {
-  if (std::error_code ec; !std::filesystem::exists(context.ledger().state_dir(), ec)) {
+  if (std::error_code ec; !context.ledger().store().shared() &&
+                          !std::filesystem::exists(context.ledger().state_dir(), ec)) {
     // An empty table would look like "nothing runs": say that this ledger does not exist at all.
     spdlog::warn("state dir {} does not exist: no sandbox was ever created with it (check "
                  "--state-dir and $SANDBOXER_STATE_DIR)",

@@ -79,10 +79,15 @@ LedgerChoice choose_ledger(const std::optional<std::string>& flag,
   } else {
     return choice;
   }
+  if (choice.url == "local") {
+    // Named explicitly: the local files even where the environment or config.yaml name a
+    // database (exporting a machine's own ledger into the fleet's).
+    return choice;
+  }
   if (!is_postgresql_url(choice.url)) {
     throw UsageError(fmt::format("{}: \"{}\" is not a ledger sandboxer knows: give a PostgreSQL "
-                                 "URI (postgresql://user@host/db?sslmode=verify-full), or leave "
-                                 "it unset for the local files",
+                                 "URI (postgresql://user@host/db?sslmode=verify-full), or "
+                                 "\"local\" (or nothing) for the local files",
                                  choice.source, shown(choice.url)));
   }
   if (url_has_password(choice.url)) {
@@ -120,7 +125,9 @@ std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
 
 std::string describe_choice(const LedgerChoice& choice, const std::filesystem::path& state_dir) {
   if (choice.kind == LedgerChoice::Kind::local) {
-    return fmt::format("local files {}", (state_dir / "ledger.json").string());
+    const std::string files = (state_dir / "ledger.json").string();
+    return choice.source.empty() ? fmt::format("local files {}", files)
+                                 : fmt::format("local files {} (from {})", files, choice.source);
   }
   return fmt::format("postgresql {} (from {})", choice.url, choice.source);
 }

@@ -221,6 +221,11 @@ start_postgres() {
   export PGPASSFILE=$PG_PASSFILE
   at_exit '"$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" stop "$PG_DIR/cluster" immediate 2>/dev/null || true'
 }
+# pg_stop [fast|immediate]: stops the throwaway PostgreSQL (pg_restart starts it again).
+pg_stop() {
+  "$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" stop "$PG_DIR/cluster" "${1:-fast}" ||
+    fail "the throwaway PostgreSQL did not stop"
+}
 pg_restart() {
   PG_PID=$("$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" restart "$PG_DIR/cluster" "${1:-fast}") ||
     fail "the throwaway PostgreSQL did not restart"

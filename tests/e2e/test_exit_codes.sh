@@ -62,6 +62,12 @@ ID=$(sbx create --profile dev --ttl 2h --quiet)
 expect_code 7 sbx extend "$ID" --by 1h
 expect_contains "$ERR" "maximum"
 
+# 9: the shared ledger's server is unreachable (nothing listens on loopback port 1): retried
+# until --lock-timeout, then named
+expect_code 9 sbx --ledger postgresql://sandboxer@127.0.0.1:1/ci --lock-timeout 1 list
+expect_contains "$ERR" "ledger postgresql://sandboxer@127.0.0.1:1/ci: connecting failed"
+expect_contains "$ERR" "gave up after 1s of retries (--lock-timeout)"
+
 # 1: runtime error: a corrupt ledger is reported, never overwritten, and .bak is named
 cp "$STATE/ledger.json" "$WORK/good.json"
 printf '{"schema_version": 1, "sandboxes": [' >"$STATE/ledger.json"

@@ -150,7 +150,7 @@ for i in 1 2 3; do
     --profiles-dir "$PROFILES" create --profile shared --quiet >/dev/null
 done
 psql_at "drop schema sandboxer cascade" 2>/dev/null
-expect_code 0 env -u SANDBOXER_LEDGER "$SANDBOXER" --state-dir "$LOCAL_STATE" ledger export -f "$WORK/local.jsonl"
+expect_code 0 "$SANDBOXER" --state-dir "$LOCAL_STATE" --ledger local ledger export -f "$WORK/local.jsonl"
 expect_code 0 on m1 ledger import "$WORK/local.jsonl" -o json
 [ "$(jq .imported <<<"$OUT")" = 3 ] || fail "import: $OUT"
 expect_code 0 on m2 ledger import "$WORK/local.jsonl" -o json

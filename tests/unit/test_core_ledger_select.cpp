@@ -21,6 +21,13 @@ TEST(LedgerSelect, NothingSetMeansTheLocalFiles) {
   EXPECT_EQ(choice.kind, LedgerChoice::Kind::local);
 }
 
+TEST(LedgerSelect, LocalNamedOnTheCommandLineOverridesADatabaseElsewhere) {
+  auto choice = choose_ledger(std::string("local"), std::string("postgresql://a@h/db"),
+                              std::string("postgresql://b@h/db"), "config.yaml:3");
+  EXPECT_EQ(choice.kind, LedgerChoice::Kind::local);
+  EXPECT_EQ(choice.source, "--ledger");
+}
+
 TEST(LedgerSelect, FlagThenEnvironmentThenConfig) {
   const std::string a = "postgresql://a@h/db", b = "postgres://b@h/db", c = "postgresql:///db";
   EXPECT_EQ(choose_ledger(a, b, c, "config.yaml:3").source, "--ledger");

@@ -16,11 +16,12 @@ using SteadyClock = std::chrono::steady_clock;
 ExitCode exit_code_of(Failure failure) {
   switch (failure) {
   case Failure::lock_timeout:
+  case Failure::retryable: // contention, like a lock not granted: try again later
     return ExitCode::lock_timeout;
-  case Failure::denied:
   case Failure::unavailable:
   case Failure::connection_lost:
-  case Failure::retryable:
+    return ExitCode::ledger_unavailable;
+  case Failure::denied:
   case Failure::statement:
     break;
   }
@@ -32,12 +33,14 @@ std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
     text.pop_back();
   }
-  for (char& c : text) {
-    if (c == '\n') {
-      c = ' ';
+  std::string line;
+  for (char c : text) {
+    const bool blank = c == '\n' || c == '\t' || c == ' ';
+    if (!blank || (!line.empty() && line.back() != ' ')) {
+      line += blank ? ' ' : c;
     }
   }
-  return log::redact(text);
+  return log::redact(line);
 }
 
 } // namespace

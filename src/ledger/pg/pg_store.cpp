@@ -76,8 +76,13 @@ auto with_reconnects(const PgStore& store, std::chrono::steady_clock::time_point
       const bool transient = e.failure() == Failure::unavailable ||
                              e.failure() == Failure::connection_lost ||
                              e.failure() == Failure::retryable;
-      if (!transient || std::chrono::steady_clock::now() + pause >= deadline) {
+      if (!transient) {
         throw;
+      }
+      if (std::chrono::steady_clock::now() + pause >= deadline) {
+        throw PgError(e.failure(), e.sqlstate(),
+                      fmt::format("{}; gave up after {}s of retries (--lock-timeout)", e.what(),
+                                  store.options().lock_timeout.count()));
       }
       spdlog::info("{}; trying again", e.what());
       store.reset();
@@ -217,7 +222,7 @@ public:
         if (already_committed()) {
           return;
         }
-        start();
+        start_once();
       }
       replay = true;
       for (const auto& statement : statements) {
@@ -242,7 +247,12 @@ private:
   // BEGIN, the writers' turn (bounded by lock_timeout, exit 5 past it), the ledger's own row.
   void start() {
     auto deadline = std::chrono::steady_clock::now() + m_store.options().lock_timeout;
-    auto meta = with_reconnects(m_store, deadline, [&] {
+    with_reconnects(m_store, deadline, [&] { start_once(); });
+  }
+
+  // start() without the retries, for a caller that retries already.
+  void start_once() {
+    auto meta = [&] {
       Connection& c = connection();
       c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'",
                                m_store.options().lock_timeout.count()));
@@ -260,7 +270,7 @@ private:
         }
         throw;
       }
-    });
+    }();
     if (meta.values.empty()) {
       throw LedgerError(fmt::format("ledger {} has no ledger_meta row: the schema was damaged; "
                                     "'sandboxer ledger verify' says more",
