@@ -27,7 +27,7 @@ wait_for_row() {
     [ "$(psql_at "select state from sandboxer.sandboxes where name = '$name'" 2>/dev/null)" = "$state" ] && return 0
     sleep 0.02
   done
-  fail "sandbox $name never reached $state in the table"
+  fail "sandbox $name never reached $state in the table (now: $(state_of "$name")); $(cat "$WORK"/*.err 2>/dev/null)"
 }
 state_of() { psql_at "select state from sandboxer.sandboxes where name = '$1'"; }
 backend_leftovers() { find "$BACKEND/sandboxes" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }

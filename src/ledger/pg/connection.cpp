@@ -124,7 +124,9 @@ void Connection::fail_connection(const std::string& doing) {
 void Connection::wait_for(Wait what, SteadyClock::time_point deadline, const char* doing) {
   const Libpq& pq = libpq();
   while (true) {
-    interrupt::check();
+    if (!m_abandon) {
+      interrupt::check();
+    }
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) {
@@ -135,11 +137,16 @@ void Connection::wait_for(Wait what, SteadyClock::time_point deadline, const cha
           m_connected ? Failure::connection_lost : Failure::unavailable, "",
           fmt::format("ledger {}: no answer while {} within the deadline", m_options.where, doing));
     }
+    if (m_abandon && m_abandon->load()) {
+      throw PgError(Failure::unavailable, "",
+                    fmt::format("ledger {}: {} was abandoned", m_options.where, doing));
+    }
     pollfd fds[2] = {
         {pq.PQsocket(m_conn), static_cast<short>(what == Wait::read ? POLLIN : POLLOUT), 0},
-        {interrupt::wake_fd(), POLLIN, 0}};
+        {m_abandon ? -1 : interrupt::wake_fd(), POLLIN, 0}};
     const int count = fds[1].fd >= 0 ? 2 : 1;
-    int ready = ::poll(fds, count, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    int ready = ::poll(fds, count,
+                       static_cast<int>(std::min<long long>(left.count(), m_abandon ? 50 : 1000)));
     if (ready < 0 && errno != EINTR) {
       fail_connection(doing);
     }
@@ -205,7 +212,7 @@ Rows Connection::query(std::string_view sql, const std::vector<Param>& params,
   return collect(deadline);
 }
 
-void Connection::run_script(std::string_view sql, std::chrono::milliseconds timeout) {
+Rows Connection::run_script(std::string_view sql, std::chrono::milliseconds timeout) {
   wait_connected();
   const auto deadline = SteadyClock::now() + timeout;
   const std::string text(sql);
@@ -213,7 +220,58 @@ void Connection::run_script(std::string_view sql, std::chrono::milliseconds time
     fail_connection("sending statements");
   }
   flush(deadline);
-  collect(deadline);
+  return collect(deadline);
+}
+
+std::vector<Rows> Connection::pipeline(const std::vector<Statement>& statements,
+                                       std::chrono::milliseconds timeout) {
+  wait_connected();
+  const Libpq& pq = libpq();
+  const auto deadline = SteadyClock::now() + timeout;
+  if (!pq.PQenterPipelineMode(m_conn)) {
+    fail_connection("starting a pipeline");
+  }
+  for (const auto& statement : statements) {
+    std::vector<const char*> values;
+    for (const auto& param : statement.params) {
+      values.push_back(param ? param->c_str() : nullptr);
+    }
+    if (!pq.PQsendQueryParams(m_conn, statement.sql.c_str(), static_cast<int>(values.size()),
+                              nullptr, values.data(), nullptr, nullptr, 0)) {
+      fail_connection("sending a statement");
+    }
+  }
+  if (!pq.PQpipelineSync(m_conn)) {
+    fail_connection("sending a statement");
+  }
+  flush(deadline);
+  std::vector<Rows> results(statements.size());
+  std::optional<PgError> error;
+  for (auto& rows : results) {
+    while (pg_result* result = next_result(deadline)) {
+      take(result, rows, error);
+    }
+  }
+  // Then the sync point, after which the connection leaves pipeline mode.
+  for (int ends = 0; true;) {
+    pg_result* result = next_result(deadline);
+    const bool sync = result && pq.PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+    pq.PQclear(result);
+    ends = result ? 0 : ends + 1;
+    if (sync) {
+      break;
+    }
+    if (ends > 1) { // two ends in a row and no sync: libpq lost track of the pipeline
+      fail_connection("reading a pipeline's answers");
+    }
+  }
+  if (!pq.PQexitPipelineMode(m_conn)) {
+    fail_connection("ending a pipeline");
+  }
+  if (error) {
+    throw *error;
+  }
+  return results;
 }
 
 void Connection::flush(SteadyClock::time_point deadline) {
@@ -230,59 +288,69 @@ void Connection::flush(SteadyClock::time_point deadline) {
   }
 }
 
-Rows Connection::collect(SteadyClock::time_point deadline) {
+pg_result* Connection::next_result(SteadyClock::time_point deadline) {
   const Libpq& pq = libpq();
-  Rows rows;
-  std::optional<PgError> error;
-  while (true) {
-    while (pq.PQisBusy(m_conn)) {
-      wait_for(Wait::read, deadline, "waiting for the server");
-      if (!pq.PQconsumeInput(m_conn)) {
-        fail_connection("reading the server's answer");
-      }
+  while (pq.PQisBusy(m_conn)) {
+    wait_for(Wait::read, deadline, "waiting for the server");
+    if (!pq.PQconsumeInput(m_conn)) {
+      fail_connection("reading the server's answer");
     }
-    PGresult* result = pq.PQgetResult(m_conn);
-    if (!result) {
-      break;
-    }
-    switch (pq.PQresultStatus(result)) {
-    case PGRES_TUPLES_OK:
-    case PGRES_COMMAND_OK: {
-      const int fields = pq.PQnfields(result);
+  }
+  return pq.PQgetResult(m_conn);
+}
+
+void Connection::take(pg_result* result, Rows& rows, std::optional<PgError>& error) {
+  const Libpq& pq = libpq();
+  switch (pq.PQresultStatus(result)) {
+  case PGRES_TUPLES_OK:
+  case PGRES_COMMAND_OK: {
+    const int fields = pq.PQnfields(result);
+    if (fields > 0) { // a script's statements without rows (BEGIN, SET) leave the last rows be
       rows.columns.clear();
+      rows.values.clear();
+    }
+    for (int f = 0; f < fields; ++f) {
+      rows.columns.emplace_back(pq.PQfname(result, f));
+    }
+    for (int r = 0, n = pq.PQntuples(result); r < n; ++r) {
+      auto& row = rows.values.emplace_back();
       for (int f = 0; f < fields; ++f) {
-        rows.columns.emplace_back(pq.PQfname(result, f));
-      }
-      for (int r = 0, n = pq.PQntuples(result); r < n; ++r) {
-        auto& row = rows.values.emplace_back();
-        for (int f = 0; f < fields; ++f) {
-          if (pq.PQgetisnull(result, r, f)) {
-            row.emplace_back(std::nullopt);
-          } else {
-            row.emplace_back(std::string(pq.PQgetvalue(result, r, f),
-                                         static_cast<std::size_t>(pq.PQgetlength(result, r, f))));
-          }
+        if (pq.PQgetisnull(result, r, f)) {
+          row.emplace_back(std::nullopt);
+        } else {
+          row.emplace_back(std::string(pq.PQgetvalue(result, r, f),
+                                       static_cast<std::size_t>(pq.PQgetlength(result, r, f))));
         }
       }
-      const char* affected = pq.PQcmdTuples(result);
-      rows.affected = affected && *affected ? std::atol(affected) : 0;
-      break;
     }
-    default:
-      if (!error) {
-        const char* state = pq.PQresultErrorField(result, PG_DIAG_SQLSTATE);
-        const std::string sqlstate = state ? state : "";
-        error.emplace(classify_sqlstate(sqlstate), sqlstate,
-                      fmt::format("ledger {}: {}", m_options.where,
-                                  one_line(pq.PQresultErrorMessage(result))));
-      }
+    const char* affected = pq.PQcmdTuples(result);
+    rows.affected = affected && *affected ? std::atol(affected) : 0;
+    break;
+  }
+  case PGRES_PIPELINE_ABORTED: // skipped after an earlier statement's error, kept in `error`
+    break;
+  default:
+    if (!error) {
+      const char* state = pq.PQresultErrorField(result, PG_DIAG_SQLSTATE);
+      const std::string sqlstate = state ? state : "";
+      error.emplace(
+          classify_sqlstate(sqlstate), sqlstate,
+          fmt::format("ledger {}: {}", m_options.where, one_line(pq.PQresultErrorMessage(result))));
     }
-    pq.PQclear(result);
+  }
+  pq.PQclear(result);
+}
+
+Rows Connection::collect(SteadyClock::time_point deadline) {
+  Rows rows;
+  std::optional<PgError> error;
+  while (pg_result* result = next_result(deadline)) {
+    take(result, rows, error);
   }
   if (error) {
     throw *error;
   }
-  if (pq.PQstatus(m_conn) == CONNECTION_BAD) {
+  if (libpq().PQstatus(m_conn) == CONNECTION_BAD) {
     fail_connection("running a statement");
   }
   return rows;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <sandboxer/error.hpp>
 
 struct pg_conn;
+struct pg_result;
 
 // One connection to the PostgreSQL ledger: libpq in non-blocking mode, every wait bounded by a
 // deadline and ended early by a signal (the statement is cancelled on the server), every failure
@@ -69,11 +71,23 @@ public:
   // Runs one statement with text parameters ($1, $2, ...) within `timeout`.
   Rows query(std::string_view sql, const std::vector<Param>& params = {},
              std::chrono::milliseconds timeout = std::chrono::seconds(60));
-  // Runs several statements separated by semicolons (the simple protocol, no parameters): DDL.
-  void run_script(std::string_view sql,
+  // Runs several statements separated by semicolons (the simple protocol, no parameters) in
+  // one round trip; returns the rows of the last one that has any.
+  Rows run_script(std::string_view sql,
                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Sends every statement at once (libpq's pipeline mode: one round trip) and returns each one's
+  // result; the first statement that fails fails the rest, and its error is thrown.
+  struct Statement {
+    std::string sql;
+    std::vector<Param> params;
+  };
+  std::vector<Rows> pipeline(const std::vector<Statement>& statements,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Finishes the handshake (query() calls it).
   void wait_connected();
+  // While `abandon` is set (not null), waits leave signals to the thread that owns them and end
+  // as soon as *abandon turns true: a connection made ahead of need on a helper thread.
+  void run_in_background(const std::atomic<bool>* abandon) { m_abandon = abandon; }
   int server_version();
   const std::string& where() const { return m_options.where; }
 
@@ -84,11 +98,16 @@ private:
   void cancel();
   void flush(std::chrono::steady_clock::time_point deadline);
   Rows collect(std::chrono::steady_clock::time_point deadline);
+  // The next result (waiting for it within `deadline`); nullptr at the end of a statement's.
+  pg_result* next_result(std::chrono::steady_clock::time_point deadline);
+  // Adds a result's rows to `rows`, or keeps its error in `error` (the first one only).
+  void take(pg_result* result, Rows& rows, std::optional<PgError>& error);
 
   ConnectOptions m_options;
   pg_conn* m_conn = nullptr;
   bool m_connected = false;
   std::chrono::steady_clock::time_point m_connect_deadline;
+  const std::atomic<bool>* m_abandon = nullptr;
 };
 
 } // namespace sandboxer::ledger::pg

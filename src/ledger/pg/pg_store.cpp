@@ -225,11 +225,16 @@ public:
         start_once();
       }
       replay = true;
+      // Every change in one round trip, the guards read, then COMMIT in a second.
+      std::vector<Connection::Statement> batch;
       for (const auto& statement : statements) {
-        auto result = connection().query(statement.sql, statement.params);
-        if (statement.must_touch_one && result.affected != 1) {
+        batch.push_back({statement.sql, statement.params});
+      }
+      auto results = connection().pipeline(batch);
+      for (size_t i = 0; i < statements.size(); ++i) {
+        if (statements[i].must_touch_one && results[i].affected != 1) {
           throw LedgerError(fmt::format("ledger {}: {}; nothing of this command was written",
-                                        m_store.location(), statement.conflict));
+                                        m_store.location(), statements[i].conflict));
         }
       }
       finish("COMMIT");
@@ -254,13 +259,13 @@ private:
   void start_once() {
     auto meta = [&] {
       Connection& c = connection();
-      c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'",
-                               m_store.options().lock_timeout.count()));
-      m_open = true;
+      m_open = true; // from here a failure rolls back
       try {
-        return c.query(fmt::format("SELECT pg_advisory_xact_lock({}), ledger_id, event_seq FROM "
-                                   "sandboxer.ledger_meta",
-                                   k_writer_lock));
+        // One round trip.
+        return c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'; SELECT "
+                                        "pg_advisory_xact_lock({}), ledger_id, event_seq FROM "
+                                        "sandboxer.ledger_meta",
+                                        m_store.options().lock_timeout.count(), k_writer_lock));
       } catch (const PgError& e) {
         if (e.failure() == Failure::lock_timeout) {
           throw LockTimeoutError(
@@ -367,7 +372,9 @@ private:
         out.push_back(
             {"UPDATE sandboxer.sandboxes SET name = $2, state = $3, driver = $4, home_host = $5, "
              "created_at = $6, expires_at = $7, last_time = $8, resident = $9, "
-             "history_length = $10, record = $11, claimed_by = CASE WHEN $13 THEN claimed_by "
+             "history_length = $10, record = $11, position = CASE WHEN resident AND NOT $9 THEN "
+             "nextval(pg_get_serial_sequence('sandboxer.sandboxes', 'position')) ELSE position "
+             "END, claimed_by = CASE WHEN $13 THEN claimed_by "
              "END, claim_expires = CASE WHEN $13 THEN claim_expires END WHERE id = $1 AND "
              "history_length = $12",
              std::move(columns), true,
@@ -452,9 +459,41 @@ SandboxRecord record_from_row(const std::string& where, const std::string& row,
   return record;
 }
 
-PgStore::PgStore(PgStoreOptions options) : m_options(std::move(options)) {}
+namespace {
 
-PgStore::~PgStore() = default;
+// The schema's version, 0 when there is none yet.
+int schema_version_of(Connection& c) {
+  try {
+    auto rows = c.query("SELECT version FROM sandboxer.schema_version");
+    return rows.values.empty() ? 0 : std::stoi(rows.values[0][0].value_or("0"));
+  } catch (const PgError& e) {
+    if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") { // no such table / schema
+      throw;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+PgStore::PgStore(PgStoreOptions options)
+    : m_options(std::move(options)), m_warm_for(std::this_thread::get_id()) {
+  m_warm = std::async(std::launch::async, [this] {
+    Warm warm;
+    warm.connection = std::make_unique<Connection>(connect_options());
+    warm.connection->run_in_background(&m_abandon);
+    warm.schema_version = schema_version_of(*warm.connection);
+    warm.connection->run_in_background(nullptr);
+    return warm;
+  });
+}
+
+PgStore::~PgStore() {
+  m_abandon = true;
+  if (m_warm.valid()) {
+    m_warm.wait();
+  }
+}
 
 std::string PgStore::location() const {
   return m_options.url;
@@ -465,33 +504,54 @@ void PgStore::reset() const {
   m_connections.erase(std::this_thread::get_id());
 }
 
+ConnectOptions PgStore::connect_options() const {
+  ConnectOptions connect;
+  connect.url = m_options.url;
+  connect.password = m_options.password;
+  connect.application_name = fmt::format("sandboxer {} pid {}", m_options.host, ::getpid());
+  connect.where = m_options.url;
+  return connect;
+}
+
 Connection& PgStore::connection() const {
+  std::future<Warm> warm;
+  {
+    std::lock_guard lock(m_mutex);
+    auto& slot = m_connections[std::this_thread::get_id()];
+    if (slot) {
+      return *slot; // stable: only this thread erases its own entry
+    }
+    if (std::this_thread::get_id() == m_warm_for && m_warm.valid()) {
+      warm = std::move(m_warm);
+    }
+  }
+  // Waited for outside the lock; a failure there is a failed connect, retried as one.
+  std::unique_ptr<Connection> made;
+  if (warm.valid()) {
+    Warm ready = warm.get();
+    made = std::move(ready.connection);
+    std::lock_guard lock(m_mutex);
+    m_warm_schema_version = ready.schema_version;
+  } else {
+    made = std::make_unique<Connection>(connect_options());
+  }
   std::lock_guard lock(m_mutex);
   auto& slot = m_connections[std::this_thread::get_id()];
-  if (!slot) {
-    ConnectOptions connect;
-    connect.url = m_options.url;
-    connect.password = m_options.password;
-    connect.application_name = fmt::format("sandboxer {} pid {}", m_options.host, ::getpid());
-    connect.where = m_options.url;
-    slot = std::make_unique<Connection>(std::move(connect));
-  }
-  return *slot; // stable: only this thread erases its own entry
+  slot = std::move(made);
+  return *slot;
 }
 
 Connection& PgStore::ready() const {
   Connection& c = connection();
   if (!m_schema_checked) {
-    // One round trip when the schema is current; created or upgraded otherwise.
-    int version = 0;
-    try {
-      auto rows = c.query("SELECT version FROM sandboxer.schema_version");
-      version = rows.values.empty() ? 0 : std::stoi(rows.values[0][0].value_or("0"));
-    } catch (const PgError& e) {
-      if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") { // no such table / schema
-        throw;
-      }
+    // One round trip when the schema is current (made by the warm-up already, usually);
+    // created or upgraded otherwise.
+    std::optional<int> known;
+    {
+      std::lock_guard lock(m_mutex);
+      known = std::exchange(m_warm_schema_version, std::nullopt);
     }
+    const int version = known ? *known : schema_version_of(c);
     if (version != k_schema_version) {
       spdlog::info("ledger {}: {}", location(),
                    pg::migrate(c, fmt::format("{} pid {}", m_options.host, getpid())));

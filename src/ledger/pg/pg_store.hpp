@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,7 +63,19 @@ public:
 
 private:
   Connection& connection() const; // without the schema check
+  ConnectOptions connect_options() const;
   PgStoreOptions m_options;
+  // The first connection, made on a helper thread from construction on, for the constructing
+  // thread: connecting (loading libpq, TCP, TLS, authentication, a backend's start) takes longer
+  // than many commands' own work, which it overlaps. Abandoned when the store goes unused.
+  struct Warm {
+    std::unique_ptr<Connection> connection;
+    int schema_version = 0; // read there too: one round trip less on the way
+  };
+  mutable std::future<Warm> m_warm;
+  std::thread::id m_warm_for;
+  mutable std::optional<int> m_warm_schema_version;
+  std::atomic<bool> m_abandon = false;
   // One connection per thread (reap destroys on several): a libpq connection serves one caller.
   mutable std::mutex m_mutex;
   mutable std::map<std::thread::id, std::unique_ptr<Connection>> m_connections;
