@@ -13,4 +13,5 @@ set(SANDBOXER_LIBPQ_SOURCES
   ledger/pg/connection.cpp
   ledger/pg/libpq_on_demand.cpp
   ledger/pg/schema.cpp
+  ledger/pg/pg_outbox.cpp
   ledger/pg/pg_store.cpp)

@@ -85,7 +85,7 @@ ExitCode run_flush(Context& context, const std::string& timeout) {
     throw Error(ExitCode::backend,
                 fmt::format("{} event(s) are still pending in {}: a sink did not take them (see "
                             "the warnings above); they stay there for the next try",
-                            counts.pending, flusher.outbox().dir().string()));
+                            counts.pending, flusher.outbox().where()));
   }
   return ExitCode::ok;
 }

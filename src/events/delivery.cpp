@@ -7,8 +7,6 @@
 #include <thread>
 #include <unistd.h>
 
-#include <sandboxer/lock_file.hpp>
-
 #include "src/events/events.hpp"
 
 namespace sandboxer::events {
@@ -75,6 +73,7 @@ DeliveryCounts Delivery::deliver() {
     }
     // An event leaves the outbox once every sink it names is past it.
     std::map<std::string, std::uint64_t> cursors;
+    std::vector<const Outbox::Entry*> delivered;
     for (const auto& entry : entries) {
       bool done = !entry.prepared;
       for (const auto& [key, sink] : entry.sinks.items()) {
@@ -85,11 +84,12 @@ DeliveryCounts Delivery::deliver() {
         done = done && it->second >= entry.sequence;
       }
       if (done) {
-        ::unlink(entry.file.c_str());
+        delivered.push_back(&entry);
       } else {
         ++counts.pending;
       }
     }
+    m_outbox.remove(delivered);
     counts.delivered = m_totals.delivered - before.delivered;
     counts.failed = m_totals.failed - before.failed;
   } catch (const std::exception& e) {
@@ -103,11 +103,8 @@ DeliveryCounts Delivery::deliver() {
 // Sends the events of `key` past its cursor, in order. Returns false when the sink failed.
 bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
                           std::vector<Outbox::Entry>& entries) {
-  // One deliverer per sink at a time across processes, so the cursor only moves forward and the
-  // receiver sees each sandbox's events in order.
-  LockFile lock(m_outbox.dir() / "sinks" / (key + ".lock"), Seconds(0), "event sink " + key);
-  LockFile::Guard held;
-  while (!(held = lock.try_acquire()).held()) {
+  std::unique_ptr<Outbox::SinkTurn> turn;
+  while (!(turn = m_outbox.take_sink(key, time_left()))) {
     if (out_of_time()) {
       return true; // someone else is delivering it: not this sink's failure
     }

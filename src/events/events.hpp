@@ -34,6 +34,10 @@ std::string sink_key(const nlohmann::json& sink);
 //
 // A .prepared file left by a killed process is settled by the next process that holds the
 // ledger lock: kept (renamed) if the ledger has its event id, removed if not.
+//
+// A store that keeps an outbox of its own (the fleet's PostgreSQL ledger, KeptEvents) gets the
+// events instead, committed in the same transaction as the change: nothing to prepare or settle,
+// and any machine of the fleet delivers them.
 class Outbox {
 public:
   // `ledger` finds the records a killed process's commit closed, when settling its leftovers.
@@ -66,12 +70,27 @@ public:
   // The last sequence number delivered to sink `key` (0: none).
   std::uint64_t cursor(const std::string& key) const;
   void set_cursor(const std::string& key, std::uint64_t sequence) const;
+  // Removes events that every sink of theirs has.
+  void remove(const std::vector<const Entry*>& delivered) const;
+  // The turn to deliver to sink `key`: one deliverer per sink across processes (and machines,
+  // for a store's outbox), so that its cursor only moves forward and the receiver sees each
+  // sandbox's events in order. Null when another holds it; given back when destroyed.
+  // `longest` bounds how long the holder may take (a holder that died loses the turn then).
+  class SinkTurn {
+  public:
+    virtual ~SinkTurn() = default;
+  };
+  std::unique_ptr<SinkTurn> take_sink(const std::string& key,
+                                      std::chrono::milliseconds longest) const;
+  // Where the events wait, for messages: the directory or the ledger.
+  std::string where() const;
 
 private:
   bool in_closed_record(const std::filesystem::path& file, const std::string& event_id) const;
   std::filesystem::path m_dir;
   const Ledger* m_ledger;
-  std::mutex m_mutex; // reap's workers share one Engine
+  const KeptEvents* m_kept; // the store's own outbox, or null
+  std::mutex m_mutex;       // reap's workers share one Engine
   std::vector<std::filesystem::path> m_staged;
 };
 

@@ -12,6 +12,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
+#include <sandboxer/lock_file.hpp>
 #include <sandboxer/log.hpp>
 
 #include "src/events/events.hpp"
@@ -105,7 +106,8 @@ nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& globa
 } // namespace
 
 Outbox::Outbox(fs::path state_dir, const Ledger* ledger)
-    : m_dir(std::move(state_dir) / "outbox"), m_ledger(ledger) {}
+    : m_dir(std::move(state_dir) / "outbox"), m_ledger(ledger),
+      m_kept(ledger ? ledger->store().kept_events() : nullptr) {}
 
 bool Outbox::in_closed_record(const fs::path& file, const std::string& event_id) const {
   if (!m_ledger) {
@@ -173,18 +175,28 @@ void Outbox::stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t f
       break;
     }
   }
-  make_private_dirs(m_dir / "sinks");
+  bool dirs_made = false;
   for (size_t i : staged) {
     std::uint64_t sequence = tx.next_event_seq();
     nlohmann::json file = {{"sequence", sequence},
                            {"sinks", sinks},
                            {"event", cloud_event(record, i, tx.ledger_id(), sequence)}};
+    std::string text = log::redact(file.dump());
+    if (tx.keep_event({sequence, record.history[i].event_id, record.id,
+                       file["event"].value("type", ""), text})) {
+      continue;
+    }
+    if (!std::exchange(dirs_made, true)) {
+      make_private_dirs(m_dir / "sinks");
+    }
     fs::path path =
         m_dir / fmt::format("{:020}-{}{}", sequence, record.history[i].event_id, k_prepared);
-    write_synced(path, log::redact(file.dump()) + "\n");
+    write_synced(path, text + "\n");
     m_staged.push_back(std::move(path));
   }
-  sync_directory(m_dir);
+  if (dirs_made) {
+    sync_directory(m_dir);
+  }
 }
 
 void Outbox::committed() {
@@ -210,24 +222,37 @@ bool Outbox::has_prepared() const {
 }
 
 std::vector<Outbox::Entry> Outbox::entries() const {
+  // Each event's file (or the store's row) and its text.
+  std::vector<std::pair<Entry, std::string>> found;
+  if (m_kept) {
+    for (auto& kept : m_kept->pending()) {
+      Entry entry;
+      entry.sequence = kept.sequence;
+      found.emplace_back(std::move(entry), std::move(kept.text));
+    }
+  } else {
+    for (const auto& name : event_files(m_dir)) {
+      Entry entry;
+      entry.file = m_dir / name;
+      entry.prepared = name.ends_with(k_prepared);
+      auto text = read_file_if_exists(entry.file);
+      if (text) { // else delivered and removed by another process meanwhile
+        found.emplace_back(std::move(entry), std::move(*text));
+      }
+    }
+  }
   std::vector<Entry> entries;
   std::map<std::string, std::uint64_t> cursors;
-  for (const auto& name : event_files(m_dir)) {
-    Entry entry;
-    entry.file = m_dir / name;
-    entry.prepared = name.ends_with(k_prepared);
-    auto text = read_file_if_exists(entry.file);
-    if (!text) {
-      continue; // delivered and removed by another process meanwhile
-    }
+  for (auto& [entry, text] : found) {
+    const std::string what =
+        m_kept ? fmt::format("event {} of {}", entry.sequence, where()) : entry.file.string();
     try {
-      auto doc = nlohmann::json::parse(*text);
+      auto doc = nlohmann::json::parse(text);
       entry.sequence = doc.at("sequence").get<std::uint64_t>();
       entry.event = std::move(doc.at("event"));
       entry.sinks = std::move(doc.at("sinks"));
     } catch (const nlohmann::json::exception& e) {
-      spdlog::warn("outbox: {} is not an event file ({}); left alone", entry.file.string(),
-                   e.what());
+      spdlog::warn("outbox: {} is not an event ({}); left alone", what, e.what());
       continue;
     }
     for (const auto& [key, sink] : entry.sinks.items()) {
@@ -245,6 +270,9 @@ std::vector<Outbox::Entry> Outbox::entries() const {
 }
 
 std::uint64_t Outbox::cursor(const std::string& key) const {
+  if (m_kept) {
+    return m_kept->cursor(key);
+  }
   auto text = read_file_if_exists(m_dir / "sinks" / (key + ".cursor"));
   if (!text) {
     return 0;
@@ -259,9 +287,69 @@ std::uint64_t Outbox::cursor(const std::string& key) const {
 }
 
 void Outbox::set_cursor(const std::string& key, std::uint64_t sequence) const {
+  if (m_kept) {
+    m_kept->set_cursor(key, sequence);
+    return;
+  }
   // Not fsync'd: a cursor lost with the machine only makes its sink get some events again.
   write_file_atomically(m_dir / "sinks" / (key + ".cursor"), fmt::format("{}\n", sequence), 0600,
                         false);
+}
+
+void Outbox::remove(const std::vector<const Entry*>& delivered) const {
+  if (m_kept) {
+    std::vector<std::uint64_t> sequences;
+    for (const Entry* entry : delivered) {
+      sequences.push_back(entry->sequence);
+    }
+    if (!sequences.empty()) {
+      m_kept->remove(sequences);
+    }
+    return;
+  }
+  for (const Entry* entry : delivered) {
+    ::unlink(entry->file.c_str());
+  }
+}
+
+namespace {
+
+struct FileTurn : Outbox::SinkTurn {
+  LockFile::Guard held;
+};
+
+struct KeptTurn : Outbox::SinkTurn {
+  KeptTurn(const KeptEvents& outbox, std::string sink) : kept(outbox), key(std::move(sink)) {}
+  ~KeptTurn() override {
+    try {
+      kept.release_sink(key);
+    } catch (const std::exception& e) {
+      spdlog::debug("outbox: sink {} is left to its lease: {}", key, e.what());
+    }
+  }
+  const KeptEvents& kept;
+  std::string key;
+};
+
+} // namespace
+
+std::unique_ptr<Outbox::SinkTurn> Outbox::take_sink(const std::string& key,
+                                                    std::chrono::milliseconds longest) const {
+  if (m_kept) {
+    // The lease outlasts the holder's own deadline, so that the turn never passes to another
+    // while the holder still sends.
+    auto lease = std::chrono::ceil<Seconds>(longest) + Seconds(30);
+    return m_kept->take_sink(key, lease) ? std::make_unique<KeptTurn>(*m_kept, key) : nullptr;
+  }
+  make_private_dirs(m_dir / "sinks");
+  LockFile lock(m_dir / "sinks" / (key + ".lock"), Seconds(0), "event sink " + key);
+  auto turn = std::make_unique<FileTurn>();
+  turn->held = lock.try_acquire();
+  return turn->held.held() ? std::move(turn) : nullptr;
+}
+
+std::string Outbox::where() const {
+  return m_kept ? fmt::format("the outbox of ledger {}", m_ledger->location()) : m_dir.string();
 }
 
 } // namespace sandboxer::events

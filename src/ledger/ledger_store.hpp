@@ -64,6 +64,34 @@ struct PruneReport {
 // Adds a problem to `report` when the record's hash chain does not hold; `where` names its place.
 void check_chain(VerifyReport& report, const SandboxRecord& record, const std::string& where);
 
+// An event kept by the store itself, committed with the change it describes: a shared ledger's
+// outbox (docs/fleet.md), which any machine delivers from. `text` is the outbox's JSON of it
+// (its sequence, sinks and CloudEvent, docs/events.md).
+struct KeptEvent {
+  std::uint64_t sequence = 0;
+  std::string event_id;
+  std::string sandbox_id;
+  std::string type;
+  std::string text;
+};
+
+// The outbox a shared store keeps; the local files leave it to src/events (under the state dir).
+class KeptEvents {
+public:
+  virtual ~KeptEvents() = default;
+  // Every event not yet removed, in sequence order.
+  virtual std::vector<KeptEvent> pending() const = 0;
+  // Drops events every sink of which has them.
+  virtual void remove(const std::vector<std::uint64_t>& sequences) const = 0;
+  // The last sequence delivered to sink `key` (0: none), and moving it forward.
+  virtual std::uint64_t cursor(const std::string& key) const = 0;
+  virtual void set_cursor(const std::string& key, std::uint64_t sequence) const = 0;
+  // One deliverer per sink in the whole fleet: takes sink `key` for this process until `lease`
+  // from now unless another's lease stands (one that died loses it when its lease ends).
+  virtual bool take_sink(const std::string& key, Seconds lease) const = 0;
+  virtual void release_sink(const std::string& key) const = 0;
+};
+
 class LedgerStore {
 public:
   virtual ~LedgerStore() = default;
@@ -119,6 +147,12 @@ public:
       (void)id, (void)holder, (void)lease;
       return true;
     }
+    // Keeps `event` in the store's own outbox, committed with this transaction; false when the
+    // store has none (kept_events() is null), and the caller keeps it.
+    virtual bool keep_event(KeptEvent event) {
+      (void)event;
+      return false;
+    }
     // Seals the new history entries into their chains and writes atomically: records no longer
     // resident move to the closed history. The lock is held until the transaction is destroyed.
     virtual void commit() = 0;
@@ -133,6 +167,8 @@ public:
   // Brings the store to the current schema now (otherwise the first write does). Returns a
   // sentence saying what was done.
   virtual std::string migrate() const = 0;
+  // The store's own events outbox, or null: the events module keeps files in state_dir().
+  virtual const KeptEvents* kept_events() const { return nullptr; }
   // One line for `status`: the kind of store, its location and size.
   virtual std::string describe() const = 0;
 };

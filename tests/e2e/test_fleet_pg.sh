@@ -34,7 +34,7 @@ stub_profile local <<<"  latency: { create: 1ms }"
 # --- selection: status and --version -v name the ledger; a password in the URI is refused
 expect_code 0 on m1 status
 expect_contains "$OUT" "postgresql $PG_URL (from \$SANDBOXER_LEDGER)"
-expect_contains "$OUT" "schema version 1"
+expect_contains "$OUT" "schema version 2"
 expect_code 0 on m1 --version -v
 expect_contains "$OUT" "ledger: postgresql $PG_URL"
 BAD=${PG_URL/sandboxer@/sandboxer:hunter2@}

@@ -14,10 +14,11 @@
 
 #include "src/ledger/ledger_store.hpp"
 #include "src/ledger/pg/connection.hpp"
+#include "src/ledger/pg/pg_outbox.hpp"
 
 // The fleet's ledger: one PostgreSQL database shared by every machine (docs/fleet.md). Same calls,
-// same records and hash chains as the local files; what stays on the machine (the events outbox,
-// drivers' data, locks) stays under the local state directory.
+// same records and hash chains as the local files, and the events outbox (pg_outbox.hpp); what
+// stays on the machine (drivers' data, locks) stays under the local state directory.
 //
 // Every write is one short transaction under a transaction-scoped advisory lock: writers of the
 // whole fleet take turns for a few milliseconds, never across a backend call, so each sees the
@@ -54,6 +55,7 @@ public:
   VerifyReport verify() const override;
   std::string migrate() const override;
   std::string describe() const override;
+  const KeptEvents* kept_events() const override { return &m_outbox; }
 
   // The connection, with the schema checked (created on first use) once per process.
   Connection& ready() const;
@@ -65,6 +67,7 @@ private:
   Connection& connection() const; // without the schema check
   ConnectOptions connect_options() const;
   PgStoreOptions m_options;
+  PgOutbox m_outbox{*this};
   // The first connection, made on a helper thread from construction on, for the constructing
   // thread: connecting (loading libpq, TCP, TLS, authentication, a backend's start) takes longer
   // than many commands' own work, which it overlaps. Abandoned when the store goes unused.

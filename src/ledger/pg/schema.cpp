@@ -67,6 +67,17 @@ CREATE TABLE sandboxer.events (
   origin_host text NOT NULL,
   type text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now());
+)sql",
+                                                                    R"sql(
+-- The events outbox becomes the fleet's: each event's text; per sink, the last event delivered
+-- and the lease of the one process delivering to it.
+ALTER TABLE sandboxer.events ADD COLUMN body json NOT NULL DEFAULT '{}';
+ALTER TABLE sandboxer.events ALTER COLUMN body DROP DEFAULT;
+CREATE TABLE sandboxer.event_sinks (
+  sink_key text PRIMARY KEY,
+  delivered_seq bigint NOT NULL DEFAULT 0,
+  holder text,
+  lease_until timestamptz);
 )sql"};
 
 // Any number, as long as every sandboxer agrees on it: the lock that serialises migrations.
