@@ -22,6 +22,7 @@
 #   FLEET_BENCH_CREATES=20 FLEET_BENCH_LIST=1000 FLEET_BENCH_REAP=100 bench/fleet.sh  # a quick run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD/bench # fleet_timed.py, shared by the Python parts below
 BIN=$(realpath "${SANDBOXER:-build/sandboxer}")
 TESTCLOCK=$(realpath "${SANDBOXER_TESTCLOCK:-build/tests/sandboxer-testclock}")
 CREATES=${FLEET_BENCH_CREATES:-100}
@@ -92,7 +93,8 @@ CD_URL=$(db cd)
 SANDBOXER_LEDGER=$CD_URL "$BIN" --state-dir "$WORK/cd-m1" ledger migrate >/dev/null 2>&1
 
 /usr/bin/python3 - "$BIN" "$WORK" "$CD_URL" "$CREATES" <<'PY'
-import os, statistics, subprocess, sys, time
+import statistics, sys
+from fleet_timed import make_timed
 
 binary, work, url, pairs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 stores = {
@@ -100,15 +102,7 @@ stores = {
     "postgresql": ({"SANDBOXER_LEDGER": url, "SANDBOXER_HOST": "m1"}, f"{work}/cd-m1"),
 }
 
-def timed(store, *args):
-    extra, state = stores[store]
-    argv = [binary, "--state-dir", state, "--profiles-dir", f"{work}/profiles", *args]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=dict(os.environ, **extra), capture_output=True, text=True)
-    ms = (time.perf_counter() - start) * 1000
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: {store}: {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
-    return ms, proc.stdout
+timed = make_timed(binary, stores, ["--profiles-dir", f"{work}/profiles"])
 
 def pair(store):
     create_ms, out = timed(store, "create", "--profile", "cd", "--quiet")
@@ -188,7 +182,8 @@ IMPORT_MS=$(($(now_ms) - start))
 [ "$(jq .imported "$WORK/import.json")" = "$LIST" ] || fail "import: $(cat "$WORK/import.json")"
 
 /usr/bin/python3 - "$BIN" "$WORK" "$LIST_URL" "$LIST" "$MIGRATE_MS" "$IMPORT_MS" <<'PY'
-import json, os, statistics, subprocess, sys, time
+import json, statistics, sys
+from fleet_timed import make_timed
 
 binary, work, url, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 migrate_ms, import_ms = int(sys.argv[5]), int(sys.argv[6])
@@ -197,15 +192,7 @@ stores = {
     "postgresql": ({"SANDBOXER_LEDGER": url, "SANDBOXER_HOST": "m1"}, f"{work}/list-m1"),
 }
 
-def timed(store, *args):
-    extra, state = stores[store]
-    argv = [binary, "--state-dir", state, *args]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=dict(os.environ, **extra), capture_output=True, text=True)
-    ms = (time.perf_counter() - start) * 1000
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: {store}: {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
-    return ms, proc.stdout
+timed = make_timed(binary, stores)
 
 for store in stores:  # both list every record, or the times mean nothing
     listed = len(json.loads(timed(store, "list", "-o", "json")[1]))

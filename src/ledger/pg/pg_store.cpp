@@ -92,11 +92,16 @@ auto with_reconnects(const PgStore& store, std::chrono::steady_clock::time_point
   }
 }
 
-struct Statement {
-  std::string sql;
-  std::vector<Param> params;
-  bool must_touch_one = false; // a guard: no row means another writer changed it
-  std::string conflict;        // what to say then
+// What a commit writes, in order, and which statements guard against another writer: such a
+// statement must touch exactly one row, else the commit stops with its message.
+struct Changes {
+  std::vector<Connection::Statement> statements;
+  std::map<size_t, std::string> guards;
+  void add(Connection::Statement statement) { statements.push_back(std::move(statement)); }
+  void add_guard(Connection::Statement statement, std::string conflict) {
+    guards[statements.size()] = std::move(conflict);
+    add(std::move(statement));
+  }
 };
 
 class PgTransaction : public LedgerStore::Transaction {
@@ -209,23 +214,23 @@ public:
   }
 
   void commit() override {
-    std::vector<Statement> statements = changes();
+    Changes changes = this->changes();
     for (const auto& event : m_events) {
-      statements.push_back({"INSERT INTO sandboxer.events (seq, event_id, sandbox_id, "
-                            "origin_host, type, body) VALUES ($1, $2, $3, $4, $5, $6)",
-                            {std::to_string(event.sequence), event.event_id, event.sandbox_id,
-                             m_store.options().host, event.type, event.text}});
+      changes.add({"INSERT INTO sandboxer.events (seq, event_id, sandbox_id, origin_host, type, "
+                   "body) VALUES ($1, $2, $3, $4, $5, $6)",
+                   {std::to_string(event.sequence), event.event_id, event.sandbox_id,
+                    m_store.options().host, event.type, event.text}});
     }
     if (m_adopted_id) {
-      statements.push_back(
-          {"UPDATE sandboxer.ledger_meta SET ledger_id = $1", {m_data.ledger_id}, true, ""});
+      changes.add_guard({"UPDATE sandboxer.ledger_meta SET ledger_id = $1", {m_data.ledger_id}},
+                        "the ledger_meta row is missing: the schema was damaged");
     }
-    if (statements.empty() && m_data.event_seq == m_seq_at_start) {
+    if (changes.statements.empty() && m_data.event_seq == m_seq_at_start) {
       finish("COMMIT");
       return;
     }
-    statements.push_back({"UPDATE sandboxer.ledger_meta SET event_seq = GREATEST(event_seq, $1)",
-                          {std::to_string(m_data.event_seq)}});
+    changes.add({"UPDATE sandboxer.ledger_meta SET event_seq = GREATEST(event_seq, $1)",
+                 {std::to_string(m_data.event_seq)}});
     auto deadline = std::chrono::steady_clock::now() + m_store.options().lock_timeout;
     bool replay = false;
     with_reconnects(m_store, deadline, [&] {
@@ -237,15 +242,11 @@ public:
       }
       replay = true;
       // Every change in one round trip, the guards read, then COMMIT in a second.
-      std::vector<Connection::Statement> batch;
-      for (const auto& statement : statements) {
-        batch.push_back({statement.sql, statement.params});
-      }
-      auto results = connection().pipeline(batch);
-      for (size_t i = 0; i < statements.size(); ++i) {
-        if (statements[i].must_touch_one && results[i].affected != 1) {
+      auto results = connection().pipeline(changes.statements);
+      for (const auto& [index, conflict] : changes.guards) {
+        if (results.at(index).affected != 1) {
           throw LedgerError(fmt::format("ledger {}: {}; nothing of this command was written",
-                                        m_store.location(), statements[i].conflict));
+                                        m_store.location(), conflict));
         }
       }
       finish("COMMIT");
@@ -347,8 +348,8 @@ private:
   }
 
   // What commit() writes: each new or changed record, its new history entries, its snapshots.
-  std::vector<Statement> changes() {
-    std::vector<Statement> out;
+  Changes changes() {
+    Changes out;
     for (auto& record : m_data.sandboxes) {
       chain::seal(record);
       auto known = m_known.find(record.id);
@@ -372,16 +373,16 @@ private:
                                     std::to_string(record.history.size()),
                                     row};
       if (fresh) {
-        out.push_back({"INSERT INTO sandboxer.sandboxes (id, name, state, driver, home_host, "
+        out.add_guard({"INSERT INTO sandboxer.sandboxes (id, name, state, driver, home_host, "
                        "created_at, expires_at, last_time, resident, history_length, record) "
                        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) "
                        "DO NOTHING",
-                       std::move(columns), true,
-                       fmt::format("sandbox {} is already in the ledger", record.id)});
+                       std::move(columns)},
+                      fmt::format("sandbox {} is already in the ledger", record.id));
       } else {
         columns.push_back(std::to_string(before));
         columns.push_back(m_claimed.contains(record.id) ? "true" : "false");
-        out.push_back(
+        out.add_guard(
             {"UPDATE sandboxer.sandboxes SET name = $2, state = $3, driver = $4, home_host = $5, "
              "created_at = $6, expires_at = $7, last_time = $8, resident = $9, "
              "history_length = $10, record = $11, position = CASE WHEN resident AND NOT $9 THEN "
@@ -389,30 +390,30 @@ private:
              "END, claimed_by = CASE WHEN $13 THEN claimed_by "
              "END, claim_expires = CASE WHEN $13 THEN claim_expires END WHERE id = $1 AND "
              "history_length = $12",
-             std::move(columns), true,
-             fmt::format("sandbox {} was changed by another writer meanwhile", record.id)});
+             std::move(columns)},
+            fmt::format("sandbox {} was changed by another writer meanwhile", record.id));
       }
       if (record.history.size() > before) {
         std::vector<HistoryEntry> added(record.history.begin() + static_cast<long>(before),
                                         record.history.end());
-        out.push_back({"INSERT INTO sandboxer.history (sandbox_id, idx, event_id, entry) SELECT "
-                       "$1, $2::int + t.n::int - 1, coalesce(t.e->>'event_id', ''), t.e FROM "
-                       "json_array_elements($3::json) WITH ORDINALITY AS t(e, n)",
-                       {record.id, std::to_string(before), to_json_text(added)}});
+        out.add({"INSERT INTO sandboxer.history (sandbox_id, idx, event_id, entry) SELECT "
+                 "$1, $2::int + t.n::int - 1, coalesce(t.e->>'event_id', ''), t.e FROM "
+                 "json_array_elements($3::json) WITH ORDINALITY AS t(e, n)",
+                 {record.id, std::to_string(before), to_json_text(added)}});
       }
       if (fresh ? !record.snapshots.empty() : snapshots != known->second.snapshots) {
-        out.push_back({"DELETE FROM sandboxer.snapshots WHERE sandbox_id = $1", {record.id}});
-        out.push_back({"INSERT INTO sandboxer.snapshots (sandbox_id, position, id, name, "
-                       "snapshot) SELECT $1, t.n, t.e->>'id', coalesce(t.e->>'name', ''), t.e "
-                       "FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, n)",
-                       {record.id, snapshots}});
+        out.add({"DELETE FROM sandboxer.snapshots WHERE sandbox_id = $1", {record.id}});
+        out.add({"INSERT INTO sandboxer.snapshots (sandbox_id, position, id, name, "
+                 "snapshot) SELECT $1, t.n, t.e->>'id', coalesce(t.e->>'name', ''), t.e "
+                 "FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, n)",
+                 {record.id, snapshots}});
       }
       if (fresh && record.idempotency_key && is_live(record.state)) {
         // Checked under the writers' lock (find_live_by_key): a key left by a closed record
         // passes to the new one.
-        out.push_back({"INSERT INTO sandboxer.idempotency_keys (key, sandbox_id) VALUES ($1, $2) "
-                       "ON CONFLICT (key) DO UPDATE SET sandbox_id = EXCLUDED.sandbox_id",
-                       {*record.idempotency_key, record.id}});
+        out.add({"INSERT INTO sandboxer.idempotency_keys (key, sandbox_id) VALUES ($1, $2) "
+                 "ON CONFLICT (key) DO UPDATE SET sandbox_id = EXCLUDED.sandbox_id",
+                 {*record.idempotency_key, record.id}});
       }
     }
     return out;
