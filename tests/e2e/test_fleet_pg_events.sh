@@ -108,10 +108,18 @@ expect_code 0 on m2 destroy "$B" --quiet
 # --- two machines flush at once: one deliverer per sink, each event reaches the hub once
 stop_hub
 : >"$WORK/hub.jsonl"
+# ... made by concurrent creates on two machines: every event gets its own number, none lost.
+pids=()
 for i in $(seq 10); do
-  expect_code 0 on "m$((i % 2 + 2))" create --profile shared --quiet
+  on "m$((i % 2 + 2))" create --profile shared --quiet >/dev/null 2>"$WORK/create$i.err" &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || fail "concurrent create $((i + 1)): $(cat "$WORK/create$((i + 1)).err")"
 done
 [ "$(psql_at "SELECT count(*) FROM sandboxer.events")" = 20 ] || fail "20 events should wait"
+[ "$(psql_at "SELECT count(DISTINCT seq) = 20 AND max(seq) = (SELECT event_seq FROM sandboxer.ledger_meta) FROM sandboxer.events")" = t ] ||
+  fail "concurrent writers numbered events twice: $(psql_at "SELECT seq, event_id FROM sandboxer.events")"
 start_hub
 on m2 events flush --timeout 20s >"$WORK/flush2.out" 2>"$WORK/flush2.err" &
 F2=$!

@@ -275,9 +275,12 @@ private:
       m_open = true; // from here a failure rolls back
       try {
         // One round trip.
+        // The meta row is read by a statement of its own, after the lock is granted: a
+        // statement's snapshot is taken before it waits, and would miss the event numbers the
+        // writer before this one committed.
         return c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'; SELECT "
-                                        "pg_advisory_xact_lock({}), ledger_id, event_seq FROM "
-                                        "sandboxer.ledger_meta",
+                                        "pg_advisory_xact_lock({}); SELECT 0, ledger_id, "
+                                        "event_seq FROM sandboxer.ledger_meta",
                                         m_store.options().lock_timeout.count(), k_writer_lock));
       } catch (const PgError& e) {
         if (e.failure() == Failure::lock_timeout) {
@@ -289,7 +292,7 @@ private:
         throw;
       }
     }();
-    if (meta.values.empty()) {
+    if (meta.values.empty() || meta.values[0].size() != 3) { // else the lock's row came last
       throw LedgerError(fmt::format("ledger {} has no ledger_meta row: the schema was damaged; "
                                     "'sandboxer ledger verify' says more",
                                     where()));
