@@ -244,15 +244,16 @@ std::vector<Outbox::Entry> Outbox::entries() const {
   std::vector<Entry> entries;
   std::map<std::string, std::uint64_t> cursors;
   for (auto& [entry, text] : found) {
-    const std::string what =
-        m_kept ? fmt::format("event {} of {}", entry.sequence, where()) : entry.file.string();
     try {
       auto doc = nlohmann::json::parse(text);
       entry.sequence = doc.at("sequence").get<std::uint64_t>();
       entry.event = std::move(doc.at("event"));
       entry.sinks = std::move(doc.at("sinks"));
     } catch (const nlohmann::json::exception& e) {
-      spdlog::warn("outbox: {} is not an event ({}); left alone", what, e.what());
+      spdlog::warn("outbox: {} is not an event ({}); left alone",
+                   m_kept ? fmt::format("event {} of {}", entry.sequence, where())
+                          : entry.file.string(),
+                   e.what());
       continue;
     }
     for (const auto& [key, sink] : entry.sinks.items()) {

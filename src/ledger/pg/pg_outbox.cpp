@@ -1,7 +1,6 @@
 #include "src/ledger/pg/pg_outbox.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "src/ledger/pg/pg_store.hpp"
 
@@ -22,10 +21,6 @@ template <typename Call> auto on_connection(const PgStore& store, Call call) {
 }
 
 } // namespace
-
-std::string PgOutbox::holder() const {
-  return fmt::format("{} pid {}", m_store.options().host, ::getpid());
-}
 
 std::vector<KeptEvent> PgOutbox::pending() const {
   auto rows = on_connection(m_store, [](Connection& c) {
@@ -74,7 +69,7 @@ bool PgOutbox::take_sink(const std::string& key, Seconds lease) const {
                    "ON CONFLICT (sink_key) DO UPDATE SET holder = EXCLUDED.holder, "
                    "lease_until = EXCLUDED.lease_until WHERE s.holder IS NULL OR "
                    "s.holder = EXCLUDED.holder OR s.lease_until < now()",
-                   {key, holder(), std::to_string(lease.count())});
+                   {key, m_store.process_name(), std::to_string(lease.count())});
   });
   return rows.affected == 1;
 }
@@ -83,7 +78,7 @@ void PgOutbox::release_sink(const std::string& key) const {
   on_connection(m_store, [&](Connection& c) {
     return c.query("UPDATE sandboxer.event_sinks SET holder = NULL, lease_until = NULL "
                    "WHERE sink_key = $1 AND holder = $2",
-                   {key, holder()});
+                   {key, m_store.process_name()});
   });
 }
 

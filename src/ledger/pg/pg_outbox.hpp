@@ -21,7 +21,6 @@ public:
   void release_sink(const std::string& key) const override;
 
 private:
-  std::string holder() const;
   const PgStore& m_store;
 };
 

@@ -274,10 +274,9 @@ private:
       Connection& c = connection();
       m_open = true; // from here a failure rolls back
       try {
-        // One round trip.
-        // The meta row is read by a statement of its own, after the lock is granted: a
-        // statement's snapshot is taken before it waits, and would miss the event numbers the
-        // writer before this one committed.
+        // One round trip. The meta row is read by a statement of its own, after the lock is
+        // granted: a statement's snapshot is taken before it waits, and would miss the event
+        // numbers the writer before this one committed.
         return c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'; SELECT "
                                         "pg_advisory_xact_lock({}); SELECT 0, ledger_id, "
                                         "event_seq FROM sandboxer.ledger_meta",
@@ -514,6 +513,10 @@ PgStore::~PgStore() {
   }
 }
 
+std::string PgStore::process_name() const {
+  return fmt::format("{} pid {}", m_options.host, ::getpid());
+}
+
 std::string PgStore::location() const {
   return m_options.url;
 }
@@ -527,7 +530,7 @@ ConnectOptions PgStore::connect_options() const {
   ConnectOptions connect;
   connect.url = m_options.url;
   connect.password = m_options.password;
-  connect.application_name = fmt::format("sandboxer {} pid {}", m_options.host, ::getpid());
+  connect.application_name = "sandboxer " + process_name();
   connect.where = m_options.url;
   return connect;
 }
@@ -572,8 +575,7 @@ Connection& PgStore::ready() const {
     }
     const int version = known ? *known : start_session(c);
     if (version != k_schema_version) {
-      spdlog::info("ledger {}: {}", location(),
-                   pg::migrate(c, fmt::format("{} pid {}", m_options.host, getpid())));
+      spdlog::info("ledger {}: {}", location(), pg::migrate(c, process_name()));
     }
     m_schema_checked = true;
   }
@@ -672,7 +674,7 @@ VerifyReport PgStore::verify() const {
 }
 
 std::string PgStore::migrate() const {
-  std::string done = pg::migrate(connection(), fmt::format("{} pid {}", m_options.host, getpid()));
+  std::string done = pg::migrate(connection(), process_name());
   m_schema_checked = true;
   return fmt::format("ledger {}: {}", location(), done);
 }

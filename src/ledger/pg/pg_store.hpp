@@ -60,6 +60,9 @@ public:
   // The connection, with the schema checked (created on first use) once per process.
   Connection& ready() const;
   const PgStoreOptions& options() const { return m_options; }
+  // "HOST pid PID": this process in the fleet, for who migrated, who holds a turn, and
+  // pg_stat_activity.
+  std::string process_name() const;
   // Drops a broken connection; the next ready() reconnects.
   void reset() const;
 
