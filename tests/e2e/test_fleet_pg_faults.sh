@@ -82,8 +82,11 @@ expect_code 0 sbx destroy down-mid-create
 [ "$(backend_leftovers)" = 0 ] || fail "the backend kept $(ls -a "$BACKEND/sandboxes")"
 expect_verified
 
-# --- a create SIGKILLed while its backend call runs: the intent stays, destroy settles it
-sbx create --profile slow --name killed-create --quiet >/dev/null 2>&1 &
+# --- a create SIGKILLed while its backend call runs: the intent stays, destroy settles it.
+#     (The binary itself, not the sbx function: a background function is a subshell, and killing
+#     it would leave the create running on.)
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slow \
+  --name killed-create --quiet >/dev/null 2>&1 &
 K=$!
 wait_for_row killed-create creating
 kill -9 $K
