@@ -74,12 +74,18 @@ ExitCode run_flush(Context& context, const std::string& timeout) {
   events::DeliveryCounts counts = flusher.flush();
   nlohmann::json data = {{"delivered", counts.delivered},
                          {"failed_attempts", counts.failed},
-                         {"pending", counts.pending}};
+                         {"pending", counts.pending},
+                         {"elsewhere", counts.elsewhere}};
   context.out().print(data, [&] {
-    return Table{{},
-                 {{"delivered:", std::to_string(counts.delivered)},
-                  {"failed attempts:", std::to_string(counts.failed)},
-                  {"still pending:", std::to_string(counts.pending)}}};
+    Table table{{},
+                {{"delivered:", std::to_string(counts.delivered)},
+                 {"failed attempts:", std::to_string(counts.failed)},
+                 {"still pending:", std::to_string(counts.pending)}}};
+    if (counts.elsewhere > 0) {
+      // Not this machine's to send, so not its failure: the exit code stays 0 for them.
+      table.rows.push_back({"left to other machines:", std::to_string(counts.elsewhere)});
+    }
+    return table;
   });
   if (counts.pending > 0) {
     throw Error(ExitCode::backend,

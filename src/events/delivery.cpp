@@ -55,7 +55,9 @@ DeliveryCounts Delivery::deliver() {
     for (const auto& entry : entries) {
       if (!entry.prepared) {
         for (const auto& key : entry.pending_sinks) {
-          sinks.emplace(key, entry.sinks[key]);
+          if (m_outbox.sendable_here(entry.sinks[key])) {
+            sinks.emplace(key, entry.sinks[key]);
+          }
         }
       }
     }
@@ -76,17 +78,23 @@ DeliveryCounts Delivery::deliver() {
     std::vector<const Outbox::Entry*> delivered;
     for (const auto& entry : entries) {
       bool done = !entry.prepared;
+      bool waits_here = entry.prepared;
       for (const auto& [key, sink] : entry.sinks.items()) {
         auto it = cursors.find(key);
         if (it == cursors.end()) {
           it = cursors.emplace(key, m_outbox.cursor(key)).first;
         }
-        done = done && it->second >= entry.sequence;
+        if (it->second < entry.sequence) {
+          done = false;
+          waits_here = waits_here || m_outbox.sendable_here(sink);
+        }
       }
       if (done) {
         delivered.push_back(&entry);
-      } else {
+      } else if (waits_here) {
         ++counts.pending;
+      } else {
+        ++counts.elsewhere;
       }
     }
     m_outbox.remove(delivered);
@@ -97,6 +105,7 @@ DeliveryCounts Delivery::deliver() {
   }
   m_spent += steady_clock::now() - m_pass_started;
   m_totals.pending = counts.pending;
+  m_totals.elsewhere = counts.elsewhere;
   return counts;
 }
 

@@ -25,6 +25,11 @@ nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std:
 // profiles naming the same file share one cursor, and a changed definition starts afresh.
 std::string sink_key(const nlohmann::json& sink);
 
+// Whether a sink reaches the same place from any machine (http). The others (a jsonl file, an
+// exec hook, stderr, a descriptor) are the machine's own: on a shared ledger their events are
+// bound to the machine that made them ("host" in the outbox's copy of the definition).
+bool reachable_from_any_machine(const nlohmann::json& sink);
+
 // The directory of pending events: <state dir>/outbox.
 //
 //   <seq>-<event id>.prepared  written (fsync'd) under the ledger lock before the commit
@@ -84,12 +89,15 @@ public:
                                       std::chrono::milliseconds longest) const;
   // Where the events wait, for messages: the directory or the ledger.
   std::string where() const;
+  // Whether this machine may send to `sink` (one bound to another machine waits for that one).
+  bool sendable_here(const nlohmann::json& sink) const;
 
 private:
   bool in_closed_record(const std::filesystem::path& file, const std::string& event_id) const;
   std::filesystem::path m_dir;
   const Ledger* m_ledger;
   const KeptEvents* m_kept; // the store's own outbox, or null
+  std::string m_host;       // with m_kept: the machine that machine-bound sinks are bound to
   std::mutex m_mutex;       // reap's workers share one Engine
   std::vector<std::filesystem::path> m_staged;
 };
@@ -107,7 +115,8 @@ struct DeliveryPolicy {
 struct DeliveryCounts {
   std::uint64_t delivered = 0; // (event, sink) pairs sent
   std::uint64_t failed = 0;    // send attempts that failed
-  std::uint64_t pending = 0;   // events left in the outbox after the pass
+  std::uint64_t pending = 0;   // events left in the outbox after the pass, for sinks of here
+  std::uint64_t elsewhere = 0; // events left only for sinks bound to other machines
 };
 
 // Sends what is in the outbox to its sinks, in sequence order per sink, and removes each event

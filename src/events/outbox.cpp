@@ -18,6 +18,7 @@
 #include "src/events/events.hpp"
 #include "src/file_descriptor.hpp"
 #include "src/files.hpp"
+#include "src/owner.hpp"
 
 namespace sandboxer::events {
 namespace fs = std::filesystem;
@@ -85,15 +86,26 @@ void write_synced(const fs::path& path, const std::string& text) {
   }
 }
 
-nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& global_sinks) {
+// The sinks of `record`'s events. With `host` (a shared ledger), the machine's own sinks are
+// bound to it: another machine would write its own file, run its own hook.
+nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& global_sinks,
+                        const std::string& host) {
   nlohmann::json sinks = nlohmann::json::object();
   auto add = [&](const nlohmann::json& list) {
     if (!list.is_array()) {
       return;
     }
     for (const auto& sink : list) {
-      if (sink.is_object()) {
+      if (!sink.is_object()) {
+        continue;
+      }
+      if (host.empty() || reachable_from_any_machine(sink)) {
         sinks[sink_key(sink)] = sink;
+      } else {
+        nlohmann::json bound = sink;
+        bound["host"] = host;
+        std::string key = sink_key(bound);
+        sinks[key] = std::move(bound);
       }
     }
   };
@@ -107,7 +119,7 @@ nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& globa
 
 Outbox::Outbox(fs::path state_dir, const Ledger* ledger)
     : m_dir(std::move(state_dir) / "outbox"), m_ledger(ledger),
-      m_kept(ledger ? ledger->store().kept_events() : nullptr) {}
+      m_kept(ledger ? ledger->store().kept_events() : nullptr), m_host(m_kept ? host_name() : "") {}
 
 bool Outbox::in_closed_record(const fs::path& file, const std::string& event_id) const {
   if (!m_ledger) {
@@ -156,7 +168,7 @@ void Outbox::stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t f
   // Anything still listed here is from a commit that failed: settle_leftovers() judges it.
   m_staged.clear();
   settle_leftovers(tx);
-  nlohmann::json sinks = sinks_of(record, global_sinks);
+  nlohmann::json sinks = sinks_of(record, global_sinks, m_host);
   std::vector<size_t> staged;
   for (size_t i = first; i < record.history.size(); ++i) {
     record.history[i].event_id = new_event_id();
@@ -347,6 +359,10 @@ std::unique_ptr<Outbox::SinkTurn> Outbox::take_sink(const std::string& key,
   auto turn = std::make_unique<FileTurn>();
   turn->held = lock.try_acquire();
   return turn->held.held() ? std::move(turn) : nullptr;
+}
+
+bool Outbox::sendable_here(const nlohmann::json& sink) const {
+  return !sink.contains("host") || sink["host"] == m_host;
 }
 
 std::string Outbox::where() const {

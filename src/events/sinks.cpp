@@ -189,7 +189,16 @@ SendResult send(const nlohmann::json& sink, const std::string& event_text, milli
   return {false, fmt::format("unknown sink type \"{}\"", type), {}, false};
 }
 
+bool reachable_from_any_machine(const nlohmann::json& sink) {
+  return text_of(sink, "type") == "http";
+}
+
 std::string describe_sink(const nlohmann::json& sink) {
+  if (std::string host = text_of(sink, "host"); !host.empty()) {
+    nlohmann::json here = sink;
+    here.erase("host");
+    return describe_sink(here) + " on " + host;
+  }
   std::string type = text_of(sink, "type");
   if (type == "jsonl") {
     return "jsonl " + text_of(sink, "path");

@@ -140,4 +140,31 @@ expect_code 4 on m3 events flush --timeout 1s
 psql_at "UPDATE sandboxer.event_sinks SET lease_until = now() - interval '1 second'" >/dev/null
 expect_code 0 on m3 events flush --timeout 10s
 [ "$(jq -s length "$WORK/hub.jsonl")" = 22 ] || fail "the turn of a dead deliverer was not taken over"
+
+# --- a machine's own sinks (a jsonl file here) are sent by that machine only: another would
+#     write its own file. The file cannot be made at first (its directory is a file), so the
+#     events wait; m3 may not write them even once it could.
+stop_hub
+: >"$WORK/logs"
+stub_profile logged <<EOF2
+  root: $WORK/backend
+events:
+  - { type: jsonl, path: $WORK/logs/events.jsonl }
+EOF2
+expect_code 0 on m2 create --profile logged --name bound --quiet
+BOUND=$OUT
+rm "$WORK/logs"
+start_hub
+expect_code 0 on m3 events flush --timeout 10s -o json
+[ "$(jq -c '[.pending, .elsewhere]' <<<"$OUT")" = "[0,2]" ] || fail "flush on m3 with m2's file sink: $OUT"
+[ ! -e "$WORK/logs/events.jsonl" ] || fail "m3 wrote m2's jsonl sink"
+[ "$(jq -s length "$WORK/hub.jsonl")" = 24 ] || fail "m3 did not send the hub its events of $BOUND"
+expect_code 0 on m3 events list --pending -o json
+[ "$(jq -r '[.[].pending_sinks[]] | unique | join(",")' <<<"$OUT")" = "jsonl $WORK/logs/events.jsonl on m2" ] ||
+  fail "pending sinks seen from m3: $OUT"
+expect_code 0 on m2 events flush --timeout 10s -o json
+[ "$(jq -c '[.delivered, .pending, .elsewhere]' <<<"$OUT")" = "[2,0,0]" ] || fail "flush on m2: $OUT"
+[ "$(jq -r .subject "$WORK/logs/events.jsonl" | sort -u)" = "$BOUND" ] ||
+  fail "m2's file got: $(cat "$WORK/logs/events.jsonl")"
+[ "$(psql_at "SELECT count(*) FROM sandboxer.events")" = 0 ] || fail "delivered events stayed in the outbox"
 echo "ok"

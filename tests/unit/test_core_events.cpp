@@ -161,5 +161,19 @@ TEST(EventKinds, OfSchema1EntriesAreToldFromTheTransitionAndItsDetails) {
                                       "restored", "destroying", "destroy.failed", "destroyed"}));
 }
 
+TEST(Sinks, OnlyHttpReachesTheSamePlaceFromEveryMachine) {
+  EXPECT_TRUE(events::reachable_from_any_machine({{"type", "http"}, {"url", "https://hub/e"}}));
+  for (const char* type : {"jsonl", "exec", "stderr", "fd"}) {
+    EXPECT_FALSE(events::reachable_from_any_machine({{"type", type}})) << type;
+  }
+}
+
+TEST(Sinks, ABoundSinkSaysWhichMachineSendsIt) {
+  nlohmann::json sink = {{"type", "jsonl"}, {"path", "/var/log/e.jsonl"}};
+  EXPECT_EQ(events::describe_sink(sink), "jsonl /var/log/e.jsonl");
+  sink["host"] = "runner-7";
+  EXPECT_EQ(events::describe_sink(sink), "jsonl /var/log/e.jsonl on runner-7");
+}
+
 } // namespace
 } // namespace sandboxer
