@@ -94,12 +94,14 @@ public:
 
 private:
   bool in_closed_record(const std::filesystem::path& file, const std::string& event_id) const;
+  void warn_of_local_leftovers() const;
   std::filesystem::path m_dir;
   const Ledger* m_ledger;
   const KeptEvents* m_kept; // the store's own outbox, or null
   std::string m_host;       // with m_kept: the machine that machine-bound sinks are bound to
   std::mutex m_mutex;       // reap's workers share one Engine
   std::vector<std::filesystem::path> m_staged;
+  mutable std::once_flag m_leftovers_checked;
 };
 
 // How one delivery pass may behave.

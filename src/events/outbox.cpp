@@ -233,10 +233,29 @@ bool Outbox::has_prepared() const {
   return false;
 }
 
+// Events of the machine's own ledger from before it joined a fleet are not the shared ledger's to
+// send (their records may not even be in it): said once per command, with what sends them.
+void Outbox::warn_of_local_leftovers() const {
+  std::call_once(m_leftovers_checked, [&] {
+    size_t left = 0;
+    try {
+      left = event_files(m_dir).size();
+    } catch (const Error& e) {
+      spdlog::debug("{}", e.what()); // an unreadable directory holds nothing this ledger sends
+    }
+    if (left > 0) {
+      spdlog::warn("outbox: {} event(s) of this machine's local ledger wait in {} and are not sent "
+                   "while the ledger is {}; 'sandboxer --ledger local events flush' sends them",
+                   left, m_dir.string(), m_ledger->location());
+    }
+  });
+}
+
 std::vector<Outbox::Entry> Outbox::entries() const {
   // Each event's file (or the store's row) and its text.
   std::vector<std::pair<Entry, std::string>> found;
   if (m_kept) {
+    warn_of_local_leftovers();
     for (auto& kept : m_kept->pending()) {
       Entry entry;
       entry.sequence = kept.sequence;

@@ -167,4 +167,16 @@ expect_code 0 on m2 events flush --timeout 10s -o json
 [ "$(jq -r .subject "$WORK/logs/events.jsonl" | sort -u)" = "$BOUND" ] ||
   fail "m2's file got: $(cat "$WORK/logs/events.jsonl")"
 [ "$(psql_at "SELECT count(*) FROM sandboxer.events")" = 0 ] || fail "delivered events stayed in the outbox"
+
+# --- events of a machine's local ledger from before it joined the fleet are not lost in silence:
+#     each command says where they wait and what sends them
+stop_hub
+expect_code 0 on m3 --ledger local create --profile shared --quiet
+start_hub
+expect_code 0 on m3 events list --pending
+expect_contains "$ERR" "2 event(s) of this machine's local ledger wait in $WORK/state-m3/outbox"
+expect_contains "$ERR" "sandboxer --ledger local events flush"
+expect_code 0 on m3 --ledger local events flush
+expect_code 0 on m3 events list --pending
+[[ "$ERR" != *"local ledger wait"* ]] || fail "the warning stayed after the local flush: $ERR"
 echo "ok"
