@@ -15,6 +15,9 @@ using namespace std::chrono;
 
 namespace {
 
+// How long a lifecycle command waits for another process's turn on a sink.
+constexpr milliseconds k_turn_wait{500};
+
 // 0.5s, 1s, 2s, ... at most 30s, each with up to 50% of random jitter so that many senders do
 // not retry in step.
 milliseconds backoff(int attempt) {
@@ -112,13 +115,24 @@ DeliveryCounts Delivery::deliver() {
 // Sends the events of `key` past its cursor, in order. Returns false when the sink failed.
 bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
                           std::vector<Outbox::Entry>& entries) {
+  const milliseconds per_send = timeout_of(sink);
+  // A lifecycle command does not wait long for another's turn: that one is sending, and what it
+  // does not take waits for the next command. `events flush` waits as long as it may.
+  const auto give_up =
+      steady_clock::now() + (m_policy.retry ? time_left() : std::min(time_left(), k_turn_wait));
   std::unique_ptr<Outbox::SinkTurn> turn;
-  while (!(turn = m_outbox.take_sink(key, time_left()))) {
-    if (out_of_time()) {
+  while (!(turn = m_outbox.take_sink(key, std::min(per_send, time_left())))) {
+    if (out_of_time() || steady_clock::now() >= give_up) {
       return true; // someone else is delivering it: not this sink's failure
     }
     std::this_thread::sleep_for(milliseconds(20));
   }
+  auto turn_lost = [&] {
+    spdlog::warn("events: the turn to send to {} passed to another process while this one was "
+                 "slow; that one goes on from the last event recorded as sent",
+                 describe_sink(sink));
+    return true;
+  };
   std::uint64_t cursor = m_outbox.cursor(key);
   for (auto& entry : entries) {
     if (entry.prepared || entry.sequence <= cursor || !entry.sinks.contains(key)) {
@@ -130,7 +144,7 @@ bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
         return true;
       }
       auto sent = steady_clock::now();
-      SendResult result = send(sink, text, std::min(timeout_of(sink), time_left()));
+      SendResult result = send(sink, text, std::min(per_send, time_left()));
       spdlog::debug("timing: event {} to {} {:.1f} ms", entry.event.value("id", "?"),
                     describe_sink(sink),
                     duration<double, std::milli>(steady_clock::now() - sent).count());
@@ -148,10 +162,15 @@ bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
       if (wait >= time_left()) {
         return false;
       }
+      if (!turn->renew(wait + per_send)) {
+        return turn_lost();
+      }
       std::this_thread::sleep_for(wait);
     }
     cursor = entry.sequence;
-    m_outbox.set_cursor(key, cursor);
+    if (!turn->advance(cursor, per_send)) {
+      return turn_lost();
+    }
     std::erase(entry.pending_sinks, key);
   }
   return true;

@@ -74,16 +74,22 @@ public:
   std::vector<Entry> entries() const;
   // The last sequence number delivered to sink `key` (0: none).
   std::uint64_t cursor(const std::string& key) const;
-  void set_cursor(const std::string& key, std::uint64_t sequence) const;
   // Removes events that every sink of theirs has.
   void remove(const std::vector<const Entry*>& delivered) const;
   // The turn to deliver to sink `key`: one deliverer per sink across processes (and machines,
   // for a store's outbox), so that its cursor only moves forward and the receiver sees each
   // sandbox's events in order. Null when another holds it; given back when destroyed.
-  // `longest` bounds how long the holder may take (a holder that died loses the turn then).
+  // `longest` bounds how long the holder's next send may take: on a store's outbox the turn is a
+  // lease that long (and a margin), renewed as the holder goes, so that one that died loses it
+  // soon.
   class SinkTurn {
   public:
     virtual ~SinkTurn() = default;
+    // Keeps the turn for `longest` more; false when it passed to another meanwhile.
+    virtual bool renew(std::chrono::milliseconds longest) = 0;
+    // The sink has every event up to `sequence`: moves its cursor and keeps the turn for the
+    // next send, `longest`; false (the cursor not moved) when the turn passed to another.
+    virtual bool advance(std::uint64_t sequence, std::chrono::milliseconds longest) = 0;
   };
   std::unique_ptr<SinkTurn> take_sink(const std::string& key,
                                       std::chrono::milliseconds longest) const;

@@ -318,16 +318,6 @@ std::uint64_t Outbox::cursor(const std::string& key) const {
   }
 }
 
-void Outbox::set_cursor(const std::string& key, std::uint64_t sequence) const {
-  if (m_kept) {
-    m_kept->set_cursor(key, sequence);
-    return;
-  }
-  // Not fsync'd: a cursor lost with the machine only makes its sink get some events again.
-  write_file_atomically(m_dir / "sinks" / (key + ".cursor"), fmt::format("{}\n", sequence), 0600,
-                        false);
-}
-
 void Outbox::remove(const std::vector<const Entry*>& delivered) const {
   if (m_kept) {
     std::vector<std::uint64_t> sequences;
@@ -346,9 +336,24 @@ void Outbox::remove(const std::vector<const Entry*>& delivered) const {
 
 namespace {
 
+// A lock file, held until this process ends at the latest: nothing to renew.
 struct FileTurn : Outbox::SinkTurn {
+  explicit FileTurn(fs::path cursor) : cursor_file(std::move(cursor)) {}
+  bool renew(std::chrono::milliseconds) override { return true; }
+  bool advance(std::uint64_t sequence, std::chrono::milliseconds) override {
+    // Not fsync'd: a cursor lost with the machine only makes its sink get some events again.
+    write_file_atomically(cursor_file, fmt::format("{}\n", sequence), 0600, false);
+    return true;
+  }
+  fs::path cursor_file;
   LockFile::Guard held;
 };
+
+// The lease outlasts the send it covers by a margin, so that the turn never passes to another
+// while its holder still sends.
+Seconds lease_for(std::chrono::milliseconds longest) {
+  return std::chrono::ceil<Seconds>(std::max(longest, std::chrono::milliseconds(0))) + Seconds(10);
+}
 
 struct KeptTurn : Outbox::SinkTurn {
   KeptTurn(const KeptEvents& outbox, std::string sink) : kept(outbox), key(std::move(sink)) {}
@@ -359,6 +364,12 @@ struct KeptTurn : Outbox::SinkTurn {
       spdlog::debug("outbox: sink {} is left to its lease: {}", key, e.what());
     }
   }
+  bool renew(std::chrono::milliseconds longest) override {
+    return kept.take_sink(key, lease_for(longest));
+  }
+  bool advance(std::uint64_t sequence, std::chrono::milliseconds longest) override {
+    return kept.advance(key, sequence, lease_for(longest));
+  }
   const KeptEvents& kept;
   std::string key;
 };
@@ -368,14 +379,12 @@ struct KeptTurn : Outbox::SinkTurn {
 std::unique_ptr<Outbox::SinkTurn> Outbox::take_sink(const std::string& key,
                                                     std::chrono::milliseconds longest) const {
   if (m_kept) {
-    // The lease outlasts the holder's own deadline, so that the turn never passes to another
-    // while the holder still sends.
-    auto lease = std::chrono::ceil<Seconds>(longest) + Seconds(30);
-    return m_kept->take_sink(key, lease) ? std::make_unique<KeptTurn>(*m_kept, key) : nullptr;
+    return m_kept->take_sink(key, lease_for(longest)) ? std::make_unique<KeptTurn>(*m_kept, key)
+                                                      : nullptr;
   }
   make_private_dirs(m_dir / "sinks");
   LockFile lock(m_dir / "sinks" / (key + ".lock"), Seconds(0), "event sink " + key);
-  auto turn = std::make_unique<FileTurn>();
+  auto turn = std::make_unique<FileTurn>(m_dir / "sinks" / (key + ".cursor"));
   turn->held = lock.try_acquire();
   return turn->held.held() ? std::move(turn) : nullptr;
 }

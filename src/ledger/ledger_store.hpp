@@ -83,12 +83,15 @@ public:
   virtual std::vector<KeptEvent> pending() const = 0;
   // Drops events every sink of which has them.
   virtual void remove(const std::vector<std::uint64_t>& sequences) const = 0;
-  // The last sequence delivered to sink `key` (0: none), and moving it forward.
+  // The last sequence delivered to sink `key` (0: none).
   virtual std::uint64_t cursor(const std::string& key) const = 0;
-  virtual void set_cursor(const std::string& key, std::uint64_t sequence) const = 0;
   // One deliverer per sink in the whole fleet: takes sink `key` for this process until `lease`
-  // from now unless another's lease stands (one that died loses it when its lease ends).
+  // from now unless another's lease stands (one that died loses it when its lease ends); taking
+  // it again renews the lease.
   virtual bool take_sink(const std::string& key, Seconds lease) const = 0;
+  // The holder moves the cursor to `sequence` and renews its lease for the next send, in one
+  // step; false (nothing moved) when the turn is no longer this process's.
+  virtual bool advance(const std::string& key, std::uint64_t sequence, Seconds lease) const = 0;
   virtual void release_sink(const std::string& key) const = 0;
 };
 

@@ -137,9 +137,13 @@ psql_at "UPDATE sandboxer.event_sinks SET holder = 'm9 pid 1', lease_until = now
 start_hub
 expect_code 4 on m3 events flush --timeout 1s
 [ "$(jq -s length "$WORK/hub.jsonl")" = 20 ] || fail "a flush delivered while another held the sink's turn"
+# A lifecycle command does not wait on a held turn: it goes on, its events wait in the table.
+expect_code 0 on m3 create --profile shared --quiet
+[ "$(jq -s length "$WORK/hub.jsonl")" = 20 ] || fail "a create delivered while another held the sink's turn"
+[ "$(psql_at "SELECT count(*) FROM sandboxer.events")" = 4 ] || fail "4 events should wait for the held sink"
 psql_at "UPDATE sandboxer.event_sinks SET lease_until = now() - interval '1 second'" >/dev/null
 expect_code 0 on m3 events flush --timeout 10s
-[ "$(jq -s length "$WORK/hub.jsonl")" = 22 ] || fail "the turn of a dead deliverer was not taken over"
+[ "$(jq -s length "$WORK/hub.jsonl")" = 24 ] || fail "the turn of a dead deliverer was not taken over"
 
 # --- a machine's own sinks (a jsonl file here) are sent by that machine only: another would
 #     write its own file. The file cannot be made at first (its directory is a file), so the
@@ -158,7 +162,7 @@ start_hub
 expect_code 0 on m3 events flush --timeout 10s -o json
 [ "$(jq -c '[.pending, .elsewhere]' <<<"$OUT")" = "[0,2]" ] || fail "flush on m3 with m2's file sink: $OUT"
 [ ! -e "$WORK/logs/events.jsonl" ] || fail "m3 wrote m2's jsonl sink"
-[ "$(jq -s length "$WORK/hub.jsonl")" = 24 ] || fail "m3 did not send the hub its events of $BOUND"
+[ "$(jq -s length "$WORK/hub.jsonl")" = 26 ] || fail "m3 did not send the hub its events of $BOUND"
 expect_code 0 on m3 events list --pending -o json
 [ "$(jq -r '[.[].pending_sinks[]] | unique | join(",")' <<<"$OUT")" = "jsonl $WORK/logs/events.jsonl on m2" ] ||
   fail "pending sinks seen from m3: $OUT"

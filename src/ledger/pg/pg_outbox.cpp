@@ -53,15 +53,6 @@ std::uint64_t PgOutbox::cursor(const std::string& key) const {
   return rows.values.empty() ? 0 : std::stoull(rows.values[0][0].value_or("0"));
 }
 
-void PgOutbox::set_cursor(const std::string& key, std::uint64_t sequence) const {
-  on_connection(m_store, [&](Connection& c) {
-    return c.query("INSERT INTO sandboxer.event_sinks (sink_key, delivered_seq) VALUES ($1, $2) "
-                   "ON CONFLICT (sink_key) DO UPDATE SET delivered_seq = "
-                   "GREATEST(event_sinks.delivered_seq, EXCLUDED.delivered_seq)",
-                   {key, std::to_string(sequence)});
-  });
-}
-
 bool PgOutbox::take_sink(const std::string& key, Seconds lease) const {
   auto rows = on_connection(m_store, [&](Connection& c) {
     return c.query("INSERT INTO sandboxer.event_sinks AS s (sink_key, holder, lease_until) "
@@ -70,6 +61,19 @@ bool PgOutbox::take_sink(const std::string& key, Seconds lease) const {
                    "lease_until = EXCLUDED.lease_until WHERE s.holder IS NULL OR "
                    "s.holder = EXCLUDED.holder OR s.lease_until < now()",
                    {key, m_store.process_name(), std::to_string(lease.count())});
+  });
+  return rows.affected == 1;
+}
+
+bool PgOutbox::advance(const std::string& key, std::uint64_t sequence, Seconds lease) const {
+  // Guarded by the holder: a process that was paused past its lease cannot move back a cursor
+  // that the turn's new holder has moved on.
+  auto rows = on_connection(m_store, [&](Connection& c) {
+    return c.query(
+        "UPDATE sandboxer.event_sinks SET delivered_seq = GREATEST(delivered_seq, $2), "
+        "lease_until = now() + make_interval(secs => $4::double precision) "
+        "WHERE sink_key = $1 AND holder = $3",
+        {key, std::to_string(sequence), m_store.process_name(), std::to_string(lease.count())});
   });
   return rows.affected == 1;
 }

@@ -16,8 +16,8 @@ public:
   std::vector<KeptEvent> pending() const override;
   void remove(const std::vector<std::uint64_t>& sequences) const override;
   std::uint64_t cursor(const std::string& key) const override;
-  void set_cursor(const std::string& key, std::uint64_t sequence) const override;
   bool take_sink(const std::string& key, Seconds lease) const override;
+  bool advance(const std::string& key, std::uint64_t sequence, Seconds lease) const override;
   void release_sink(const std::string& key) const override;
 
 private:
