@@ -477,12 +477,17 @@ SandboxRecord record_from_row(const std::string& where, const std::string& row,
 
 namespace {
 
-// Sets the session up and reads the schema's version (0 when there is none yet). JIT is off: the
-// ledger's queries are short, and compiling a list of 10k records cost more (~95 ms) than the
-// whole query without it.
+// Every session runs without JIT: the ledger's queries are short, and compiling a list of 10k
+// records cost more (~95 ms) than the whole query without it. Set per session rather than as a
+// startup option, which a pooler such as PgBouncer refuses.
+constexpr std::string_view k_session_setup = "SET jit = off";
+
+// Sets the first session up and reads the schema's version (0 when there is none yet), in one
+// round trip.
 int start_session(Connection& c) {
   try {
-    auto rows = c.run_script("SET jit = off; SELECT version FROM sandboxer.schema_version");
+    auto rows = c.run_script(
+        fmt::format("{}; SELECT version FROM sandboxer.schema_version", k_session_setup));
     return rows.values.empty() ? 0 : std::stoi(rows.values[0][0].value_or("0"));
   } catch (const PgError& e) {
     if (e.sqlstate() != "42P01" && e.sqlstate() != "3F000") { // no such table / schema
@@ -555,7 +560,10 @@ Connection& PgStore::connection() const {
     std::lock_guard lock(m_mutex);
     m_warm_schema_version = ready.schema_version;
   } else {
+    // Another thread's (a reap worker's) or a reconnect: the same setup, without the schema check
+    // that the first session made.
     made = std::make_unique<Connection>(connect_options());
+    made->run_script(k_session_setup);
   }
   std::lock_guard lock(m_mutex);
   auto& slot = m_connections[std::this_thread::get_id()];
