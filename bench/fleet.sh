@@ -292,7 +292,7 @@ MS[pg3]=$(($(now_ms) - start))
 REAPERS=()
 check reap-pg3 "$PG3_URL" "$WORK"/pg3-m*.json
 SPLIT=$(for m in m1 m2 m3; do
-  jq -r --arg m "$m" '"\($m) \([.items[] | select(.outcome == "destroyed")] | length)/\([.items[] | select(.reason == "claimed by another reaper")] | length)"' "$WORK/pg3-$m.json"
+  jq -r --arg m "$m" '"\($m) \([.items[] | select(.outcome == "destroyed")] | length)/\([.items[] | select(.reason == "claimed by another reaper")] | length)/\([.items[] | select(.reason == "closed by another process")] | length)"' "$WORK/pg3-$m.json"
 done | paste -sd ' ')
 
 echo "3. reap of $REAP expired sandboxes (--parallel $PARALLEL each; each destroyed exactly once: checked):"
@@ -301,5 +301,5 @@ row() { printf '%-34s %9d %9.2f %7.2fx\n' "$1" "$2" "$(echo "$2 / $REAP" | bc -l
 row "local files, 1 reaper" "${MS[local]}" 1
 row "PostgreSQL, 1 reaper" "${MS[pg1]}" "$(echo "${MS[pg1]} / ${MS[local]}" | bc -l)"
 row "PostgreSQL, 3 reapers at once" "${MS[pg3]}" "$(echo "${MS[pg3]} / ${MS[local]}" | bc -l)"
-printf 'PostgreSQL 3 reapers / 1 reaper: %.2f  (destroyed/skipped as claimed by another: %s)\n' \
+printf 'PostgreSQL 3 reapers / 1 reaper: %.2f  (destroyed/passed over as claimed/as closed by another: %s)\n' \
   "$(echo "${MS[pg3]} / ${MS[pg1]}" | bc -l)" "$SPLIT"

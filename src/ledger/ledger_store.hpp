@@ -172,6 +172,15 @@ public:
   virtual std::string migrate() const = 0;
   // The store's own events outbox, or null: the events module keeps files in state_dir().
   virtual const KeptEvents* kept_events() const { return nullptr; }
+  // Without a transaction (nor the writers' turn): why another process has record `id` now (a
+  // live claim of a holder other than `holder`, or it was closed), or nothing. A hint that spares
+  // a reaper a transaction for a sandbox another one has; the claim in a transaction decides.
+  virtual std::optional<std::string> taken_elsewhere(const std::string& id,
+                                                     const std::string& holder) const {
+    (void)id;
+    (void)holder;
+    return std::nullopt;
+  }
   // One line for `status`: the kind of store, its location and size.
   virtual std::string describe() const = 0;
 };

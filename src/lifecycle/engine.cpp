@@ -782,6 +782,16 @@ ExpiredDestroy Engine::destroy_expired(
     const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
     const RetryPolicy& retry, const std::string& actor) {
   ExpiredDestroy result;
+  try {
+    // Several reapers go through the same due sandboxes: one that another has is passed over
+    // without waiting for the writers' turn.
+    if (auto taken = m_ledger.store().taken_elsewhere(id, m_actor)) {
+      result.message = *taken;
+      return result;
+    }
+  } catch (const Error& e) {
+    spdlog::debug("{}: claim pre-check: {}", id, e.what()); // the transaction below decides
+  }
   SandboxRecord claimed;
   {
     // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have

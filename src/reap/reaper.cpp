@@ -1,8 +1,10 @@
 // One reap run: repair, orphans, the destroys in a pool of --parallel workers, retention. The
 // Engine runs each destroy (lock, intent, driver, outcome, event); this file decides which.
+#include <algorithm>
 #include <atomic>
 #include <fmt/format.h>
 #include <mutex>
+#include <random>
 #include <spdlog/spdlog.h>
 #include <thread>
 
@@ -259,6 +261,13 @@ ReapReport Reaper::run(const ReapOptions& options) {
       prune(run);
     }
   } else {
+    if (m_ledger.store().shared()) {
+      // Reapers of a fleet start together from cron and would walk the same due list in step,
+      // colliding on every sandbox: each walks it in an order of its own, so that it mostly
+      // meets sandboxes no other has yet, or ones another has already claimed (passed over
+      // without a transaction).
+      std::shuffle(work.begin(), work.end(), std::mt19937{std::random_device{}()});
+    }
     execute(run, work);
     if (!options.plan) {
       prune(run);

@@ -522,6 +522,18 @@ std::string PgStore::process_name() const {
   return fmt::format("{} pid {}", m_options.host, ::getpid());
 }
 
+std::optional<std::string> PgStore::taken_elsewhere(const std::string& id,
+                                                    const std::string& holder) const {
+  auto rows =
+      ready().query("SELECT resident FROM sandboxer.sandboxes WHERE id = $1 AND (NOT resident OR "
+                    "(claimed_by <> $2 AND claim_expires >= now()))",
+                    {id, holder});
+  if (rows.values.empty()) {
+    return std::nullopt;
+  }
+  return rows.values[0][0] == "t" ? "claimed by another reaper" : "closed by another process";
+}
+
 std::string PgStore::location() const {
   return m_options.url;
 }

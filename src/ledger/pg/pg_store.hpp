@@ -56,6 +56,8 @@ public:
   std::string migrate() const override;
   std::string describe() const override;
   const KeptEvents* kept_events() const override { return &m_outbox; }
+  std::optional<std::string> taken_elsewhere(const std::string& id,
+                                             const std::string& holder) const override;
 
   // The connection, with the schema checked (created on first use) once per process.
   Connection& ready() const;
