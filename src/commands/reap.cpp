@@ -157,7 +157,8 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   events::DeliveryCounts delivered = context.events().delivery_pass();
   report.events_delivered = context.events().delivery().totals().delivered;
   report.events_failed = context.events().delivery().totals().failed;
-  report.events_pending = delivered.pending;
+  // Events that wait for other machines' sinks count too: those pile up when a machine is gone.
+  report.events_pending = delivered.pending + delivered.elsewhere;
 
   if (args.metrics_file && !args.dry_run) {
     std::filesystem::path path(*args.metrics_file);

@@ -15,9 +15,6 @@ using namespace std::chrono;
 
 namespace {
 
-// How long a lifecycle command waits for another process's turn on a sink.
-constexpr milliseconds k_turn_wait{500};
-
 // 0.5s, 1s, 2s, ... at most 30s, each with up to 50% of random jitter so that many senders do
 // not retry in step.
 milliseconds backoff(int attempt) {
@@ -117,15 +114,24 @@ bool Delivery::deliver_to(const std::string& key, const nlohmann::json& sink,
                           std::vector<Outbox::Entry>& entries) {
   const milliseconds per_send = timeout_of(sink);
   // A lifecycle command does not wait long for another's turn: that one is sending, and what it
-  // does not take waits for the next command. `events flush` waits as long as it may.
+  // does not take waits for the next command; that wait is the command's, across its passes and
+  // sinks. `events flush` waits as long as it may.
+  const auto waiting_since = steady_clock::now();
   const auto give_up =
-      steady_clock::now() + (m_policy.retry ? time_left() : std::min(time_left(), k_turn_wait));
+      waiting_since + (m_policy.retry ? time_left() : std::min(time_left(), m_turn_wait_left));
   std::unique_ptr<Outbox::SinkTurn> turn;
   while (!(turn = m_outbox.take_sink(key, std::min(per_send, time_left())))) {
     if (out_of_time() || steady_clock::now() >= give_up) {
-      return true; // someone else is delivering it: not this sink's failure
+      break;
     }
     std::this_thread::sleep_for(milliseconds(20));
+  }
+  if (!m_policy.retry) {
+    auto waited = duration_cast<milliseconds>(steady_clock::now() - waiting_since);
+    m_turn_wait_left -= std::min(m_turn_wait_left, waited);
+  }
+  if (!turn) {
+    return true; // someone else is delivering it: not this sink's failure
   }
   auto turn_lost = [&] {
     spdlog::warn("events: the turn to send to {} passed to another process while this one was "

@@ -107,7 +107,6 @@ private:
   std::string m_host;       // with m_kept: the machine that machine-bound sinks are bound to
   std::mutex m_mutex;       // reap's workers share one Engine
   std::vector<std::filesystem::path> m_staged;
-  mutable std::once_flag m_leftovers_checked;
 };
 
 // How one delivery pass may behave.
@@ -148,6 +147,9 @@ private:
   std::chrono::steady_clock::time_point m_pass_started;
   std::mutex m_mutex;
   std::vector<std::string> m_failed_sinks; // given up on in this process (no retry)
+  // What is left of the time a lifecycle command waits, in all, for turns other processes hold
+  // on its sinks: they are sending, and what they do not take waits for the next command.
+  std::chrono::milliseconds m_turn_wait_left{500};
   DeliveryCounts m_totals;
 };
 

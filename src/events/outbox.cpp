@@ -137,6 +137,11 @@ bool Outbox::in_closed_record(const fs::path& file, const std::string& event_id)
 }
 
 void Outbox::settle_leftovers(LedgerStore::Transaction& tx) {
+  if (m_kept) {
+    // The files are the local ledger's: judged against it (`--ledger local`), never against a
+    // shared one, which would find none of them committed and drop them.
+    return;
+  }
   std::vector<std::string> prepared;
   for (auto& name : event_files(m_dir)) {
     if (name.ends_with(k_prepared)) {
@@ -225,6 +230,9 @@ void Outbox::committed() {
 }
 
 bool Outbox::has_prepared() const {
+  if (m_kept) {
+    return false; // the store's outbox has nothing to prepare; local files: settle_leftovers()
+  }
   for (const auto& name : event_files(m_dir)) {
     if (name.ends_with(k_prepared)) {
       return true;
@@ -236,7 +244,9 @@ bool Outbox::has_prepared() const {
 // Events of the machine's own ledger from before it joined a fleet are not the shared ledger's to
 // send (their records may not even be in it): said once per command, with what sends them.
 void Outbox::warn_of_local_leftovers() const {
-  std::call_once(m_leftovers_checked, [&] {
+  // Per process: `events flush` has an outbox of its own beside the command's.
+  static std::once_flag checked;
+  std::call_once(checked, [&] {
     size_t left = 0;
     try {
       left = event_files(m_dir).size();
@@ -365,7 +375,9 @@ struct KeptTurn : Outbox::SinkTurn {
     }
   }
   bool renew(std::chrono::milliseconds longest) override {
-    return kept.take_sink(key, lease_for(longest));
+    // An advance that moves nothing: only the holder renews, so a turn that passed to another
+    // (and maybe back to nobody) is not taken again with a stale cursor.
+    return kept.advance(key, 0, lease_for(longest));
   }
   bool advance(std::uint64_t sequence, std::chrono::milliseconds longest) override {
     return kept.advance(key, sequence, lease_for(longest));

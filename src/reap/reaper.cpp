@@ -4,6 +4,7 @@
 #include <atomic>
 #include <fmt/format.h>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -93,10 +94,21 @@ void run_one_unguarded(Run& run, Work& work) {
 }
 
 void execute(Run& run, std::vector<Work>& work) {
+  // The order the workers take the work in; the report keeps the planned order.
+  std::vector<size_t> order(work.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (run.ledger.store().shared()) {
+    // Reapers of a fleet start together from cron and would walk the same due list in step,
+    // colliding on every sandbox: each walks it in an order of its own, so that it mostly meets
+    // sandboxes no other has yet, or ones another has already claimed (passed over without a
+    // transaction).
+    std::shuffle(order.begin(), order.end(), std::mt19937{std::random_device{}()});
+  }
   std::atomic<size_t> next{0};
   std::mutex report_mutex;
   auto worker = [&] {
-    for (size_t i = next++; i < work.size(); i = next++) {
+    for (size_t n = next++; n < work.size(); n = next++) {
+      const size_t i = order[n];
       if (interrupt::requested()) {
         // A SIGTERM (systemd stopping the timer's unit, a CI cancel): no new destroy starts; the
         // ones under way finish and are recorded.
@@ -261,13 +273,6 @@ ReapReport Reaper::run(const ReapOptions& options) {
       prune(run);
     }
   } else {
-    if (m_ledger.store().shared()) {
-      // Reapers of a fleet start together from cron and would walk the same due list in step,
-      // colliding on every sandbox: each walks it in an order of its own, so that it mostly
-      // meets sandboxes no other has yet, or ones another has already claimed (passed over
-      // without a transaction).
-      std::shuffle(work.begin(), work.end(), std::mt19937{std::random_device{}()});
-    }
     execute(run, work);
     if (!options.plan) {
       prune(run);

@@ -137,8 +137,12 @@ psql_at "UPDATE sandboxer.event_sinks SET holder = 'm9 pid 1', lease_until = now
 start_hub
 expect_code 4 on m3 events flush --timeout 1s
 [ "$(jq -s length "$WORK/hub.jsonl")" = 20 ] || fail "a flush delivered while another held the sink's turn"
-# A lifecycle command does not wait on a held turn: it goes on, its events wait in the table.
-expect_code 0 on m3 create --profile shared --quiet
+# A lifecycle command does not wait long on a held turn, even with a long delivery.wait: it goes
+# on, its events wait in the table.
+{ cat "$WORK/config.yaml"; echo "delivery: { wait: 30s }"; } >"$WORK/patient.yaml"
+START=$(date +%s)
+SANDBOXER_CONFIG=$WORK/patient.yaml expect_code 0 on m3 create --profile shared --quiet
+[ $(($(date +%s) - START)) -lt 15 ] || fail "a create waited out its delivery.wait on a turn another held"
 [ "$(jq -s length "$WORK/hub.jsonl")" = 20 ] || fail "a create delivered while another held the sink's turn"
 [ "$(psql_at "SELECT count(*) FROM sandboxer.events")" = 4 ] || fail "4 events should wait for the held sink"
 psql_at "UPDATE sandboxer.event_sinks SET lease_until = now() - interval '1 second'" >/dev/null

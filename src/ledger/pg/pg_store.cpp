@@ -494,6 +494,9 @@ int start_session(Connection& c) {
       throw;
     }
   }
+  // A fresh database: the script was one implicit transaction, and its failed SELECT took the
+  // SET with it.
+  c.run_script(k_session_setup);
   return 0;
 }
 
