@@ -99,14 +99,13 @@ nlohmann::json sinks_of(const SandboxRecord& record, const nlohmann::json& globa
       if (!sink.is_object()) {
         continue;
       }
-      if (host.empty() || reachable_from_any_machine(sink)) {
-        sinks[sink_key(sink)] = sink;
-      } else {
-        nlohmann::json bound = sink;
-        bound["host"] = host;
-        std::string key = sink_key(bound);
-        sinks[key] = std::move(bound);
+      nlohmann::json copy = sink;
+      if (!host.empty() && !reachable_from_any_machine(sink)) {
+        copy["host"] = host;
       }
+      // Keyed before the move: the right side of an assignment is evaluated first.
+      std::string key = sink_key(copy);
+      sinks[key] = std::move(copy);
     }
   };
   add(global_sinks);
