@@ -11,6 +11,10 @@ target_include_directories(sandboxer_libpq INTERFACE ${LIBPQ_INCLUDE_DIRS})
 target_link_libraries(sandboxer_libpq INTERFACE ${CMAKE_DL_LIBS})
 set(SANDBOXER_LIBPQ_SOURCES
   ledger/pg/connection.cpp
+  ledger/pg/keeper.cpp
+  ledger/pg/keeper_wire.cpp
+  ledger/pg/kept_connection.cpp
+  ledger/pg/libpq_connection.cpp
   ledger/pg/libpq_on_demand.cpp
   ledger/pg/schema.cpp
   ledger/pg/pg_outbox.cpp

@@ -67,7 +67,8 @@ namespace {
 Ledger open_ledger(const std::optional<std::string>& flag, const Config& config,
                    const std::filesystem::path& state_dir, Seconds lock_timeout) {
   return Ledger(ledger::open_store(ledger_choice(flag, config), config.ledger_password, state_dir,
-                                   lock_timeout));
+                                   lock_timeout,
+                                   config.ledger_keep.value_or(ledger::k_keeper_idle)));
 }
 
 } // namespace

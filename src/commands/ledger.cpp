@@ -1,9 +1,11 @@
-// `sandboxer ledger verify|migrate|info|export|import`: the ledger as a whole.
+// `sandboxer ledger verify|migrate|info|export|import|keep`: the ledger as a whole.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
 #include "commands/ledger_move.hpp"
+#include "src/ledger/pg/kept_connection.hpp"
+#include "src/ledger/pg/pg_store.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -50,6 +52,21 @@ ExitCode run_verify(Context& context) {
   return ExitCode::ok;
 }
 
+ExitCode run_keep(Context& context, const std::string& idle_text) {
+  const auto idle = parse_duration(idle_text);
+  if (!idle) {
+    throw UsageError(fmt::format("--idle: invalid duration \"{}\" (use 0, 60s, 10m)", idle_text));
+  }
+  const auto* store = dynamic_cast<const ledger::pg::PgStore*>(&context.ledger().store());
+  if (store == nullptr) {
+    throw UsageError(fmt::format("ledger keep: the ledger in use is {}; only a PostgreSQL ledger "
+                                 "has connections to keep (give --ledger or $SANDBOXER_LEDGER)",
+                                 context.ledger().location()));
+  }
+  store->keep_connections(*idle);
+  return ExitCode::ok;
+}
+
 } // namespace
 
 void setup_ledger(CLI::App& app, Runner& runner) {
@@ -67,8 +84,20 @@ void setup_ledger(CLI::App& app, Runner& runner) {
   auto import = app.add_subcommand(
       "import", "Add the records of an export that this ledger lacks (idempotent)");
   import->add_option("file", *input, "A file written by 'sandboxer ledger export'")->required();
+  auto keep = app.add_subcommand(
+      "keep", "Hold this machine's connections to a PostgreSQL ledger open for its commands "
+              "(started by them when needed; run it under a service manager to keep it always)");
+  auto idle = std::make_shared<std::string>("0");
+  keep->add_option("--idle", *idle,
+                   "Stop once no command has used it for this long (0: only at SIGTERM/SIGINT)")
+      ->capture_default_str();
+  // Its own connections are libpq's: it must not look for (or start) a keeper itself.
+  keep->callback([] { ledger::pg::connect_without_keeper(); });
   app.require_subcommand(1);
-  runner = [verify, migrate, info, export_, import, output, input](Context& context) {
+  runner = [verify, migrate, info, export_, import, keep, idle, output, input](Context& context) {
+    if (keep->parsed()) {
+      return run_keep(context, *idle);
+    }
     if (verify->parsed()) {
       return run_verify(context);
     }

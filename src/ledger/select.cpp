@@ -108,7 +108,7 @@ namespace sandboxer::ledger {
 std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
                                         const nlohmann::json& password_ref,
                                         const std::filesystem::path& state_dir,
-                                        Seconds lock_timeout) {
+                                        Seconds lock_timeout, Seconds keeper_idle) {
   if (choice.kind == LedgerChoice::Kind::local) {
     return std::make_shared<LocalStore>(state_dir, lock_timeout);
   }
@@ -117,6 +117,7 @@ std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
   options.state_dir = state_dir;
   options.lock_timeout = lock_timeout;
   options.host = host_name();
+  options.keeper_idle = keeper_idle;
   if (password_ref.is_object()) {
     options.password = resolve_secrets({{"ledger.password", password_ref}}).at("ledger.password");
   }

@@ -39,13 +39,18 @@ bool url_has_password(const std::string& url);
 
 namespace sandboxer::ledger {
 
+// ledger.keep_connections when config.yaml says nothing.
+inline constexpr Seconds k_keeper_idle{60};
+
 // The store `choice` names: the local files under `state_dir`, or the PostgreSQL database, whose
 // password (when not left to libpq: PGPASSFILE, ~/.pgpass) comes from `password_ref` ({env:
 // VAR} or {file: PATH}); the state dir keeps this machine's outbox and drivers' data either way.
+// `keeper_idle`: how long the machine's connection keeper outlives its last command (zero: no
+// keeper; docs/fleet.md).
 std::shared_ptr<LedgerStore> open_store(const LedgerChoice& choice,
                                         const nlohmann::json& password_ref,
                                         const std::filesystem::path& state_dir,
-                                        Seconds lock_timeout);
+                                        Seconds lock_timeout, Seconds keeper_idle);
 
 // "postgresql postgresql://db.example/ci (from $SANDBOXER_LEDGER)" or "local files under DIR".
 std::string describe_choice(const LedgerChoice& choice, const std::filesystem::path& state_dir);

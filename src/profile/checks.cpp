@@ -539,10 +539,14 @@ private:
       fail_at("/ledger", "ledger: expected a postgresql:// URI or a map with \"url\" and "
                          "\"password\"");
     }
-    check_keys(*ledger, {"url", "password"}, "/ledger", "ledger");
+    check_keys(*ledger, {"url", "password", "keep_connections"}, "/ledger", "ledger");
+    if (ledger->contains("keep_connections")) {
+      config.ledger_keep = duration_at("/ledger/keep_connections", "ledger.keep_connections");
+    }
     config.ledger_url =
         ledger->contains("url") ? text_of((*ledger)["url"], "/ledger/url") : std::nullopt;
-    if (!config.ledger_url) {
+    // keep_connections alone tunes a ledger named elsewhere ($SANDBOXER_LEDGER, --ledger).
+    if (!config.ledger_url && (!config.ledger_keep || ledger->contains("password"))) {
       fail_at("/ledger", "ledger: \"url\" (a postgresql:// URI) is missing");
     }
     if (ledger->contains("password")) {

@@ -87,6 +87,8 @@ struct Config {
   std::optional<std::string> ledger_url;
   nlohmann::json ledger_password = nullptr; // a secret reference, never a value
   std::string ledger_where;                 // "config.yaml:3" for messages
+  // How long the machine's connection keeper outlives its last command (docs/fleet.md).
+  std::optional<Seconds> ledger_keep;
 };
 
 // $SANDBOXER_CONFIG, else $XDG_CONFIG_HOME/sandboxer/config.yaml, else

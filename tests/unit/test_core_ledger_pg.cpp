@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "src/ledger/pg/connection.hpp"
+#include "src/ledger/pg/libpq_connection.hpp"
 
 namespace sandboxer::ledger::pg {
 namespace {
@@ -41,7 +41,7 @@ TEST(LedgerPg, NoServerIsUnavailableNamingTheLedger) {
   const std::string url =
       "postgresql://sandboxer@127.0.0.1:" + std::to_string(closed_port()) + "/ledger";
   try {
-    Connection connection({.url = url, .password = "pw-never-shown", .where = url});
+    LibpqConnection connection({.url = url, .password = "pw-never-shown", .where = url});
     connection.query("SELECT 1");
     FAIL() << "connected to nothing";
   } catch (const PgError& e) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,12 +11,8 @@
 
 #include <sandboxer/error.hpp>
 
-struct pg_conn;
-struct pg_result;
-
-// One connection to the PostgreSQL ledger: libpq in non-blocking mode, every wait bounded by a
-// deadline and ended early by a signal (the statement is cancelled on the server), every failure
-// classified so that the store knows what it may retry.
+// A session with the PostgreSQL ledger, and how its failures are classified so that the store
+// knows what it may retry.
 namespace sandboxer::ledger::pg {
 
 // What a failure means to the ledger.
@@ -48,6 +45,11 @@ struct ConnectOptions {
   std::string application_name;        // who this session is, in pg_stat_activity
   std::chrono::milliseconds connect_timeout{10000};
   std::string where; // how messages name the ledger (the URI without password)
+  // The machine's connection keeper (keeper.hpp): used when one answers at keeper_socket;
+  // started there when none does and keeper_idle is positive. Empty: this process connects.
+  std::filesystem::path keeper_socket;
+  std::chrono::seconds keeper_idle{0};
+  std::filesystem::path state_dir; // for a keeper it starts
 };
 
 // A result's rows as text (NULL = nullopt), and how many rows a command touched.
@@ -59,54 +61,41 @@ struct Rows {
 
 using Param = std::optional<std::string>;
 
+// One session with the ledger's database, whoever carries it: libpq in this process
+// (LibpqConnection) or the machine's connection keeper (KeptConnection, docs/fleet.md). Every
+// call is bounded by its timeout and ended early by a signal; failures are PgErrors.
 class Connection {
 public:
-  // Starts connecting and returns at once: the handshake proceeds while the caller does other
-  // work, and the first query() finishes it.
-  explicit Connection(ConnectOptions options);
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  virtual ~Connection() = default;
 
   // Runs one statement with text parameters ($1, $2, ...) within `timeout`.
-  Rows query(std::string_view sql, const std::vector<Param>& params = {},
-             std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  virtual Rows query(std::string_view sql, const std::vector<Param>& params = {},
+                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) = 0;
   // Runs several statements separated by semicolons (the simple protocol, no parameters) in
   // one round trip; returns the rows of the last one that has any.
-  Rows run_script(std::string_view sql,
-                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
-  // Sends every statement at once (libpq's pipeline mode: one round trip) and returns each one's
-  // result; the first statement that fails fails the rest, and its error is thrown.
+  virtual Rows run_script(std::string_view sql,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(60)) = 0;
+  // Sends every statement at once (one round trip) and returns each one's result; the first
+  // statement that fails fails the rest, and its error is thrown.
   struct Statement {
     std::string sql;
     std::vector<Param> params;
   };
-  std::vector<Rows> pipeline(const std::vector<Statement>& statements,
-                             std::chrono::milliseconds timeout = std::chrono::seconds(60));
-  // Finishes the handshake (query() calls it).
-  void wait_connected();
+  virtual std::vector<Rows>
+  pipeline(const std::vector<Statement>& statements,
+           std::chrono::milliseconds timeout = std::chrono::seconds(60)) = 0;
   // While `abandon` is set (not null), waits leave signals to the thread that owns them and end
   // as soon as *abandon turns true: a connection made ahead of need on a helper thread.
   void run_in_background(const std::atomic<bool>* abandon) { m_abandon = abandon; }
-  int server_version();
+  virtual int server_version() = 0;
   const std::string& where() const { return m_options.where; }
 
-private:
-  enum class Wait { read, write };
-  void wait_for(Wait what, std::chrono::steady_clock::time_point deadline, const char* doing);
-  [[noreturn]] void fail_connection(const std::string& doing);
-  void cancel();
-  void flush(std::chrono::steady_clock::time_point deadline);
-  Rows collect(std::chrono::steady_clock::time_point deadline);
-  // The next result (waiting for it within `deadline`); nullptr at the end of a statement's.
-  pg_result* next_result(std::chrono::steady_clock::time_point deadline);
-  // Adds a result's rows to `rows`, or keeps its error in `error` (the first one only).
-  void take(pg_result* result, Rows& rows, std::optional<PgError>& error);
+protected:
+  explicit Connection(ConnectOptions options) : m_options(std::move(options)) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   ConnectOptions m_options;
-  pg_conn* m_conn = nullptr;
-  bool m_connected = false;
-  std::chrono::steady_clock::time_point m_connect_deadline;
   const std::atomic<bool>* m_abandon = nullptr;
 };
 

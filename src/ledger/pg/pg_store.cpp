@@ -11,6 +11,9 @@
 #include "src/ledger/codec.hpp"
 #include "src/ledger/document.hpp"
 #include "src/ledger/fields.hpp"
+#include "src/ledger/pg/keeper.hpp"
+#include "src/ledger/pg/kept_connection.hpp"
+#include "src/ledger/pg/libpq_connection.hpp"
 #include "src/ledger/pg/schema.hpp"
 
 namespace sandboxer::ledger::pg {
@@ -506,7 +509,7 @@ PgStore::PgStore(PgStoreOptions options)
     : m_options(std::move(options)), m_warm_for(std::this_thread::get_id()) {
   m_warm = std::async(std::launch::async, [this] {
     Warm warm;
-    warm.connection = std::make_unique<Connection>(connect_options());
+    warm.connection = open_connection(connect_options());
     warm.connection->run_in_background(&m_abandon);
     warm.schema_version = start_session(*warm.connection);
     warm.connection->run_in_background(nullptr);
@@ -552,7 +555,36 @@ ConnectOptions PgStore::connect_options() const {
   connect.password = m_options.password;
   connect.application_name = "sandboxer " + process_name();
   connect.where = m_options.url;
+  connect.state_dir = m_options.state_dir;
+  connect.keeper_idle = m_options.keeper_idle;
+  if (m_options.keeper_idle.count() > 0) {
+    connect.keeper_socket = keeper_socket_path(m_options.state_dir, connect);
+  }
   return connect;
+}
+
+void PgStore::keep_connections(std::chrono::seconds idle) const {
+  ConnectOptions options = connect_options();
+  options.application_name = fmt::format("sandboxer keeper {}", process_name());
+  const auto socket = keeper_socket_path(m_options.state_dir, options);
+  // The connection this store made on its way up serves the first command.
+  std::unique_ptr<LibpqConnection> first;
+  try {
+    ready();
+    std::lock_guard lock(m_mutex);
+    auto made = m_connections.find(std::this_thread::get_id());
+    if (made != m_connections.end()) {
+      if (auto* own = dynamic_cast<LibpqConnection*>(made->second.get())) {
+        made->second.release();
+        first.reset(own);
+      }
+      m_connections.erase(made);
+    }
+  } catch (const PgError& e) {
+    // Not reachable yet: the keeper serves anyway, and each command's first request says why.
+    spdlog::warn("{}", e.what());
+  }
+  run_keeper(socket, options, idle, std::move(first));
 }
 
 Connection& PgStore::connection() const {
@@ -577,7 +609,7 @@ Connection& PgStore::connection() const {
   } else {
     // Another thread's (a reap worker's) or a reconnect: the same setup, without the schema check
     // that the first session made.
-    made = std::make_unique<Connection>(connect_options());
+    made = open_connection(connect_options());
     made->run_script(k_session_setup);
   }
   std::lock_guard lock(m_mutex);

@@ -33,6 +33,9 @@ struct PgStoreOptions {
   std::filesystem::path state_dir;     // this machine's outbox, drivers' data, locks
   Seconds lock_timeout{30};            // how long a writer waits for its turn
   std::string host;                    // this machine's name (SANDBOXER_HOST or hostname)
+  // How long the machine's connection keeper outlives its last command (keeper.hpp); zero: each
+  // command connects itself.
+  std::chrono::seconds keeper_idle{0};
 };
 
 class PgStore : public LedgerStore {
@@ -67,6 +70,9 @@ public:
   std::string process_name() const;
   // Drops a broken connection; the next ready() reconnects.
   void reset() const;
+  // `sandboxer ledger keep`: serves this machine's commands connections to this ledger until
+  // none has used them for `idle` (zero: until a signal).
+  void keep_connections(std::chrono::seconds idle) const;
 
 private:
   Connection& connection() const; // without the schema check

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "src/ledger/pg/connection.hpp"
+
+// The machine's connection keeper (docs/fleet.md, "Kept connections"): one process per user,
+// state directory and ledger that holds connections to the database open between commands and
+// lends one to each command over a unix socket (0600, in a 0700 directory of the state dir).
+// A command then neither loads libpq nor waits for a backend to start and a password exchange;
+// the database sees the keeper's sessions, one per command running at a time.
+namespace sandboxer::ledger::pg {
+
+class LibpqConnection;
+
+// Where the keeper for these connection options listens: under the state dir, named by a hash of
+// the URI, the password, libpq's PG* environment, the user and the wire's version, so that a
+// command only ever finds a keeper that connects as it would. Empty when the path would be too
+// long for a unix socket (the command then connects itself).
+std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
+                                         const ConnectOptions& options);
+
+// Serves connections at `socket` until no command has used it for `idle` (zero: until SIGTERM
+// or SIGINT), or until its socket is removed. `first`, when given, is lent first. Throws Error
+// (exit 5) when another keeper already serves there.
+void run_keeper(const std::filesystem::path& socket, const ConnectOptions& options,
+                std::chrono::seconds idle, std::unique_ptr<LibpqConnection> first);
+
+// Starts `sandboxer ledger keep` for this ledger in the background (its own session, its output
+// in a log file beside the socket) and returns at once; the process that comes up serves the
+// next command. At most once per process.
+void start_keeper(const std::filesystem::path& state_dir, const std::string& url,
+                  std::chrono::seconds idle);
+
+} // namespace sandboxer::ledger::pg
