@@ -11,7 +11,7 @@ cmake --build --preset fuzz -j "$(nproc)"
 findings=build-fuzz/findings
 mkdir -p "$findings"
 failed=()
-targets=(profile json ledger duration_time journal protocol compose vm_agent)
+targets=(profile json ledger duration_time journal protocol compose vm_agent keeper_wire)
 for name in "${targets[@]}"; do
   target=build-fuzz/fuzz/fuzz_$name
   # The checked-in corpus is only read; what the run learns goes to a scratch copy.

@@ -59,7 +59,9 @@ bool url_has_password(const std::string& url) {
     return false;
   }
   const std::string parameters = "&" + url.substr(query + 1);
-  return parameters.find("&password=") != std::string::npos;
+  // sslpassword: the passphrase of the client's key, as secret as a password.
+  return parameters.find("&password=") != std::string::npos ||
+         parameters.find("&sslpassword=") != std::string::npos;
 }
 
 LedgerChoice choose_ledger(const std::optional<std::string>& flag,

@@ -541,7 +541,10 @@ private:
     }
     check_keys(*ledger, {"url", "password", "keep_connections"}, "/ledger", "ledger");
     if (ledger->contains("keep_connections")) {
-      config.ledger_keep = duration_at("/ledger/keep_connections", "ledger.keep_connections");
+      const json& keep = (*ledger)["keep_connections"];
+      config.ledger_keep = keep == 0 || keep == "0"
+                               ? Seconds(0)
+                               : duration_at("/ledger/keep_connections", "ledger.keep_connections");
     }
     config.ledger_url =
         ledger->contains("url") ? text_of((*ledger)["url"], "/ledger/url") : std::nullopt;

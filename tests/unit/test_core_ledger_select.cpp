@@ -40,7 +40,8 @@ TEST(LedgerSelect, FlagThenEnvironmentThenConfig) {
 TEST(LedgerSelect, APasswordInTheUriIsRefusedWithoutShowingIt) {
   for (const std::string url : {"postgresql://bob:s3cr3t@db.example:5432/ledger",
                                 "postgresql://bob@db/ledger?password=s3cr3t",
-                                "postgres://db/ledger?sslmode=require&password=s3cr3t"}) {
+                                "postgres://db/ledger?sslmode=require&password=s3cr3t",
+                                "postgresql://db/ledger?sslkey=/k&sslpassword=s3cr3t"}) {
     SCOPED_TRACE(url);
     EXPECT_TRUE(url_has_password(url));
     const std::string message = refusal(url);

@@ -6,15 +6,16 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fstream>
 #include <list>
 #include <mutex>
 #include <poll.h>
+#include <random>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -51,6 +52,7 @@ struct Pool {
   std::vector<std::unique_ptr<LibpqConnection>> idle;
   std::atomic<int> clients = 0;
   std::atomic<long long> last_used = now_ms();
+  std::atomic<bool> stopping = false; // the keeper leaves: sessions end at their next wait
   ConnectOptions options;
 
   std::unique_ptr<LibpqConnection> take() {
@@ -69,6 +71,7 @@ struct Pool {
     if (!connection) {
       return;
     }
+    connection->watch(-1); // its client is gone: nothing to watch while it rolls back
     if (!connection->reusable()) {
       // A command that ended inside a transaction (killed, or it failed): the keeper ends it
       // as the server would have for a command's own connection.
@@ -81,7 +84,6 @@ struct Pool {
         return;
       }
     }
-    connection->watch(-1);
     std::lock_guard lock(mutex);
     if (idle.size() < k_pooled) {
       idle.push_back(std::move(connection));
@@ -89,34 +91,43 @@ struct Pool {
   }
 };
 
-// Reads exactly `size` bytes; false at the client's end of stream (or its error) or when the
-// keeper is asked to stop.
-bool read_exact(int fd, char* out, std::size_t size) {
-  while (size > 0) {
+// Waits until `fd` is readable; false when the keeper stops meanwhile.
+bool wait_readable(const Pool& pool, int fd) {
+  while (!pool.stopping && !interrupt::requested()) {
     pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt::wake_fd(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
       return false;
     }
-    if (interrupt::requested()) {
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Appends `size` bytes from the client to `out`, as they come (a length announced is not
+// allocated before its bytes arrive); false at the client's end of stream or error, or when the
+// keeper stops.
+bool read_exact(const Pool& pool, int fd, std::string& out, std::size_t size) {
+  char buffer[65536];
+  while (size > 0) {
+    if (!wait_readable(pool, fd)) {
       return false;
     }
-    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      continue;
-    }
-    const ssize_t got = ::recv(fd, out, size, 0);
+    const ssize_t got = ::recv(fd, buffer, std::min(sizeof buffer, size), MSG_DONTWAIT);
     if (got <= 0) {
       if (got < 0 && (errno == EINTR || errno == EAGAIN)) {
         continue;
       }
       return false;
     }
-    out += got;
+    out.append(buffer, static_cast<std::size_t>(got));
     size -= static_cast<std::size_t>(got);
   }
   return true;
 }
 
-// Sends a whole frame within `deadline`; false when the client is gone or stopped reading.
+// Sends all of `data` within `deadline`; false when the client is gone or stopped reading.
 bool write_all(int fd, std::string_view data, SteadyClock::time_point deadline) {
   while (!data.empty()) {
     const ssize_t sent = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -161,20 +172,38 @@ wire::Reply answer(LibpqConnection& connection, const wire::Request& request) {
   return reply;
 }
 
+wire::Reply failure_reply(Failure failure, std::string sqlstate, std::string message) {
+  wire::Reply reply;
+  reply.failed = true;
+  reply.failure = failure;
+  reply.sqlstate = std::move(sqlstate);
+  reply.message = std::move(message);
+  return reply;
+}
+
 // One command's session: its requests run in turn on one database connection, held from its
 // first request until it hangs up, so that its transactions stay whole.
-void serve_client(Pool& pool, FileDescriptor client) {
+void serve_client(Pool& pool, int fd) {
+  // The greeting a command waits for before it relies on this keeper: a keeper that accepted
+  // but stalls, or that is closing, is passed over for a connection of the command's own.
+  const char hello = static_cast<char>(wire::k_version);
+  if (!write_all(fd, std::string_view(&hello, 1), SteadyClock::now() + 1s)) {
+    return;
+  }
   std::unique_ptr<LibpqConnection> connection;
   bool lost = false; // its database connection broke: so does the session, as it would direct
   while (true) {
-    char prefix[4];
+    std::string prefix;
     std::string body;
     try {
-      if (!read_exact(client.get(), prefix, 4)) {
+      if (!read_exact(pool, fd, prefix, 4)) {
         break;
       }
-      body.resize(wire::frame_length(prefix));
-      if (!read_exact(client.get(), body.data(), body.size())) {
+      const std::uint32_t length = wire::frame_length(prefix.data());
+      if (length > wire::k_max_request) {
+        throw wire::WireError(fmt::format("a request of {} bytes", length));
+      }
+      if (!read_exact(pool, fd, body, length)) {
         break;
       }
     } catch (const wire::WireError& e) {
@@ -182,44 +211,44 @@ void serve_client(Pool& pool, FileDescriptor client) {
       break;
     }
     pool.last_used = now_ms();
-    wire::Reply reply;
+    std::string out;
     try {
-      const wire::Request request = wire::decode_request(body);
-      if (lost) {
-        throw PgError(Failure::connection_lost, "",
-                      fmt::format("ledger {}: the connection was lost", pool.options.where));
+      wire::Reply reply;
+      try {
+        const wire::Request request = wire::decode_request(body);
+        if (lost) {
+          throw PgError(Failure::connection_lost, "",
+                        fmt::format("ledger {}: the connection was lost", pool.options.where));
+        }
+        if (!connection) {
+          connection = pool.take();
+        }
+        if (!connection) {
+          connection = std::make_unique<LibpqConnection>(pool.options);
+        }
+        connection->watch(fd);
+        reply = answer(*connection, request);
+      } catch (const PgError& e) {
+        reply = failure_reply(e.failure(), e.sqlstate(), e.what());
+        if (e.failure() == Failure::connection_lost || e.failure() == Failure::unavailable) {
+          connection.reset();
+          lost = true;
+        }
       }
-      if (!connection) {
-        connection = pool.take();
-      }
-      if (!connection) {
-        connection = std::make_unique<LibpqConnection>(pool.options);
-      }
-      connection->watch(client.get());
-      reply = answer(*connection, request);
+      out = wire::frame(wire::encode(reply));
     } catch (const wire::WireError& e) {
-      spdlog::warn("keeper: a client sent a request that does not decode ({}); its session ends",
+      spdlog::warn("keeper: a request or its answer does not fit the wire ({}); the session ends",
                    e.what());
       break;
-    } catch (const PgError& e) {
-      reply.failed = true;
-      reply.failure = e.failure();
-      reply.sqlstate = e.sqlstate();
-      reply.message = e.what();
-      if (e.failure() == Failure::connection_lost || e.failure() == Failure::unavailable) {
-        connection.reset();
-        lost = true;
-      }
     } catch (const Interrupted&) {
       break; // the keeper stops: the client sees its session end, as a dropped connection
     }
-    if (!write_all(client.get(), wire::frame(wire::encode(reply)), SteadyClock::now() + 30s)) {
+    if (!write_all(fd, out, SteadyClock::now() + 30s)) {
       break;
     }
     pool.last_used = now_ms();
   }
   pool.give_back(std::move(connection));
-  pool.last_used = now_ms();
 }
 
 bool same_user(int fd) {
@@ -228,30 +257,103 @@ bool same_user(int fd) {
   return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.uid == ::geteuid();
 }
 
-ino_t inode_of(const std::filesystem::path& path) {
+// Which file is at `path` (device and inode), or {0, 0}.
+std::pair<dev_t, ino_t> identity_of(const std::filesystem::path& path) {
   struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return {0, 0};
+  }
+  return {st.st_dev, st.st_ino};
+}
+
+// The keepers' directory, made 0700 and checked to be this user's alone.
+bool private_directory(const std::filesystem::path& dir) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  ::chmod(dir.c_str(), 0700);
+  struct stat st {};
+  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+         (st.st_mode & 077) == 0;
+}
+
+// The directory's random salt, made by the first that needs it (whole or not at all: written
+// aside and linked into place).
+std::optional<std::string> salt_of(const std::filesystem::path& dir) {
+  const auto path = dir / "salt";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::ifstream in(path);
+    std::string salt;
+    if (in && std::getline(in, salt) && salt.size() == 64) {
+      return salt;
+    }
+    std::random_device random;
+    std::string fresh;
+    for (int i = 0; i < 8; ++i) {
+      fresh += fmt::format("{:08x}", random());
+    }
+    const auto aside = dir / fmt::format("salt.{}", ::getpid());
+    {
+      std::ofstream out(aside, std::ios::trunc);
+      out << fresh << '\n';
+      if (!out.flush()) {
+        return std::nullopt;
+      }
+    }
+    ::chmod(aside.c_str(), 0600);
+    ::link(aside.c_str(), path.c_str()); // EEXIST: another's came first, read that one
+    ::unlink(aside.c_str());
+  }
+  return std::nullopt;
+}
+
+// The environment a keeper starts with: the command's, with the ledger's URI given as
+// $SANDBOXER_LEDGER rather than in its arguments (which `ps` shows every user).
+std::vector<std::string> keeper_environment(const std::string& url) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    if (std::strncmp(*entry, "SANDBOXER_LEDGER=", 17) != 0) {
+      entries.emplace_back(*entry);
+    }
+  }
+  entries.push_back("SANDBOXER_LEDGER=" + url);
+  return entries;
+}
+
+std::vector<char*> pointers_to(std::vector<std::string>& words) {
+  std::vector<char*> pointers;
+  for (auto& word : words) {
+    pointers.push_back(word.data());
+  }
+  pointers.push_back(nullptr);
+  return pointers;
 }
 
 } // namespace
 
 std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
                                          const ConnectOptions& options) {
-  std::vector<std::string> pg_environment;
+  std::error_code ignored;
+  const auto dir = std::filesystem::absolute(state_dir, ignored) / "ledger-keeper";
+  if (!private_directory(dir)) {
+    return {};
+  }
+  const auto salt = salt_of(dir);
+  if (!salt) {
+    return {};
+  }
+  std::vector<std::string> environment;
   for (char** entry = environ; entry && *entry; ++entry) {
-    if (std::strncmp(*entry, "PG", 2) == 0) {
-      pg_environment.emplace_back(*entry);
+    if (std::strncmp(*entry, "PG", 2) == 0 || std::strncmp(*entry, "HOME=", 5) == 0) {
+      environment.emplace_back(*entry);
     }
   }
-  std::sort(pg_environment.begin(), pg_environment.end());
-  std::string identity = fmt::format("wire {}\n{}\n{}\n{}\n", wire::k_version, ::geteuid(),
-                                     options.url, options.password.value_or(""));
-  for (const auto& entry : pg_environment) {
+  std::sort(environment.begin(), environment.end());
+  std::string identity = fmt::format("{}\nwire {}\n{}\n{}\n{}\n", *salt, wire::k_version,
+                                     ::geteuid(), options.url, options.password.value_or(""));
+  for (const auto& entry : environment) {
     identity += entry + '\n';
   }
-  std::error_code ignored;
-  std::filesystem::path socket = std::filesystem::absolute(state_dir, ignored) / "ledger-keeper" /
-                                 (sha256_hex(identity).substr(0, 20) + ".sock");
+  std::filesystem::path socket = dir / (sha256_hex(identity).substr(0, 20) + ".sock");
   if (socket.native().size() >= sizeof(sockaddr_un::sun_path)) {
     return {};
   }
@@ -259,19 +361,27 @@ std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
 }
 
 void run_keeper(const std::filesystem::path& socket, const ConnectOptions& options,
-                std::chrono::seconds idle, std::unique_ptr<LibpqConnection> first) {
+                std::chrono::seconds idle,
+                const std::function<std::unique_ptr<LibpqConnection>()>& first) {
   if (socket.empty()) {
-    throw Error(ExitCode::usage, "the state directory's path is too long for the keeper's unix "
-                                 "socket; give a shorter --state-dir");
+    throw Error(ExitCode::usage,
+                "no place for a keeper: the state directory's path is too long for a unix socket, "
+                "or its ledger-keeper directory is not this user's alone; give a shorter "
+                "--state-dir, or one of your own");
   }
-  const auto dir = socket.parent_path();
-  std::filesystem::create_directories(dir);
-  ::chmod(dir.c_str(), 0700);
   const std::string lock_path = socket.native() + ".lock";
-  FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0 || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     throw Error(ExitCode::lock_timeout,
-                fmt::format("another keeper already serves {}", socket.string()));
+                fmt::format("another keeper already serves this ledger ({}) for {}", options.where,
+                            socket.parent_path().parent_path().string()));
+  }
+  Pool pool;
+  pool.options = options;
+  try {
+    pool.give_back(first());
+  } catch (const PgError& e) {
+    spdlog::warn("keeper: {}", e.what()); // not reachable yet: each command will be told so
   }
   // Ours now: a socket left there is a dead keeper's.
   ::unlink(socket.c_str());
@@ -279,7 +389,7 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::memcpy(address.sun_path, socket.c_str(), socket.native().size() + 1);
-  const mode_t old_mask = ::umask(0077);
+  const mode_t old_mask = ::umask(0177); // srw-------
   const int bound =
       ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
   ::umask(old_mask);
@@ -287,35 +397,16 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
     throw Error(ExitCode::runtime,
                 fmt::format("cannot listen on {}: {}", socket.string(), std::strerror(errno)));
   }
-  const ino_t mine = inode_of(socket);
-  spdlog::info("keeper: serving {} at {} (pid {}), until idle for {}s", options.where,
-               socket.string(), ::getpid(), idle.count());
+  const auto mine = identity_of(socket);
+  spdlog::info("keeper: serving {} (pid {}), until unused for {}s", options.where, ::getpid(),
+               idle.count());
 
-  Pool pool;
-  pool.options = options;
-  pool.give_back(std::move(first));
   struct Worker {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::list<Worker> workers;
-  while (!interrupt::requested()) {
-    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {interrupt::wake_fd(), POLLIN, 0}};
-    const int ready = ::poll(fds, 2, 1000);
-    if (ready > 0 && (fds[0].revents & POLLIN)) {
-      FileDescriptor client(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (client.get() >= 0 && same_user(client.get())) {
-        auto done = std::make_shared<std::atomic<bool>>(false);
-        ++pool.clients;
-        pool.last_used = now_ms();
-        workers.push_back({std::thread([&pool, done, fd = client.release()] {
-                             serve_client(pool, FileDescriptor(fd));
-                             --pool.clients;
-                             *done = true;
-                           }),
-                           done});
-      }
-    }
+  auto join_finished = [&workers] {
     workers.remove_if([](Worker& worker) {
       if (!*worker.done) {
         return false;
@@ -323,8 +414,41 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
       worker.thread.join();
       return true;
     });
-    if (inode_of(socket) != mine) {
-      spdlog::info("keeper: {} was removed or replaced; stopping", socket.string());
+  };
+  while (!interrupt::requested()) {
+    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {interrupt::wake_fd(), POLLIN, 0}};
+    const int ready = ::poll(fds, 2, 1000);
+    if (ready > 0 && (fds[0].revents & POLLIN)) {
+      const int client = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (client >= 0 && !same_user(client)) {
+        ::close(client);
+      } else if (client >= 0) {
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        ++pool.clients;
+        pool.last_used = now_ms();
+        try {
+          workers.push_back({std::thread([&pool, done, client] {
+                               try {
+                                 serve_client(pool, client);
+                               } catch (const std::exception& e) {
+                                 spdlog::warn("keeper: a session ended on {}", e.what());
+                               }
+                               ::close(client);
+                               pool.last_used = now_ms();
+                               --pool.clients;
+                               *done = true;
+                             }),
+                             done});
+        } catch (const std::system_error& e) { // no thread to be had: that command connects itself
+          ::close(client);
+          --pool.clients;
+          spdlog::warn("keeper: {}", e.what());
+        }
+      }
+    }
+    join_finished();
+    if (identity_of(socket) != mine) {
+      spdlog::info("keeper: its socket was removed or replaced; stopping");
       break;
     }
     const bool unused = pool.clients == 0 && now_ms() - pool.last_used >= idle.count() * 1000;
@@ -333,11 +457,13 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
       break;
     }
   }
-  if (inode_of(socket) == mine) {
+  // First the name goes, so that no new command finds it; one already queued gets no greeting
+  // when the listener closes, and connects itself.
+  if (identity_of(socket) == mine) {
     ::unlink(socket.c_str());
   }
   ::close(listener.release());
-  // Sessions under way end when their commands hang up or the signal ends their statements.
+  pool.stopping = true; // sessions under way end at their next wait for a request
   for (auto& worker : workers) {
     worker.thread.join();
   }
@@ -348,19 +474,18 @@ void start_keeper(const std::filesystem::path& state_dir, const std::string& url
   static std::once_flag started;
   std::call_once(started, [&] {
     std::error_code ignored;
-    const auto dir = state_dir / "ledger-keeper";
-    std::filesystem::create_directories(dir, ignored);
-    ::chmod(dir.c_str(), 0700);
-    const std::string log_path = (dir / "keeper.log").string();
-    const std::string idle_text = fmt::format("{}s", idle.count());
-    const std::string state_text = std::filesystem::absolute(state_dir, ignored).string();
-    std::vector<std::string> words = {"sandboxer", "--state-dir", state_text, "--ledger", url,
-                                      "ledger",    "keep",        "--idle",   idle_text};
-    std::vector<char*> argv;
-    for (auto& word : words) {
-      argv.push_back(word.data());
-    }
-    argv.push_back(nullptr);
+    const auto absolute = std::filesystem::absolute(state_dir, ignored);
+    const std::string log_path = (absolute / "ledger-keeper" / "keeper.log").string();
+    std::vector<std::string> words = {"sandboxer",
+                                      "--state-dir",
+                                      absolute.string(),
+                                      "ledger",
+                                      "keep",
+                                      "--idle",
+                                      fmt::format("{}s", idle.count())};
+    std::vector<std::string> environment = keeper_environment(url);
+    auto argv = pointers_to(words);
+    auto envp = pointers_to(environment);
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     ::posix_spawn_file_actions_init(&actions);
@@ -369,13 +494,13 @@ void start_keeper(const std::filesystem::path& state_dir, const std::string& url
     // ours (a CI runner's pipe would wait for it).
     ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
     ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                       0600);
+    ::posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
+                                       O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
     ::posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     pid_t pid = 0;
     const int failed =
-        ::posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+        ::posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), envp.data());
     ::posix_spawn_file_actions_destroy(&actions);
     ::posix_spawnattr_destroy(&attributes);
     if (failed != 0) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,17 +19,21 @@ namespace sandboxer::ledger::pg {
 class LibpqConnection;
 
 // Where the keeper for these connection options listens: under the state dir, named by a hash of
-// the URI, the password, libpq's PG* environment, the user and the wire's version, so that a
-// command only ever finds a keeper that connects as it would. Empty when the path would be too
-// long for a unix socket (the command then connects itself).
+// the URI, the password, libpq's PG* environment, HOME, the user and the wire's version, keyed
+// with a random salt kept beside it (the name says nothing of the password to who reads it), so
+// that a command only ever finds a keeper that connects as it would. Makes the 0700 directory
+// and the salt on first use. Empty when that fails, when the directory is not this user's alone,
+// or when the path would be too long for a unix socket: the command then connects itself.
 std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
                                          const ConnectOptions& options);
 
 // Serves connections at `socket` until no command has used it for `idle` (zero: until SIGTERM
-// or SIGINT), or until its socket is removed. `first`, when given, is lent first. Throws Error
-// (exit 5) when another keeper already serves there.
+// or SIGINT), or until its socket is removed. Takes the place first (throws Error, exit 5, when
+// another keeper serves there), then calls `first` for a connection to lend first (may return
+// nullptr, or throw PgError: the keeper serves anyway, each command's request says why).
 void run_keeper(const std::filesystem::path& socket, const ConnectOptions& options,
-                std::chrono::seconds idle, std::unique_ptr<LibpqConnection> first);
+                std::chrono::seconds idle,
+                const std::function<std::unique_ptr<LibpqConnection>()>& first);
 
 // Starts `sandboxer ledger keep` for this ledger in the background (its own session, its output
 // in a log file beside the socket) and returns at once; the process that comes up serves the

@@ -190,7 +190,11 @@ Reply decode_reply(std::string_view body) {
       rows.columns.push_back(in.text());
     }
     const std::size_t width = rows.columns.size();
-    for (std::uint32_t v = 0, count = in.count(std::max<std::size_t>(width, 1)); v < count; ++v) {
+    const std::uint32_t count = in.count(std::max<std::size_t>(width, 1));
+    if (width == 0 && count > 0) {
+      throw WireError(fmt::format("{} rows without columns", count));
+    }
+    for (std::uint32_t v = 0; v < count; ++v) {
       auto& row = rows.values.emplace_back();
       row.reserve(width);
       for (std::size_t c = 0; c < width; ++c) {

@@ -19,6 +19,9 @@ namespace sandboxer::ledger::pg::wire {
 inline constexpr int k_version = 1;
 // A frame larger than this is refused as damaged (a reply of 10k records is ~10 MB).
 inline constexpr std::uint32_t k_max_frame = 1u << 30;
+// A request's limit (the largest, a commit of an import's records, is a few MB): the keeper
+// refuses more from a client before reading it.
+inline constexpr std::uint32_t k_max_request = 256u << 20;
 
 enum class Call : std::uint8_t { query = 1, script = 2, pipeline = 3, server_version = 4 };
 

@@ -48,6 +48,17 @@ std::unique_ptr<KeptConnection> KeptConnection::open(const std::filesystem::path
       peer.uid != ::geteuid()) {
     return nullptr; // only a keeper of this user's may hold this user's sessions
   }
+  // Its greeting says it serves: a keeper that is closing, or stalled (stopped, frozen), is
+  // passed over within a second, and for the rest of this process.
+  pollfd greeting = {fd.get(), POLLIN, 0};
+  char hello = 0;
+  if (::poll(&greeting, 1, 1000) != 1 || ::recv(fd.get(), &hello, 1, MSG_DONTWAIT) != 1 ||
+      hello != static_cast<char>(wire::k_version)) {
+    spdlog::debug("ledger {}: the connection keeper at {} did not greet; connecting directly",
+                  options.where, socket.string());
+    g_without_keeper = true;
+    return nullptr;
+  }
   return std::unique_ptr<KeptConnection>(new KeptConnection(fd.release(), std::move(options)));
 }
 
@@ -76,7 +87,7 @@ void KeptConnection::wait_for(short events, SteadyClock::time_point deadline, co
       lose(fmt::format("{} was abandoned", doing));
     }
     if (!m_abandon && interrupt::requested()) {
-      ::close(m_fd);
+      ::close(m_fd); // the keeper sees the hang-up and cancels the statement
       m_fd = -1;
       interrupt::check();
     }
@@ -85,7 +96,11 @@ void KeptConnection::wait_for(short events, SteadyClock::time_point deadline, co
     if (left.count() <= 0) {
       lose(fmt::format("no answer while {} within the deadline", doing));
     }
-    pollfd fds[2] = {{m_fd, events, 0}, {m_abandon ? -1 : interrupt::wake_fd(), POLLIN, 0}};
+    // Once a signal came, either it is this wait's to act on (checked above, every pass) or a
+    // shielded cleanup's, whose wake fd stays readable: it is left out rather than woken on again
+    // and again.
+    const bool watch_signals = !m_abandon && interrupt::count() == 0;
+    pollfd fds[2] = {{m_fd, events, 0}, {watch_signals ? interrupt::wake_fd() : -1, POLLIN, 0}};
     const int ready =
         ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), m_abandon ? 50 : 1000)));
     if (ready < 0 && errno != EINTR) {

@@ -98,18 +98,21 @@ void LibpqConnection::wait_for(Wait what, SteadyClock::time_point deadline, cons
       throw PgError(Failure::unavailable, "",
                     fmt::format("ledger {}: {} was abandoned", m_options.where, doing));
     }
-    // A negative fd is skipped by poll(): no wake fd in the background, no client to watch
-    // outside the keeper.
+    // A negative fd is skipped by poll(): no wake fd in the background, nor once a signal came
+    // (either it is this wait's to act on, checked above on every pass, or a shielded cleanup's,
+    // whose wake fd stays readable and would wake it again and again); no client to watch outside
+    // the keeper.
+    const bool watch_signals = !m_abandon && interrupt::count() == 0;
     pollfd fds[3] = {
         {pq.PQsocket(m_conn), static_cast<short>(what == Wait::read ? POLLIN : POLLOUT), 0},
-        {m_abandon ? -1 : interrupt::wake_fd(), POLLIN, 0},
+        {watch_signals ? interrupt::wake_fd() : -1, POLLIN, 0},
         {m_watch_fd, POLLIN, 0}};
     int ready =
         ::poll(fds, 3, static_cast<int>(std::min<long long>(left.count(), m_abandon ? 50 : 1000)));
     if (ready < 0 && errno != EINTR) {
       fail_connection(doing);
     }
-    if (fds[1].revents & POLLIN) {
+    if ((fds[1].revents & POLLIN) && interrupt::requested()) {
       if (m_connected) {
         cancel();
       }

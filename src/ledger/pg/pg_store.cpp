@@ -566,25 +566,27 @@ ConnectOptions PgStore::connect_options() const {
 void PgStore::keep_connections(std::chrono::seconds idle) const {
   ConnectOptions options = connect_options();
   options.application_name = fmt::format("sandboxer keeper {}", process_name());
-  const auto socket = keeper_socket_path(m_options.state_dir, options);
-  // The connection this store made on its way up serves the first command.
-  std::unique_ptr<LibpqConnection> first;
-  try {
-    ready();
-    std::lock_guard lock(m_mutex);
-    auto made = m_connections.find(std::this_thread::get_id());
-    if (made != m_connections.end()) {
-      if (auto* own = dynamic_cast<LibpqConnection*>(made->second.get())) {
-        made->second.release();
-        first.reset(own);
-      }
-      m_connections.erase(made);
-    }
-  } catch (const PgError& e) {
-    // Not reachable yet: the keeper serves anyway, and each command's first request says why.
-    spdlog::warn("{}", e.what());
-  }
-  run_keeper(socket, options, idle, std::move(first));
+  // The connection this store made on its way up (the schema checked, made or migrated) serves
+  // the first command.
+  run_keeper(keeper_socket_path(m_options.state_dir, options), options, idle,
+             [&]() -> std::unique_ptr<LibpqConnection> {
+               ready();
+               std::lock_guard lock(m_mutex);
+               auto made = m_connections.find(std::this_thread::get_id());
+               if (made == m_connections.end()) {
+                 return nullptr;
+               }
+               std::unique_ptr<LibpqConnection> first(
+                   dynamic_cast<LibpqConnection*>(made->second.get()));
+               if (first) {
+                 made->second.release();
+                 // Named as the keeper's other sessions in pg_stat_activity.
+                 first->query("SELECT set_config('application_name', $1, false)",
+                              {options.application_name});
+               }
+               m_connections.erase(made);
+               return first;
+             });
 }
 
 Connection& PgStore::connection() const {
