@@ -4,7 +4,9 @@
 #   1. create+destroy, alternating the stores, N pairs (FLEET_BENCH_CREATES, default 100): mean and
 #      median of a pair on each, their ratio PG/local (target <= 1.5: one connection per command,
 #      prepared statements, few round trips), and `list` of a ledger with no live record: what
-#      any command pays for its ledger before doing anything;
+#      any command pays for its ledger before doing anything; PostgreSQL both as a machine runs it
+#      (its connection keeper lends each command a session) and with every command connecting
+#      itself (ledger.keep_connections: 0);
 #   2. `list` and `list -o json` of N live records (FLEET_BENCH_LIST, default 10000) on each store,
 #      and their ratio;
 #   3. reap of N expired sandboxes (FLEET_BENCH_REAP, default 1000) by 1 reaper and by 3 reapers
@@ -91,6 +93,7 @@ echo
 # --- 1. create+destroy ----------------------------------------------------------------------------
 CD_URL=$(db cd)
 SANDBOXER_LEDGER=$CD_URL "$BIN" --state-dir "$WORK/cd-m1" ledger migrate >/dev/null 2>&1
+printf 'ledger: { keep_connections: 0 }\n' >"$WORK/no-keeper.yaml"
 
 /usr/bin/python3 - "$BIN" "$WORK" "$CD_URL" "$CREATES" <<'PY'
 import statistics, sys
@@ -100,6 +103,9 @@ binary, work, url, pairs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4
 stores = {
     "local": ({}, f"{work}/cd-local"),
     "postgresql": ({"SANDBOXER_LEDGER": url, "SANDBOXER_HOST": "m1"}, f"{work}/cd-m1"),
+    # Every command connects itself: what a machine pays without its connection keeper.
+    "pg, no keeper": ({"SANDBOXER_LEDGER": url, "SANDBOXER_HOST": "m1",
+                       "SANDBOXER_CONFIG": f"{work}/no-keeper.yaml"}, f"{work}/cd-m1-direct"),
 }
 
 timed = make_timed(binary, stores, ["--profiles-dir", f"{work}/profiles"])
@@ -116,7 +122,7 @@ creates = {s: [] for s in stores}
 destroys = {s: [] for s in stores}
 for i in range(pairs):
     # Alternating which store goes first: a drift of the machine weighs on both alike.
-    for store in (list(stores) if i % 2 == 0 else list(reversed(stores))):
+    for store in (list(stores) if i % 2 == 0 else list(reversed(list(stores)))):
         c, d = pair(store)
         creates[store].append(c)
         destroys[store].append(d)
@@ -124,17 +130,19 @@ for i in range(pairs):
 empty = {s: statistics.median(timed(s, "list", "--quiet")[0] for _ in range(20)) for s in stores}
 
 print(f"1. create+destroy, stub driver, {pairs} pairs per store, alternating (ms):")
-print(f"{'':12} {'pair mean':>9} {'pair med':>9} {'create med':>10} {'destroy med':>11} "
+print(f"{'':13} {'pair mean':>9} {'pair med':>9} {'create med':>10} {'destroy med':>11} "
       f"{'empty list med':>14}")
 means, medians = {}, {}
 for s in stores:
     total = [c + d for c, d in zip(creates[s], destroys[s])]
     means[s], medians[s] = statistics.mean(total), statistics.median(total)
-    print(f"{s:12} {means[s]:>9.1f} {medians[s]:>9.1f} {statistics.median(creates[s]):>10.1f} "
+    print(f"{s:13} {means[s]:>9.1f} {medians[s]:>9.1f} {statistics.median(creates[s]):>10.1f} "
           f"{statistics.median(destroys[s]):>11.1f} {empty[s]:>14.1f}")
 ratio = means["postgresql"] / means["local"]
 print(f"PG/local: mean {ratio:.2f}, median {medians['postgresql'] / medians['local']:.2f} "
       f"(target <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})")
+print(f"without the keeper (ledger.keep_connections: 0): mean "
+      f"{means['pg, no keeper'] / means['local']:.2f}")
 PY
 echo
 
