@@ -742,10 +742,12 @@ std::string PgStore::describe() const {
                             "(SELECT count(*) FROM sandboxer.sandboxes), "
                             "current_setting('server_version')");
   const auto& r = rows.values.at(0);
+  const bool kept = dynamic_cast<const KeptConnection*>(&ready()) != nullptr;
   return fmt::format("postgresql ledger {}: schema version {}, {} records ({} resident), "
-                     "PostgreSQL {}",
+                     "PostgreSQL {}, {}",
                      location(), r[0].value_or("?"), r[2].value_or("0"), r[1].value_or("0"),
-                     r[3].value_or("?"));
+                     r[3].value_or("?"),
+                     kept ? "through this machine's connection keeper" : "connected directly");
 }
 
 } // namespace sandboxer::ledger::pg
