@@ -210,6 +210,7 @@ start_sshd() {
 # sets PG_URL (no password), PG_PORT, PG_PID, PG_SOCKET_DIR, PG_DIR, exports PGPASSFILE, and stops
 # the cluster when the test exits. pg_restart [fast|immediate] restarts it (PG_PID changes).
 start_postgres() {
+  command -v psql >/dev/null || skip "no psql"
   PG_DIR=$(mktemp -d "$WORK/pg.XXXXXX")
   # The server runs as postgres: it must pass through (not read) the test's private directories.
   chmod 711 "$WORK" "$PG_DIR"
@@ -221,6 +222,8 @@ start_postgres() {
   export PGPASSFILE=$PG_PASSFILE
   at_exit '"$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" stop "$PG_DIR/cluster" immediate 2>/dev/null || true'
 }
+# psql_at SQL: one statement on the throwaway PostgreSQL, its rows unaligned, without headers.
+psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
 # pg_stop [fast|immediate]: stops the throwaway PostgreSQL (pg_restart starts it again).
 pg_stop() {
   "$SANDBOXER_SOURCE_DIR/scripts/throwaway-postgres.sh" stop "$PG_DIR/cluster" "${1:-fast}" ||

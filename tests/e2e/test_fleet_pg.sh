@@ -8,9 +8,7 @@ SANDBOXER=${SANDBOXER_TESTCLOCK:?set SANDBOXER_TESTCLOCK to the sandboxer-testcl
 . "$(dirname "$0")/lib.sh"
 
 start_postgres
-command -v psql >/dev/null || skip "no psql"
 export SANDBOXER_LEDGER=$PG_URL
-psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
 
 T0=2026-12-02T12:00:00Z
 LATE=2026-12-02T13:00:00Z

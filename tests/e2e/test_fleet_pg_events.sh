@@ -7,9 +7,7 @@
 RECEIVER="$(dirname "$0")/../event_receiver/receiver.py"
 
 start_postgres
-command -v psql >/dev/null || skip "no psql"
 export SANDBOXER_LEDGER=$PG_URL
-psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
 on() {
   local machine=$1
   shift

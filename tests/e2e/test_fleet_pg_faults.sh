@@ -8,9 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 start_postgres
-command -v psql >/dev/null || skip "no psql"
 export SANDBOXER_LEDGER=$PG_URL
-psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
 
 BACKEND=$WORK/backend
 # The backend call takes long enough for a fault to land inside it.

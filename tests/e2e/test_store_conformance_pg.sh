@@ -11,11 +11,9 @@
 # verify locating a problem by its row).
 SANDBOXER=${SANDBOXER_TESTCLOCK:?set SANDBOXER_TESTCLOCK to the sandboxer-testclock binary (CTest does)}
 . "$(dirname "$0")/lib.sh"
-command -v psql >/dev/null || skip "no psql"
 start_postgres
 . "$(dirname "$0")/store_conformance.sh"
 unset SANDBOXER_LEDGER
-psql_at() { psql "$PG_URL" -XAtq -c "$1"; }
 
 # The reference: the scenario on the local files.
 on_store() { "$SANDBOXER" --state-dir "$WORK/state-local" --profiles-dir "$PROFILES" "$@"; }
