@@ -92,7 +92,7 @@ void setup_ledger(CLI::App& app, Runner& runner) {
                    "Stop once no command has used it for this long (0: only at SIGTERM/SIGINT)")
       ->capture_default_str();
   // Its own connections are libpq's: it must not look for (or start) a keeper itself.
-  keep->callback([] { ledger::pg::connect_without_keeper(); });
+  keep->callback([] { ledger::pg::serve_as_keeper(); });
   app.require_subcommand(1);
   runner = [verify, migrate, info, export_, import, keep, idle, output, input](Context& context) {
     if (keep->parsed()) {

@@ -21,12 +21,15 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/sandboxer-e2e.XXXXXX")
 STATE="$WORK/state"
 PROFILES="$WORK/profiles"
 mkdir -p "$PROFILES"
-trap 'rm -rf "$WORK"' EXIT
+# A connection keeper that a test's last command started (docs/fleet.md) may be coming up in a
+# state dir while it goes: removed again a second later, its place stays gone and it leaves.
+remove_work() { rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }; }
+trap remove_work EXIT
 # at_exit CMD: runs CMD when the test exits (last added first), before $WORK goes.
 AT_EXIT=""
 at_exit() {
   AT_EXIT="$1; $AT_EXIT"
-  trap "$AT_EXIT"' rm -rf "$WORK"' EXIT
+  trap "$AT_EXIT"' remove_work' EXIT
 }
 
 # sbx ARGS...: the binary with this test's state and profiles.

@@ -154,6 +154,25 @@ expect_code 0 env PGPASSFILE=/nonexistent "$SANDBOXER" --state-dir "$STATE" --pr
 ! tr '\0' ' ' <"/proc/$PID4/cmdline" | grep -qF "$PASSWORD" || fail "the password is in the keeper's argv"
 ! grep -qF "$PASSWORD" "$KEEPERS/keeper.log" || fail "the password is in the keeper's log"
 
+# --- many commands at once on a machine without a keeper: one of them starts it, once
+unset SANDBOXER_CONFIG
+export SANDBOXER_LEDGER=$PG_URL
+HERD=$WORK/state-herd
+pids=()
+for i in $(seq 1 12); do
+  "$SANDBOXER" --state-dir "$HERD" --profiles-dir "$PROFILES" list >/dev/null 2>"$WORK/herd-$i.err" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || fail "a list of the herd failed: $(cat "$WORK"/herd-*.err)"; done
+KEEPERS=$HERD/ledger-keeper
+wait_until 10 socket_up || fail "no keeper after the herd: $(cat "$KEEPERS/keeper.log" 2>/dev/null)"
+sleep 1
+STARTS=$(grep -c "ledger keep" <(ps -eo args | grep -F -- "--state-dir $HERD ledger keep" | grep -v grep) || true)
+[ "$STARTS" = 1 ] || fail "$STARTS keepers run for one state dir"
+[ "$(grep -c "another keeper already serves" "$KEEPERS/keeper.log")" = 0 ] ||
+  fail "the herd started more than one keeper: $(cat "$KEEPERS/keeper.log")"
+rm -rf "$HERD"
+
 # --- the local files have no connections to keep
 expect_code 2 sbx --ledger local ledger keep
 expect_contains "$ERR" "only a PostgreSQL ledger"

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -267,10 +268,12 @@ std::pair<dev_t, ino_t> identity_of(const std::filesystem::path& path) {
 }
 
 // The keepers' directory, made 0700 and checked to be this user's alone.
-bool private_directory(const std::filesystem::path& dir) {
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
-  ::chmod(dir.c_str(), 0700);
+bool private_directory(const std::filesystem::path& dir, bool make) {
+  if (make) {
+    std::error_code ignored;
+    std::filesystem::create_directories(dir, ignored);
+    ::chmod(dir.c_str(), 0700);
+  }
   struct stat st {};
   return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
          (st.st_mode & 077) == 0;
@@ -278,13 +281,16 @@ bool private_directory(const std::filesystem::path& dir) {
 
 // The directory's random salt, made by the first that needs it (whole or not at all: written
 // aside and linked into place).
-std::optional<std::string> salt_of(const std::filesystem::path& dir) {
+std::optional<std::string> salt_of(const std::filesystem::path& dir, bool make) {
   const auto path = dir / "salt";
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::ifstream in(path);
     std::string salt;
     if (in && std::getline(in, salt) && salt.size() == 64) {
       return salt;
+    }
+    if (!make) {
+      return std::nullopt;
     }
     std::random_device random;
     std::string fresh;
@@ -311,12 +317,42 @@ std::optional<std::string> salt_of(const std::filesystem::path& dir) {
 std::vector<std::string> keeper_environment(const std::string& url) {
   std::vector<std::string> entries;
   for (char** entry = environ; entry && *entry; ++entry) {
-    if (std::strncmp(*entry, "SANDBOXER_LEDGER=", 17) != 0) {
+    if (std::strncmp(*entry, "SANDBOXER_LEDGER=", 17) != 0 &&
+        std::strncmp(*entry, k_started_keeper_variable, std::strlen(k_started_keeper_variable)) !=
+            0) {
       entries.emplace_back(*entry);
     }
   }
   entries.push_back("SANDBOXER_LEDGER=" + url);
+  entries.push_back(std::string(k_started_keeper_variable) + "=1");
   return entries;
+}
+
+// A file that says a keeper is being started at `socket`: made by the command that starts it,
+// removed by the keeper once it listens (or gives up).
+std::string start_marker(const std::filesystem::path& socket) {
+  return socket.native() + ".starting";
+}
+
+// Whether this command is the one to start a keeper at `socket`: no other start under way (a
+// marker older than 10 s is a start that died).
+bool claim_start(const std::filesystem::path& socket) {
+  const std::string marker = start_marker(socket);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd =
+        ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      return true;
+    }
+    struct stat st {};
+    if (errno != EEXIST || ::lstat(marker.c_str(), &st) != 0 ||
+        std::time(nullptr) - st.st_mtime < 10) {
+      return false;
+    }
+    ::unlink(marker.c_str());
+  }
+  return false;
 }
 
 std::vector<char*> pointers_to(std::vector<std::string>& words) {
@@ -331,13 +367,13 @@ std::vector<char*> pointers_to(std::vector<std::string>& words) {
 } // namespace
 
 std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
-                                         const ConnectOptions& options) {
+                                         const ConnectOptions& options, bool make) {
   std::error_code ignored;
   const auto dir = std::filesystem::absolute(state_dir, ignored) / "ledger-keeper";
-  if (!private_directory(dir)) {
+  if (!private_directory(dir, make)) {
     return {};
   }
-  const auto salt = salt_of(dir);
+  const auto salt = salt_of(dir, make);
   if (!salt) {
     return {};
   }
@@ -372,6 +408,7 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
   const std::string lock_path = socket.native() + ".lock";
   FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0 || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    ::unlink(start_marker(socket).c_str());
     throw Error(ExitCode::lock_timeout,
                 fmt::format("another keeper already serves this ledger ({}) for {}", options.where,
                             socket.parent_path().parent_path().string()));
@@ -394,10 +431,12 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
       ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
   ::umask(old_mask);
   if (listener.get() < 0 || bound != 0 || ::listen(listener.get(), 64) != 0) {
+    ::unlink(start_marker(socket).c_str());
     throw Error(ExitCode::runtime,
                 fmt::format("cannot listen on {}: {}", socket.string(), std::strerror(errno)));
   }
   const auto mine = identity_of(socket);
+  ::unlink(start_marker(socket).c_str()); // started: the next start may be another's
   spdlog::info("keeper: serving {} (pid {}), until unused for {}s", options.where, ::getpid(),
                idle.count());
 
@@ -469,10 +508,13 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
   }
 }
 
-void start_keeper(const std::filesystem::path& state_dir, const std::string& url,
-                  std::chrono::seconds idle) {
+void start_keeper(const std::filesystem::path& state_dir, const std::filesystem::path& socket,
+                  const std::string& url, std::chrono::seconds idle) {
   static std::once_flag started;
   std::call_once(started, [&] {
+    if (!claim_start(socket)) {
+      return;
+    }
     std::error_code ignored;
     const auto absolute = std::filesystem::absolute(state_dir, ignored);
     const std::string log_path = (absolute / "ledger-keeper" / "keeper.log").string();
@@ -504,6 +546,7 @@ void start_keeper(const std::filesystem::path& state_dir, const std::string& url
     ::posix_spawn_file_actions_destroy(&actions);
     ::posix_spawnattr_destroy(&attributes);
     if (failed != 0) {
+      ::unlink(start_marker(socket).c_str());
       spdlog::debug("ledger {}: could not start a connection keeper: {}", url,
                     std::strerror(failed));
     }

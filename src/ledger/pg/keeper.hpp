@@ -24,8 +24,13 @@ class LibpqConnection;
 // that a command only ever finds a keeper that connects as it would. Makes the 0700 directory
 // and the salt on first use. Empty when that fails, when the directory is not this user's alone,
 // or when the path would be too long for a unix socket: the command then connects itself.
+// With `make` false (a keeper a command started), nothing is made: a place removed meanwhile (its
+// state directory deleted) stays removed.
 std::filesystem::path keeper_socket_path(const std::filesystem::path& state_dir,
-                                         const ConnectOptions& options);
+                                         const ConnectOptions& options, bool make = true);
+
+// Set in the environment of a keeper a command starts.
+inline constexpr const char* k_started_keeper_variable = "SANDBOXER_KEEPER_STARTED";
 
 // Serves connections at `socket` until no command has used it for `idle` (zero: until SIGTERM
 // or SIGINT), or until its socket is removed. Takes the place first (throws Error, exit 5, when
@@ -37,8 +42,9 @@ void run_keeper(const std::filesystem::path& socket, const ConnectOptions& optio
 
 // Starts `sandboxer ledger keep` for this ledger in the background (its own session, its output
 // in a log file beside the socket) and returns at once; the process that comes up serves the
-// next command. At most once per process.
-void start_keeper(const std::filesystem::path& state_dir, const std::string& url,
-                  std::chrono::seconds idle);
+// next command at `socket`. At most once per process, and not while another start at `socket` is
+// under way (many commands at once find no keeper: one of them starts it).
+void start_keeper(const std::filesystem::path& state_dir, const std::filesystem::path& socket,
+                  const std::string& url, std::chrono::seconds idle);
 
 } // namespace sandboxer::ledger::pg

@@ -22,11 +22,17 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 std::atomic<bool> g_without_keeper = false;
+std::atomic<bool> g_keeper_process = false;
 
 } // namespace
 
-void connect_without_keeper() {
+void serve_as_keeper() {
+  g_keeper_process = true;
   g_without_keeper = true;
+}
+
+bool serving_as_keeper() {
+  return g_keeper_process;
 }
 
 std::unique_ptr<KeptConnection> KeptConnection::open(const std::filesystem::path& socket,
@@ -210,7 +216,7 @@ std::unique_ptr<Connection> open_connection(const ConnectOptions& options) {
       return kept;
     }
     if (options.keeper_idle.count() > 0) {
-      start_keeper(options.state_dir, options.url, options.keeper_idle);
+      start_keeper(options.state_dir, options.keeper_socket, options.url, options.keeper_idle);
     }
   }
   return std::make_unique<LibpqConnection>(options);

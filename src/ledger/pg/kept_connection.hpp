@@ -41,7 +41,10 @@ private:
 // options.keeper_idle is positive.
 std::unique_ptr<Connection> open_connection(const ConnectOptions& options);
 
-// For the keeper itself, whose connections are its own (set before any store opens).
-void connect_without_keeper();
+// For the keeper itself (set before any store opens): its connections are its own, and made
+// once it holds its place, not ahead of need (a keeper that loses the race to another must not
+// have cost the database a connection).
+void serve_as_keeper();
+bool serving_as_keeper();
 
 } // namespace sandboxer::ledger::pg

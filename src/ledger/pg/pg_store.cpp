@@ -507,6 +507,9 @@ int start_session(Connection& c) {
 
 PgStore::PgStore(PgStoreOptions options)
     : m_options(std::move(options)), m_warm_for(std::this_thread::get_id()) {
+  if (serving_as_keeper()) {
+    return;
+  }
   m_warm = std::async(std::launch::async, [this] {
     Warm warm;
     warm.connection = open_connection(connect_options());
@@ -557,7 +560,7 @@ ConnectOptions PgStore::connect_options() const {
   connect.where = m_options.url;
   connect.state_dir = m_options.state_dir;
   connect.keeper_idle = m_options.keeper_idle;
-  if (m_options.keeper_idle.count() > 0) {
+  if (m_options.keeper_idle.count() > 0 && !serving_as_keeper()) {
     connect.keeper_socket = keeper_socket_path(m_options.state_dir, connect);
   }
   return connect;
@@ -566,27 +569,32 @@ ConnectOptions PgStore::connect_options() const {
 void PgStore::keep_connections(std::chrono::seconds idle) const {
   ConnectOptions options = connect_options();
   options.application_name = fmt::format("sandboxer keeper {}", process_name());
+  // One a command started finds its place made by that command, or leaves (its state directory
+  // was removed meanwhile: it must not make it again).
+  const bool started = std::getenv(k_started_keeper_variable) != nullptr;
+  const auto socket = keeper_socket_path(m_options.state_dir, options, !started);
+  if (started && socket.empty()) {
+    spdlog::info("keeper: its place under {} is gone; not serving", m_options.state_dir.string());
+    return;
+  }
   // The connection this store made on its way up (the schema checked, made or migrated) serves
   // the first command.
-  run_keeper(keeper_socket_path(m_options.state_dir, options), options, idle,
-             [&]() -> std::unique_ptr<LibpqConnection> {
-               ready();
-               std::lock_guard lock(m_mutex);
-               auto made = m_connections.find(std::this_thread::get_id());
-               if (made == m_connections.end()) {
-                 return nullptr;
-               }
-               std::unique_ptr<LibpqConnection> first(
-                   dynamic_cast<LibpqConnection*>(made->second.get()));
-               if (first) {
-                 made->second.release();
-                 // Named as the keeper's other sessions in pg_stat_activity.
-                 first->query("SELECT set_config('application_name', $1, false)",
-                              {options.application_name});
-               }
-               m_connections.erase(made);
-               return first;
-             });
+  run_keeper(socket, options, idle, [&]() -> std::unique_ptr<LibpqConnection> {
+    ready();
+    std::lock_guard lock(m_mutex);
+    auto made = m_connections.find(std::this_thread::get_id());
+    if (made == m_connections.end()) {
+      return nullptr;
+    }
+    std::unique_ptr<LibpqConnection> first(dynamic_cast<LibpqConnection*>(made->second.get()));
+    if (first) {
+      made->second.release();
+      // Named as the keeper's other sessions in pg_stat_activity.
+      first->query("SELECT set_config('application_name', $1, false)", {options.application_name});
+    }
+    m_connections.erase(made);
+    return first;
+  });
 }
 
 Connection& PgStore::connection() const {
