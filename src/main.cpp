@@ -220,11 +220,15 @@ int main(int argc, char** argv) {
           // What the failed command committed is in the outbox: deliver it as any command would
           // (within the delivery's own time budget, even after a signal).
           interrupt::Shield delivering;
-          context.events().deliver();
+          if (context.delivers_at_end()) {
+            context.events().deliver();
+          }
           throw;
         }
         interrupt::Shield delivering;
-        context.events().deliver();
+        if (context.delivers_at_end()) {
+          context.events().deliver();
+        }
         spdlog::debug("timing: {} total {:.1f} ms", sub->get_name(),
                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                                 process_started)

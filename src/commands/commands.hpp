@@ -50,6 +50,10 @@ public:
   Output& out() { return m_out; }
   const Config& config() const { return m_config; }
   events::Publisher& events() { return m_events; }
+  // Whether the outbox is delivered when the command ends: not by a process that is no lifecycle
+  // command and may end at any time, long after it started (`ledger keep`).
+  bool delivers_at_end() const { return m_delivers_at_end; }
+  void deliver_nothing_at_end() { m_delivers_at_end = false; }
   std::vector<std::filesystem::path> profile_search_path() const;
 
 private:
@@ -62,6 +66,7 @@ private:
   Engine m_engine;
   Output m_out;
   std::unique_ptr<Progress> m_progress;
+  bool m_delivers_at_end = true;
 };
 
 using Runner = std::function<ExitCode(Context&)>;

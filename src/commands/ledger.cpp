@@ -53,6 +53,7 @@ ExitCode run_verify(Context& context) {
 }
 
 ExitCode run_keep(Context& context, const std::string& idle_text) {
+  context.deliver_nothing_at_end(); // it makes no event; the commands it serves deliver theirs
   const auto idle = idle_text == "0" ? std::optional<Seconds>(0) : parse_duration(idle_text);
   if (!idle) {
     throw UsageError(fmt::format("--idle: invalid duration \"{}\" (use 0, 60s, 10m)", idle_text));

@@ -173,6 +173,26 @@ STARTS=$(grep -c "ledger keep" <(ps -eo args | grep -F -- "--state-dir $HERD led
   fail "the herd started more than one keeper: $(cat "$KEEPERS/keeper.log")"
 rm -rf "$HERD"
 
+# --- the keeper delivers no event when it leaves: the commands it serves deliver theirs (a keeper
+#     leaving long after, on another's events, would race the machine's own `events flush`)
+unset FLEET_DB_PASSWORD
+STATE_EV=$WORK/state-events
+KEEPERS=$STATE_EV/ledger-keeper
+: >"$WORK/sinkdir" # a file where the sink's directory should be: the sink fails at first
+printf 'events:\n  - { type: jsonl, path: "%s" }\n' "$WORK/sinkdir/events.jsonl" >"$WORK/config/events.yaml"
+export SANDBOXER_CONFIG=$WORK/config/events.yaml
+expect_code 0 "$SANDBOXER" --state-dir "$STATE_EV" --profiles-dir "$PROFILES" create --name evented --quiet
+wait_until 10 socket_up || fail "no keeper for the events' machine"
+rm "$WORK/sinkdir"
+mkdir "$WORK/sinkdir"
+kill -TERM "$(keeper_pid)"
+wait_until 10 keeper_gone || fail "SIGTERM did not end the keeper"
+[ ! -e "$WORK/sinkdir/events.jsonl" ] || fail "the keeper delivered events when it left: $(cat "$WORK/sinkdir/events.jsonl")"
+expect_code 0 "$SANDBOXER" --state-dir "$STATE_EV" events flush -o json
+[ "$(jq .delivered <<<"$OUT")" -ge 2 ] || fail "events flush after the keeper left: $OUT"
+[ -s "$WORK/sinkdir/events.jsonl" ] || fail "events flush wrote nothing"
+unset SANDBOXER_CONFIG
+
 # --- the local files have no connections to keep
 expect_code 2 sbx --ledger local ledger keep
 expect_contains "$ERR" "only a PostgreSQL ledger"
