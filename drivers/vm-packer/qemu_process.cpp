@@ -38,15 +38,6 @@ bool alive(int pid) {
 
 } // namespace
 
-bool kvm_usable() {
-  int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return false;
-  }
-  ::close(fd);
-  return true;
-}
-
 std::vector<std::string> qemu_argv(const Spec& spec, const Launch& launch) {
   std::vector<std::string> argv = {spec.qemu,
                                    "-name",

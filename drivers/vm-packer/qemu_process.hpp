@@ -26,13 +26,11 @@ struct VmDir {
 // What QEMU is started with beyond the spec.
 struct Launch {
   std::string name;                  // -name: the sandbox id, visible in ps
-  bool kvm = false;                  // the accelerator chosen (auto: /dev/kvm usable)
+  bool kvm = false;                  // the accelerator chosen (accel.hpp)
+  std::string accel_reason;          // why: said while booting and by a boot that times out
   std::map<int, int> forwards;       // guest TCP port -> host port on 127.0.0.1
   std::optional<std::string> loadvm; // resume this internal snapshot of the overlay
 };
-
-// Whether /dev/kvm can be opened for read and write.
-bool kvm_usable();
 
 // The argv of QEMU for `spec`, run in `dir` (argv only: no shell ever sees it).
 std::vector<std::string> qemu_argv(const Spec& spec, const Launch& launch);

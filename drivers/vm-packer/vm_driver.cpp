@@ -13,6 +13,7 @@
 #include <sandboxer/proc.hpp>
 #include <sandboxer/spec_fields.hpp>
 
+#include "drivers/vm-packer/accel.hpp"
 #include "drivers/vm-packer/agent_client.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
 #include "drivers/vm-packer/qmp.hpp"
@@ -88,7 +89,10 @@ public:
     try {
       prepare_disk(request, dir, launch);
       write_json(dir.labels(), {{"sandbox", request.sandbox_id}, {"labels", request.labels}});
-      launch.kvm = choose_kvm();
+      AccelChoice accel = choose_accel(m_spec.accel, probe_host_virt());
+      launch.kvm = accel.kvm;
+      launch.accel_reason = accel.reason;
+      m_progress.update(accel.reason);
       if (m_spec.restricted_network) {
         for (int port : m_spec.ports) {
           launch.forwards[port] = free_loopback_port();
@@ -106,6 +110,7 @@ public:
       return {request.sandbox_id,
               {{"pid", pid},
                {"accel", launch.kvm ? "kvm" : "tcg"},
+               {"accel_reason", launch.accel_reason},
                {"serial_log", dir.serial_log().string()},
                {"ports", forwards},
                {"image_sha256", m_spec.image_sha256},
@@ -327,24 +332,21 @@ private:
     }
   }
 
-  bool choose_kvm() {
-    switch (m_spec.accel) {
-    case Spec::Accel::kvm:
-      if (!kvm_usable()) {
-        throw DriverError(Kind::invalid_spec,
-                          "accel: kvm, but /dev/kvm cannot be opened here (use auto or tcg)");
-      }
-      return true;
-    case Spec::Accel::tcg:
-      return false;
-    case Spec::Accel::automatic:
-      break;
+  // An empty console at the deadline means the guest never ran a line of its kernel, which is
+  // what an accelerator that cannot run it looks like; a console with lines means it booted
+  // too slowly or stopped on its way.
+  std::string boot_timeout_message(const VmDir& dir, const Launch& launch) const {
+    std::string limit = spec_fields::duration_text(m_spec.ready_timeout);
+    std::string line = last_serial_line(dir);
+    if (!line.empty()) {
+      return fmt::format("the VM did not become ready within {} (vm-packer.ready_timeout) under "
+                         "{}; its serial log ends with: {}",
+                         limit, launch.kvm ? "KVM" : "TCG", line);
     }
-    bool kvm = kvm_usable();
-    if (!kvm) {
-      m_progress.update("no usable /dev/kvm: the VM runs under TCG (emulation, slower)");
-    }
-    return kvm;
+    return fmt::format("the VM did not become ready within {} (vm-packer.ready_timeout) and its "
+                       "serial log is empty: the guest never started under {} ({}){}",
+                       limit, launch.kvm ? "KVM" : "TCG", launch.accel_reason,
+                       launch.kvm ? "; accel: tcg runs it under emulation" : "");
   }
 
   void wait_until_ready(const VmDir& dir, const Launch& launch) {
@@ -363,11 +365,7 @@ private:
                                       last_serial_line(dir)));
       }
       if (Clock::now() > deadline) {
-        throw DriverError(Kind::timeout,
-                          fmt::format("the VM did not become ready within {} (vm-packer."
-                                      "ready_timeout); its serial log ends with: {}",
-                                      spec_fields::duration_text(m_spec.ready_timeout),
-                                      last_serial_line(dir)));
+        throw DriverError(Kind::timeout, boot_timeout_message(dir, launch));
       }
       std::string line = last_serial_line(dir);
       m_progress.update(fmt::format("booting {} ({}){}", launch.name, launch.kvm ? "KVM" : "TCG",

@@ -17,7 +17,10 @@ ID=$(jq -r .id <<<"$OUT")
 [ -n "$(qemu_of "$ID")" ] || fail "no QEMU runs for $ID"
 [ "$(record "$ID" .spec.image_sha256)" = "$(sha256sum <"$(record "$ID" .spec.image)" | cut -d' ' -f1)" ] ||
   fail "the spec does not record the image's hash"
-[ "$(record "$ID" .info.accel)" = tcg ] || [ -w /dev/kvm ] || fail "accel: $(record "$ID" .info)"
+# accel: auto takes KVM only where /dev/kvm opens and the CPU advertises vmx or svm, and says why.
+if [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then want_accel=kvm; else want_accel=tcg; fi
+[ "$(record "$ID" .info.accel)" = "$want_accel" ] || fail "accel, expected $want_accel: $(record "$ID" .info)"
+expect_contains "$(record "$ID" .info.accel_reason)" "${want_accel^^}"
 
 # exec: a real kernel, output apart, exit codes, env, workdir, stdin, a missing program.
 expect_code 0 sbx exec one -- uname -r

@@ -5,6 +5,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "drivers/vm-packer/accel.hpp"
 #include "drivers/vm-packer/agent/wire.hpp"
 #include "drivers/vm-packer/manifest.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
@@ -218,6 +219,48 @@ TEST(VmPackerQemu, ArgvHasNoShellAndOnlyLoopbackForwards) {
   spec.restricted_network = false;
   for (const auto& arg : qemu_argv(spec, launch)) {
     EXPECT_EQ(arg.find("netdev"), std::string::npos) << "network: none has no NIC";
+  }
+}
+
+} // namespace
+} // namespace sandboxer::drivers::vm_packer
+
+namespace sandboxer::drivers::vm_packer {
+namespace {
+
+// The flags of a machine whose /dev/kvm is kvm-pvm: it opens, but no vmx or svm (issue 33).
+constexpr const char* k_pvm_flags = " fpu vme de pse tsc msr pae mce cx8 apic sep hypervisor "
+                                    "lahf_lm abm 3dnowprefetch";
+
+TEST(VmAccel, AutoPassesOverKvmThatAdvertisesNoHardwareVirtualization) {
+  AccelChoice choice = choose_accel(Spec::Accel::automatic, {true, k_pvm_flags});
+  EXPECT_FALSE(choice.kvm);
+  EXPECT_NE(choice.reason.find("TCG"), std::string::npos) << choice.reason;
+  EXPECT_NE(choice.reason.find("no vmx or svm"), std::string::npos) << choice.reason;
+}
+
+TEST(VmAccel, AutoTakesKvmWithVmxOrSvm) {
+  EXPECT_TRUE(choose_accel(Spec::Accel::automatic, {true, " fpu vmx sse"}).kvm);
+  EXPECT_TRUE(choose_accel(Spec::Accel::automatic, {true, " fpu sse svm"}).kvm);
+  // A word that only contains the letters is not the flag.
+  EXPECT_FALSE(choose_accel(Spec::Accel::automatic, {true, " vmx_ept svmlock"}).kvm);
+}
+
+TEST(VmAccel, AutoWithoutDevKvmIsTcgAndSaysSo) {
+  AccelChoice choice = choose_accel(Spec::Accel::automatic, {false, " vmx"});
+  EXPECT_FALSE(choice.kvm);
+  EXPECT_NE(choice.reason.find("no usable /dev/kvm"), std::string::npos) << choice.reason;
+}
+
+TEST(VmAccel, WrittenChoiceIsKeptOrRefusedWhenKvmCannotOpen) {
+  EXPECT_TRUE(choose_accel(Spec::Accel::kvm, {true, k_pvm_flags}).kvm);
+  EXPECT_FALSE(choose_accel(Spec::Accel::tcg, {true, " vmx"}).kvm);
+  try {
+    choose_accel(Spec::Accel::kvm, {false, " vmx"});
+    FAIL() << "accel: kvm without /dev/kvm was accepted";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::invalid_spec);
+    EXPECT_NE(std::string(e.what()).find("/dev/kvm"), std::string::npos);
   }
 }
 

@@ -1,0 +1,258 @@
+// The sandboxer executable's work: builds the CLI from the command table, runs one subcommand, and
+// turns every error into a message on stderr and a documented exit code (docs/exit-codes.md).
+// Kept in the command library rather than in main.cpp, so that the two executables (sandboxer and
+// the test clock's) compile it once, with the library's precompiled CLI11.
+#include "commands/run_main.hpp"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <sandboxer/clock.hpp>
+#include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+
+#include "commands/commands.hpp"
+#include "src/profile/profile.hpp"
+
+using namespace sandboxer;
+
+namespace {
+
+std::string log_level_of(const commands::GlobalOptions& global) {
+  if (global.log_level) {
+    return *global.log_level;
+  }
+  if (global.verbose >= 2) {
+    return "trace";
+  }
+  if (global.verbose == 1) {
+    return "debug";
+  }
+  return global.quiet ? "error" : "info";
+}
+
+int fail(const std::string& message, const std::string& hint = "") {
+  std::cerr << log::prefix() << "error: " << log::redact(message) << "\n";
+  if (!hint.empty()) {
+    std::cerr << hint << "\n";
+  }
+  return 0;
+}
+
+// Global options that take a value: their value is not a command name.
+bool takes_value(std::string_view arg) {
+  static const std::vector<std::string_view> k_with_value = {
+      "--state-dir", "--profiles-dir", "-o",      "--output",
+      "--log-level", "--lock-timeout", "--ledger"};
+  return std::find(k_with_value.begin(), k_with_value.end(), arg) != k_with_value.end();
+}
+
+// The index in argv of the command word (the first argument that is not a global option or its
+// value), or 0 when there is none.
+int command_index(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      return 0;
+    }
+    if (arg.starts_with("-")) {
+      i += takes_value(arg) ? 1 : 0;
+      continue;
+    }
+    return i;
+  }
+  return 0;
+}
+
+// Names people type for our commands (docker, kubectl and gh words), for "did you mean".
+std::optional<std::string> synonym_of(const std::string& word) {
+  static const std::map<std::string, std::string> k_synonyms = {
+      {"ls", "list"},      {"ps", "list"},      {"rm", "destroy"},     {"delete", "destroy"},
+      {"kill", "destroy"}, {"run", "create"},   {"new", "create"},     {"up", "create"},
+      {"down", "destroy"}, {"logs", "history"}, {"inspect", "status"}, {"describe", "status"},
+      {"get", "status"},   {"show", "status"},  {"gc", "reap"},        {"prune", "reap"}};
+  auto it = k_synonyms.find(word);
+  return it == k_synonyms.end() ? std::nullopt : std::optional(it->second);
+}
+
+// A parse error in the words of the command line, said once and plainly.
+std::string explain_parse_error(const CLI::ParseError& e, CLI::App* sub) {
+  std::string message = e.what();
+  const std::string command = sub ? sub->get_name() : "";
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && sub) {
+    for (const CLI::Option* option : sub->get_options()) {
+      if (option->get_required() && option->count() == 0) {
+        return fmt::format("{}: missing {} ({})", command,
+                           option->get_positional() ? "<" + option->get_name() + ">"
+                                                    : option->get_name(),
+                           option->get_description());
+      }
+    }
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && command == "exec") {
+    return message + "; put -- before the command and its options: sandboxer exec ID -- sh -c "
+                     "'...'";
+  }
+  return message;
+}
+
+} // namespace
+
+int commands::run_main(int argc, char** argv, const MainOptions& options) {
+  const auto process_started = std::chrono::steady_clock::now();
+  // A reader that goes away (sandboxer list | head) must not kill a ledger write.
+  std::signal(SIGPIPE, SIG_IGN);
+  // Ctrl-C, a CI cancel, a closed terminal: the operation stops in order (interrupt.hpp).
+  interrupt::install();
+  if (options.allow_fake_now) {
+    allow_fake_now(); // tests/CMakeLists.txt: the sandboxer-testclock build only
+  }
+
+  CLI::App app{"sandboxer: provision sandboxes from profiles, track their TTL, reap the expired"};
+  app.name("sandboxer");
+  app.require_subcommand(1);
+  // The version flag is answered while parsing: what -v asks for is read from argv itself.
+  app.set_version_flag("-V,--version", [argc, argv] {
+    std::string text = commands::version_text();
+    bool verbose = false;
+    std::optional<std::string> ledger, state_dir;
+    for (int i = 1; i < argc; ++i) {
+      std::string_view arg = argv[i];
+      verbose = verbose || arg == "--verbose" ||
+                (arg.size() > 1 && arg[0] == '-' && arg.find_first_not_of('v', 1) == arg.npos);
+      if (i + 1 < argc && (arg == "--ledger" || arg == "--state-dir")) {
+        (arg == "--ledger" ? ledger : state_dir) = argv[i + 1];
+      }
+    }
+    return verbose ? text + "\nledger: " + commands::ledger_in_use(ledger, state_dir) : text;
+  });
+  commands::GlobalOptions global;
+  app.add_option("--state-dir", global.state_dir,
+                 "Directory of the ledger (default $SANDBOXER_STATE_DIR, "
+                 "$XDG_STATE_HOME/sandboxer)");
+  app.add_option("--profiles-dir", global.profiles_dir, "Directory searched first for profiles");
+  app.add_option("-o,--output", global.output, "Output format: table, wide, json or yaml")
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
+  app.add_flag("-q,--quiet", global.quiet, "Print only what was done (and errors)");
+  app.add_flag("-v,--verbose", global.verbose, "More logging on stderr (-vv for trace)");
+  app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--ledger", global.ledger,
+                 "postgresql:// URI of a shared ledger, or \"local\" for the local files (default "
+                 "$SANDBOXER_LEDGER, config.yaml ledger:, else local); never with a password");
+  app.add_option("--lock-timeout", global.lock_timeout_s,
+                 "Seconds to wait for the ledger lock (default 30)")
+      ->check(CLI::NonNegativeNumber);
+
+  std::vector<std::pair<CLI::App*, commands::Runner>> runners;
+  runners.reserve(commands::all_commands().size());
+  std::vector<std::string> names;
+  for (const auto& entry : commands::all_commands()) {
+    auto* sub = app.add_subcommand(entry.name, entry.description);
+    // Global options work after the subcommand too: `sandboxer list -o json`.
+    sub->fallthrough();
+    runners.emplace_back(sub, nullptr);
+    entry.setup(*sub, runners.back().second);
+    std::string footer = sub->get_footer();
+    if (entry.examples && *entry.examples) {
+      std::string examples = entry.examples;
+      for (size_t at = 0; (at = examples.find('\n', at)) != std::string::npos; at += 3) {
+        examples.replace(at, 1, "\n  ");
+      }
+      footer += (footer.empty() ? "" : "\n\n") + std::string("Examples:\n  ") + examples;
+    }
+    sub->footer(footer);
+    names.emplace_back(entry.name);
+  }
+  // Set after the subcommands, which would inherit it.
+  app.footer("Run 'sandboxer help COMMAND' for a command's options and examples; 'sandboxer man' "
+             "prints the manual.");
+  commands::set_cli_root(&app);
+
+  // `help [COMMAND]` is `[COMMAND] --help`; a word that is no command is said so, with the closest
+  // one, before CLI11 would call it a missing subcommand.
+  std::vector<std::string> words(argv, argv + argc);
+  if (int at = command_index(argc, argv); at > 0) {
+    if (words[at] == "help") {
+      words.erase(words.begin() + at);
+      words.emplace_back("--help");
+    } else if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
+      auto guess = synonym_of(words[at]);
+      if (!guess) {
+        guess = closest_match(words[at], names);
+      }
+      fail(fmt::format("unknown command \"{}\"{}", words[at],
+                       guess ? fmt::format("; did you mean {}?", *guess) : ""),
+           "Run 'sandboxer help' for the list of commands.");
+      return static_cast<int>(ExitCode::usage);
+    }
+  }
+
+  try {
+    std::vector<std::string> reversed(words.rbegin(), words.rend() - 1);
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      return app.exit(e);
+    }
+    CLI::App* sub = nullptr;
+    for (auto* parsed : app.get_subcommands()) {
+      sub = parsed;
+    }
+    fail(explain_parse_error(e, sub),
+         "Try 'sandboxer" + (sub ? " " + sub->get_name() : std::string()) + " --help'.");
+    return static_cast<int>(ExitCode::usage);
+  }
+
+  log::init(log_level_of(global));
+  try {
+    commands::Context context(global);
+    for (auto& [sub, runner] : runners) {
+      if (sub->parsed()) {
+        ExitCode code = ExitCode::ok;
+        try {
+          code = runner(context);
+        } catch (...) {
+          // What the failed command committed is in the outbox: deliver it as any command would
+          // (within the delivery's own time budget, even after a signal).
+          interrupt::Shield delivering;
+          if (context.delivers_at_end()) {
+            context.events().deliver();
+          }
+          throw;
+        }
+        interrupt::Shield delivering;
+        if (context.delivers_at_end()) {
+          context.events().deliver();
+        }
+        spdlog::debug("timing: {} total {:.1f} ms", sub->get_name(),
+                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                process_started)
+                          .count());
+        return static_cast<int>(code);
+      }
+    }
+    return static_cast<int>(ExitCode::usage);
+  } catch (const UsageError& e) {
+    std::string command;
+    for (auto* sub : app.get_subcommands()) {
+      command = " " + sub->get_name();
+    }
+    fail(e.what(), "Try 'sandboxer" + command + " --help'.");
+    return static_cast<int>(e.code());
+  } catch (const Error& e) {
+    fail(e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    fail(std::string("internal error: ") + e.what());
+    return static_cast<int>(ExitCode::runtime);
+  }
+}
