@@ -95,10 +95,18 @@ phase_wait() {
 
 phase_tests() { PHASE_TEST_LOGS+=("$1:$2"); }
 
-# The tests of LOG that took more than the limit, one per line (CTest's own line).
+# Each test of LOG (CTest's output) as "SECONDS NAME", one per line: the time is the word before
+# "sec", the name the word after "#N:".
+phase_test_times_() {
+  awk '/Test +#[0-9]+: / && / sec/ {
+         for (i = NF; i > 0; i--) if ($i == "sec") { t = $(i-1); break }
+         for (j = 1; j <= NF; j++) if ($j ~ /^#[0-9]+:$/) { name = $(j+1); break }
+         print t, name }' "$1"
+}
+
+# The tests of LOG that took more than the limit, one per line.
 phase_slow_tests() {
-  awk -v limit="$PHASE_TEST_LIMIT_S" \
-    '/Test +#[0-9]+: / && / sec/ { for (i = NF; i > 0; i--) if ($i == "sec") { if ($(i-1) + 0 > limit) print; break } }' "$1"
+  phase_test_times_ "$1" | awk -v limit="$PHASE_TEST_LIMIT_S" '$1 + 0 > limit { print $2 ": " $1 " s" }'
 }
 
 phase_clock_() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
@@ -127,9 +135,6 @@ phase_table() {
     log=${entry#*:}
     [ -f "$log" ] || continue
     echo "  the 10 slowest tests of preset $preset:"
-    awk '/Test +#[0-9]+: / && / sec/ {
-           for (i = NF; i > 0; i--) if ($i == "sec") { t = $(i-1); break }
-           for (j = 1; j <= NF; j++) if ($j ~ /^#[0-9]+:$/) { name = $(j+1); break }
-           printf "%10.1f s  %s\n", t, name }' "$log" | sort -rn | awk 'NR <= 10'
+    phase_test_times_ "$log" | sort -rn | awk 'NR <= 10 { printf "%10.1f s  %s\n", $1, $2 }'
   done
 }
