@@ -5,13 +5,13 @@
 # `cmake --build BUILD --target sandboxer`. The driver's change must compile that one file and
 # relink; the header's must compile only the files that include it (checked against the compiler's
 # own dependency lists: `ninja -t deps`).
-# Usage: bench/rebuild.sh [BUILD_DIR, default build] [DRIVER_CPP] [SDK_HEADER]
+# Usage: bench/rebuild.sh [BUILD_DIR, default build-dev: the dev preset, one object per source] [DRIVER_CPP] [SDK_HEADER]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+BUILD=${1:-build-dev}
 DRIVER_CPP=${2:-drivers/docker/spec.cpp}
 SDK_HEADER=${3:-include/sandboxer/base64.hpp}
-[ -f "$BUILD/build.ninja" ] || { echo "rebuild.sh: no Ninja build in $BUILD (cmake --preset default)" >&2; exit 2; }
+[ -f "$BUILD/build.ninja" ] || { echo "rebuild.sh: no Ninja build in $BUILD (cmake --preset dev && cmake --build --preset dev)" >&2; exit 2; }
 cmake --build "$BUILD" --target sandboxer >/dev/null
 
 # rebuild FILE: touches FILE, rebuilds, prints what was compiled and how long it took.
