@@ -114,13 +114,18 @@ public:
 
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override;
 
+  // A connection for one operation: an idle one, else a new process. The mutex guards only the
+  // pool and the description, never a process start or a call: a start under it made the second
+  // concurrent lease wait on itself (reap's parallel destroys hung for good).
   Lease lease() const {
     handshake();
-    std::lock_guard lock(m_mutex);
-    if (!m_idle.empty()) {
-      auto connection = std::move(m_idle.back());
-      m_idle.pop_back();
-      return Lease(*this, std::move(connection));
+    {
+      std::lock_guard lock(m_mutex);
+      if (!m_idle.empty()) {
+        auto connection = std::move(m_idle.back());
+        m_idle.pop_back();
+        return Lease(*this, std::move(connection));
+      }
     }
     return Lease(*this, start());
   }
@@ -133,22 +138,21 @@ public:
   }
 
   const Description& handshake() const {
-    std::lock_guard lock(m_mutex);
-    if (!m_description) {
-      auto connection = start_locked();
-      m_idle.push_back(std::move(connection));
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_description) {
+        return *m_description;
+      }
     }
+    // Two threads may both start the first process: the second is pooled like any other.
+    give_back(start());
+    std::lock_guard lock(m_mutex);
     return *m_description;
   }
 
 private:
-  std::unique_ptr<Connection> start() const {
-    std::lock_guard lock(m_mutex);
-    return start_locked();
-  }
-
   // A new process, its `initialize` answered and checked.
-  std::unique_ptr<Connection> start_locked() const {
+  std::unique_ptr<Connection> start() const {
     auto connection = std::make_unique<Connection>(m_name, m_path);
     json result = connection->call(
         {"initialize", {{"protocol", protocol::k_version}}, timeout_of("initialize")});
@@ -172,6 +176,7 @@ private:
     if (!result.contains("capabilities") || !result["capabilities"].is_object()) {
       fail("the initialize result has no \"capabilities\" object");
     }
+    std::lock_guard lock(m_mutex);
     if (!m_description) {
       Description description;
       description.protocol = protocol::k_version;
