@@ -83,13 +83,14 @@ ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
   auto search = context.profile_search_path();
   nlohmann::json items = nlohmann::json::array();
   int bad = 0;
+  int unreachable = 0; // files whose driver failed, so that nothing could be said of them
   for (const auto& file : files) {
     try {
       Profile profile = load_checked(context, file, search);
       items.push_back({{"file", file}, {"ok", true}, {"error", nullptr}});
       context.out().note(fmt::format("{}: ok ({} driver {})", file, profile.name, profile.driver));
     } catch (const Error& e) {
-      ++bad;
+      ++(e.code() == ExitCode::backend ? unreachable : bad);
       items.push_back({{"file", file}, {"ok", false}, {"error", e.what()}});
       std::cerr << log::prefix() << "error: " << e.what() << "\n";
     }
@@ -97,7 +98,8 @@ ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
   if (context.out().format() != Format::table) {
     context.out().print(items, nullptr);
   }
-  return bad == 0 ? ExitCode::ok : ExitCode::usage;
+  // An invalid profile is the file's fault (2); a driver that did not answer is the backend's (4).
+  return bad > 0 ? ExitCode::usage : unreachable > 0 ? ExitCode::backend : ExitCode::ok;
 }
 
 } // namespace

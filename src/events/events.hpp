@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sandboxer/http.hpp>
+
 #include "src/ledger/ledger.hpp"
 #include "src/lifecycle/lifecycle.hpp"
 
@@ -185,6 +187,10 @@ struct SendResult {
   std::optional<std::chrono::milliseconds> retry_after; // what the receiver asked for
   bool retryable = true;
 };
+
+// What an HTTP receiver asked to wait (Retry-After, else RateLimit-Reset) in seconds, at most a
+// day; nothing for an HTTP date or anything but digits.
+std::optional<std::chrono::milliseconds> retry_after_of(const http::Response& response);
 
 // Sends `event_text` (one JSON line, no newline) to `sink` within `timeout`.
 SendResult send(const nlohmann::json& sink, const std::string& event_text,

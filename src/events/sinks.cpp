@@ -1,4 +1,5 @@
 // The four sinks: where one event goes and what counts as delivered (docs/events.md).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -109,26 +110,6 @@ SendResult send_exec(const nlohmann::json& sink, const std::string& line, millis
   return {true};
 }
 
-// "120" (seconds) or an HTTP date; only the first is worth waiting for here.
-std::optional<milliseconds> retry_after_of(const http::Response& response) {
-  auto header = response.header("retry-after");
-  if (!header) {
-    header = response.header("ratelimit-reset");
-  }
-  if (!header) {
-    return std::nullopt;
-  }
-  try {
-    size_t used = 0;
-    long seconds = std::stol(*header, &used);
-    if (used == header->size() && seconds >= 0) {
-      return milliseconds(seconds * 1000);
-    }
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
 SendResult send_http(const nlohmann::json& sink, const std::string& body, milliseconds timeout) {
   http::Request request;
   request.method = "POST";
@@ -164,6 +145,25 @@ SendResult send_http(const nlohmann::json& sink, const std::string& body, millis
 }
 
 } // namespace
+
+// "120" (seconds) or an HTTP date; only the first is worth waiting for here. A server's number is
+// clamped to a day (any wait past the delivery's time left defers the event anyway): LONG_MAX
+// seconds once overflowed into an immediate retry.
+std::optional<milliseconds> retry_after_of(const http::Response& response) {
+  constexpr long k_max_seconds = 24 * 3600;
+  auto header = response.header("retry-after");
+  if (!header) {
+    header = response.header("ratelimit-reset");
+  }
+  if (!header || header->empty() || header->find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  long seconds = 0;
+  for (char c : *header) {
+    seconds = std::min(k_max_seconds, seconds * 10 + (c - '0'));
+  }
+  return milliseconds(seconds * 1000);
+}
 
 SendResult send(const nlohmann::json& sink, const std::string& event_text, milliseconds timeout) {
   std::string type = text_of(sink, "type");

@@ -304,9 +304,12 @@ public:
     call.input_fd = request.attach_stdin ? io.stdin_fd() : -1;
     json result = send(std::move(call));
     const json& code = member(result, "exit_code", "exec");
-    if (!code.is_number_integer()) {
+    // An exit status is a byte: 256 must not come back as success, nor 2^31 overflow.
+    if (!code.is_number_integer() || code.get<long long>() < 0 || code.get<long long>() > 255) {
       throw DriverError(DriverError::Kind::error,
-                        "the driver's exec result: \"exit_code\" must be an integer");
+                        fmt::format("the driver's exec result: \"exit_code\" must be an integer "
+                                    "from 0 to 255, not {}",
+                                    code.dump()));
     }
     return code.get<int>();
   }

@@ -111,4 +111,16 @@ SANDBOXER_DRIVER_TIMEOUT=3 expect_code 4 sbx create --profile hangs -o json
 expect_contains "$ERR" "did not answer create within 3 s"
 expect_contains "$ERR" "create received; sleeping"
 [ "$(jq -r .state <<<"$OUT")" = failed ] || fail "the hung create is recorded as: $OUT"
+
+# A driver that never answers its handshake: validating its profile is a backend failure (4), not
+# an invalid profile (2). (Its own directory: every listing would wait for it.)
+mkdir -p "$WORK/mute"
+printf '#!/bin/sh\nexec sleep 3600\n' >"$WORK/mute/sandboxer-driver-mute"
+chmod +x "$WORK/mute/sandboxer-driver-mute"
+printf 'driver: mute\n' >"$PROFILES/mute.yaml"
+SANDBOXER_DRIVER_PATH="$WORK/mute:$SANDBOXER_DRIVER_PATH" SANDBOXER_DRIVER_TIMEOUT=2 \
+  expect_code 4 sbx profiles validate "$PROFILES/mute.yaml"
+expect_contains "$ERR" "mute"
+SANDBOXER_DRIVER_PATH="$WORK/mute:$SANDBOXER_DRIVER_PATH" SANDBOXER_DRIVER_TIMEOUT=2 \
+  expect_code 2 sbx profiles validate "$PROFILES/mute.yaml" "$PROFILES/typo.yaml"
 echo "ok"

@@ -68,6 +68,13 @@ TEST(VmAgentWire, BadInputIsAWireError) {
   EXPECT_THROW(decode_start(start + "x"), WireError);
   EXPECT_THROW(decode_start(start.substr(0, start.size() - 1)), WireError);
   EXPECT_THROW(decode_exit(std::string("\x09\0\0\0\0\0\0\0\0", 9)), WireError);
+  // Out-of-range statuses: 256 would come back as success, a signal near 2^31 overflows 128+N.
+  EXPECT_THROW(decode_exit(encode_exit({ExitReport::Kind::exited, 256, ""})), WireError);
+  EXPECT_THROW(decode_exit(encode_exit({ExitReport::Kind::exited, -1, ""})), WireError);
+  EXPECT_THROW(decode_exit(encode_exit({ExitReport::Kind::signaled, 0x7ffffff0, ""})), WireError);
+  EXPECT_THROW(decode_exit(encode_exit({ExitReport::Kind::signaled, 0, ""})), WireError);
+  EXPECT_EQ(decode_exit(encode_exit({ExitReport::Kind::exited, 255, ""})).value, 255);
+  EXPECT_EQ(decode_exit(encode_exit({ExitReport::Kind::signaled, 64, ""})).value, 64);
   EXPECT_THROW(decode_size("\x01"), WireError);
 }
 

@@ -210,7 +210,16 @@ ExitReport decode_exit(std::string_view payload) {
     throw WireError("unknown exit kind " + std::to_string(kind));
   }
   report.kind = static_cast<ExitReport::Kind>(kind);
-  report.value = static_cast<std::int32_t>(fields.u32());
+  const std::uint32_t value = fields.u32();
+  // An exit status is a byte and a signal number below 128 (the shell's 128+N): a value past
+  // either would come back as success (256) or overflow (near 2^31).
+  if (report.kind == ExitReport::Kind::exited && value > 255) {
+    throw WireError("exit status " + std::to_string(value) + " is outside 0-255");
+  }
+  if (report.kind == ExitReport::Kind::signaled && (value == 0 || value > 127)) {
+    throw WireError("signal number " + std::to_string(value) + " is outside 1-127");
+  }
+  report.value = static_cast<std::int32_t>(value);
   report.message = fields.text();
   fields.end();
   return report;
