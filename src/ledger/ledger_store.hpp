@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <sandboxer/duration.hpp>
@@ -50,9 +51,10 @@ struct VerifyProblem {
   std::string what;
 };
 struct VerifyReport {
-  std::size_t records = 0;
-  std::size_t entries = 0;
+  std::size_t records = 0; // distinct records: a record closed again is journaled twice
+  std::size_t entries = 0; // history entries of each record's newest copy
   std::vector<VerifyProblem> problems;
+  std::unordered_map<std::string, std::size_t> entries_by_id; // the counts' working set
 };
 
 // What `prune` removed.

@@ -492,19 +492,25 @@ public:
     resident.reserve(m_data.sandboxes.size());
     for (auto& record : m_data.sandboxes) {
       chain::seal(record);
+      auto known = m_known_closed.find(record.id);
       if (is_resident(record)) {
+        if (known != m_known_closed.end()) {
+          // Reopened (a failed record being destroyed): counted again when it closes again.
+          uncount(known->second.state);
+          m_known_closed.erase(known);
+        }
         resident.push_back(record);
         continue;
       }
-      auto known = m_known_closed.find(record.id);
       if (known != m_known_closed.end() && same(known->second, copy_of(record))) {
         continue; // already in the journal as it is
       }
       closing.push_back(ledger_format::journal_line(record));
       closing_time = closing_time.value_or(closed_at(record));
-      if (known == m_known_closed.end()) {
-        ++m_header.closed_counts[to_string(record.state)];
+      if (known != m_known_closed.end()) {
+        uncount(known->second.state); // closed again in another state: one record, one count
       }
+      ++m_header.closed_counts[to_string(record.state)];
     }
     JournalTail tail = m_header.journal;
     if (!closing.empty()) {
@@ -523,6 +529,11 @@ public:
   }
 
 private:
+  void uncount(State state) {
+    auto& count = m_header.closed_counts[to_string(state)];
+    count -= std::min<std::uint64_t>(count, 1);
+  }
+
   const LocalStore& m_store;
   LockFile::Guard m_guard;
   Header m_header;

@@ -270,6 +270,51 @@ TEST(LedgerStore, AnUnreadableCurrentSegmentIsNotAppendedTo) {
   EXPECT_EQ(segments(dir / "state").size(), 2u);
 }
 
+// A record closed failed, then reopened by a destroy and closed again, is journaled twice but is
+// one record: one count in `closed` (reap's metrics), one record in verify's totals.
+TEST(LedgerStore, ARecordClosedTwiceIsCountedOnce) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto id = add_closed(ledger, "f", 0, State::failed);
+  const TimePoint at = day(0, 13);
+  {
+    auto tx = ledger.begin();
+    SandboxRecord* r = tx.find(id);
+    ASSERT_TRUE(r);
+    r->transition(EventKind::destroying, State::destroying, at, "t", "destroy requested");
+    tx.commit();
+  }
+  EXPECT_EQ(ledger.read().closed_counts["failed"], 0u) << "a reopened record is not closed";
+  {
+    auto tx = ledger.begin();
+    SandboxRecord* r = tx.find(id);
+    ASSERT_TRUE(r);
+    r->transition(EventKind::destroyed, State::destroyed, at, "t", "destroy requested");
+    tx.commit();
+  }
+  auto counts = ledger.read().closed_counts;
+  EXPECT_EQ(counts["failed"], 0u);
+  EXPECT_EQ(counts["destroyed"], 1u);
+  // Closed again straight from failed to destroyed, in one transaction: the count moves.
+  const auto other = add_closed(ledger, "g", 0, State::failed);
+  {
+    auto tx = ledger.begin();
+    SandboxRecord* r = tx.find(other);
+    ASSERT_TRUE(r);
+    r->transition(EventKind::destroyed, State::destroyed, at, "t", "forgotten");
+    tx.commit();
+  }
+  counts = ledger.read().closed_counts;
+  EXPECT_EQ(counts["failed"], 0u);
+  EXPECT_EQ(counts["destroyed"], 2u);
+  const auto report = ledger.store().verify();
+  EXPECT_TRUE(report.problems.empty());
+  EXPECT_EQ(report.records, 2u);
+  const auto newest = ledger.find(id);
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->state, State::destroyed);
+}
+
 TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
