@@ -31,6 +31,10 @@ expect_code 0 sbx exec -w /tmp one -- pwd
 [ "$OUT" = /tmp ] || fail "workdir: $OUT"
 OUT=$(printf 'a\nb\n' | sbx exec -i one -- cat) || fail "exec -i"
 [ "$OUT" = $'a\nb' ] || fail "stdin: $OUT"
+# More stdin than the agent holds for a command that reads it late (4 MiB, agent.cpp): the
+# agent stops reading the host's frames until the command catches up, and nothing is lost.
+OUT=$(head -c 6291456 /dev/zero | sbx exec -i one -- sh -c 'sleep 2; wc -c') || fail "exec -i 6 MiB"
+[ "$(tr -d ' ' <<<"$OUT")" = 6291456 ] || fail "exec -i of 6 MiB delivered $OUT bytes"
 expect_code 127 sbx exec one -- no-such-program
 /usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/run_on_pty.py" "$WORK/tty.out" \
   "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" exec -t one -- \

@@ -34,6 +34,9 @@ using namespace sandboxer::vm_agent;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t k_outbox_limit = 4 << 20; // stop reading a command's output beyond this
+// Stop reading the host's frames while a command holds this much of its stdin unread: the host's
+// writes then wait (within their deadline) instead of the agent's memory growing without end.
+constexpr std::size_t k_stdin_limit = 4 << 20;
 // After the command exits, output still open (a background child holding it) is read for this
 // long after its last byte, then the exit is reported: an exec ends with its command.
 constexpr auto k_drain_quiet = std::chrono::milliseconds(100);
@@ -300,9 +303,18 @@ void handle(Port& port, Frame frame) {
   }
 }
 
+bool stdin_full(const Port& port) {
+  for (const auto& [channel, exec] : port.execs) {
+    if (exec.pending_stdin.size() >= k_stdin_limit) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void read_port(Port& port) {
   char buffer[65536];
-  while (true) {
+  while (!stdin_full(port)) {
     ssize_t n = ::read(port.fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) {
       continue;
@@ -552,7 +564,8 @@ int main(int argc, char** argv) {
       if (!port.connected) {
         continue;
       }
-      fds.push_back({port.fd, static_cast<short>(POLLIN | (port.outbox.empty() ? 0 : POLLOUT)), 0});
+      const short wanted = (stdin_full(port) ? 0 : POLLIN) | (port.outbox.empty() ? 0 : POLLOUT);
+      fds.push_back({port.fd, wanted, 0});
       owners.push_back({&port, {0, 0}});
       for (auto& [channel, exec] : port.execs) {
         draining = draining || exec.exited;
