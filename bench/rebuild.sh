@@ -5,7 +5,8 @@
 # `cmake --build BUILD --target sandboxer`. The driver's change must compile that one file and
 # relink; the header's must compile only the files that include it (checked against the compiler's
 # own dependency lists: `ninja -t deps`).
-# Usage: bench/rebuild.sh [BUILD_DIR, default build-dev: the dev preset, one object per source] [DRIVER_CPP] [SDK_HEADER]
+# Usage: bench/rebuild.sh [BUILD_DIR] [DRIVER_CPP] [SDK_HEADER]
+# BUILD_DIR defaults to build-dev: the dev preset, one object per source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-dev}

@@ -122,6 +122,12 @@ TimePoint closed_at(const SandboxRecord& record) {
   return record.history.empty() ? record.created_at : record.history.back().time;
 }
 
+// One record less closed in `state`: reopened, closed again in another state, or pruned.
+void uncount(std::map<std::string, std::uint64_t>& counts, State state) {
+  auto& count = counts[to_string(state)];
+  count -= std::min<std::uint64_t>(count, 1);
+}
+
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -496,7 +502,7 @@ public:
       if (is_resident(record)) {
         if (known != m_known_closed.end()) {
           // Reopened (a failed record being destroyed): counted again when it closes again.
-          uncount(known->second.state);
+          uncount(m_header.closed_counts, known->second.state);
           m_known_closed.erase(known);
         }
         resident.push_back(record);
@@ -508,7 +514,8 @@ public:
       closing.push_back(ledger_format::journal_line(record));
       closing_time = closing_time.value_or(closed_at(record));
       if (known != m_known_closed.end()) {
-        uncount(known->second.state); // closed again in another state: one record, one count
+        // Closed again in another state: one record, one count.
+        uncount(m_header.closed_counts, known->second.state);
       }
       ++m_header.closed_counts[to_string(record.state)];
     }
@@ -529,11 +536,6 @@ public:
   }
 
 private:
-  void uncount(State state) {
-    auto& count = m_header.closed_counts[to_string(state)];
-    count -= std::min<std::uint64_t>(count, 1);
-  }
-
   const LocalStore& m_store;
   LockFile::Guard m_guard;
   Header m_header;
@@ -623,8 +625,7 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
   const std::uint64_t old_first = live.header.journal.first;
   Header header = live.header;
   for (const auto& record : report.records) {
-    auto& count = header.closed_counts[to_string(record.state)];
-    count -= std::min<std::uint64_t>(count, 1);
+    uncount(header.closed_counts, record.state);
   }
   if (keep_from > header.journal.segment) {
     header.journal = {keep_from, keep_from, 0}; // every segment went, the current one too

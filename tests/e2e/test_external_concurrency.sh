@@ -29,8 +29,8 @@ EOF2
 for i in $(seq 20); do
   at "$T0" create --profile ext --name "e$i" >/dev/null || fail "create e$i"
 done
-expect_code 0 env SANDBOXER_FAKE_NOW=$T1 timeout -k 5 120 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" \
-  reap -o json
+expect_code 0 env SANDBOXER_FAKE_NOW=$T1 timeout -k 5 120 \
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" reap -o json
 [ "$(jq '[.items[] | select(.outcome == "destroyed")] | length' <<<"$OUT")" = 20 ] ||
   fail "reap destroyed $(jq -c '[.items[] | .outcome]' <<<"$OUT")"
 [ "$(ledger_jq '[.sandboxes[] | select(.state != "destroyed")] | length')" = 0 ] ||

@@ -175,25 +175,25 @@ TEST(Sinks, ABoundSinkSaysWhichMachineSendsIt) {
   EXPECT_EQ(events::describe_sink(sink), "jsonl /var/log/e.jsonl on runner-7");
 }
 
-} // namespace
-} // namespace sandboxer
-
 // A receiver's Retry-After is a number of seconds, clamped to a day: LONG_MAX once overflowed into
 // an immediate retry.
-TEST(EventSinks, RetryAfterIsClampedToADay) {
+TEST(Sinks, RetryAfterIsClampedToADay) {
   using std::chrono::milliseconds;
-  sandboxer::http::Response response;
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), std::nullopt);
+  http::Response response;
+  EXPECT_EQ(events::retry_after_of(response), std::nullopt);
   response.headers["retry-after"] = "120";
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), milliseconds(120'000));
+  EXPECT_EQ(events::retry_after_of(response), milliseconds(120'000));
   response.headers["retry-after"] = "9223372036854775807";
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), milliseconds(86'400'000));
+  EXPECT_EQ(events::retry_after_of(response), milliseconds(86'400'000));
   response.headers["retry-after"] = "99999999999999999999999999999";
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), milliseconds(86'400'000));
+  EXPECT_EQ(events::retry_after_of(response), milliseconds(86'400'000));
   response.headers["retry-after"] = "-5";
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), std::nullopt);
+  EXPECT_EQ(events::retry_after_of(response), std::nullopt);
   response.headers["retry-after"] = "Wed, 21 Oct 2015 07:28:00 GMT";
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), std::nullopt);
+  EXPECT_EQ(events::retry_after_of(response), std::nullopt);
   response.headers = {{"ratelimit-reset", "7"}};
-  EXPECT_EQ(sandboxer::events::retry_after_of(response), milliseconds(7'000));
+  EXPECT_EQ(events::retry_after_of(response), milliseconds(7'000));
 }
+
+} // namespace
+} // namespace sandboxer
