@@ -310,8 +310,8 @@ SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& 
     record = found;
   }
   m_events.deliver();
-  destroy_one(record, m_actor, reason, State::destroying, nlohmann::json::object(), options);
-  return get(record.id);
+  // The closed record comes from the commit itself: reading it back would scan the day's journal.
+  return destroy_one(record, m_actor, reason, State::destroying, nlohmann::json::object(), options);
 }
 
 void Engine::remember_failed(const std::string& id) {
@@ -351,7 +351,7 @@ size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened) {
 
 // Calls the backend for a record whose intent (`intent`) is already committed, and records the
 // outcome: destroyed, or back to the state before the intent with the error.
-void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
+SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
                          const std::string& reason, State intent,
                          const nlohmann::json& failure_details, const DestroyOptions& options) {
   SandboxHandle handle = handle_of(record);
@@ -384,7 +384,7 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
         spdlog::info("{}: removed {} backend resource(s) found by its label", record.id, removed);
       }
     }
-    record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
+    return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
       r.error.reset();
       r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor, reason,
                    driver_time.details(started));
@@ -402,12 +402,11 @@ void Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
       nlohmann::json details = driver_time.details(started);
       details["forced"] = true;
       details["backend_error"] = message;
-      record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
+      return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
         r.error = message;
         r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor,
                      reason + " (forced)", details);
       });
-      return;
     }
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
     // where it was, with the error in its history.

@@ -180,8 +180,9 @@ private:
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);
-  // `failure_details` go into the history entry of a failed destroy.
-  void destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
+  // `failure_details` go into the history entry of a failed destroy. Returns the closed record as
+  // committed.
+  SandboxRecord destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
                    State intent, const nlohmann::json& failure_details = nlohmann::json::object(),
                    const DestroyOptions& options = {});
   // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
