@@ -182,9 +182,10 @@ private:
                            std::vector<std::string> notices);
   // `failure_details` go into the history entry of a failed destroy. Returns the closed record as
   // committed.
-  SandboxRecord destroy_one(const SandboxRecord& record, const std::string& actor, const std::string& reason,
-                   State intent, const nlohmann::json& failure_details = nlohmann::json::object(),
-                   const DestroyOptions& options = {});
+  SandboxRecord destroy_one(const SandboxRecord& record, const std::string& actor,
+                            const std::string& reason, State intent,
+                            const nlohmann::json& failure_details = nlohmann::json::object(),
+                            const DestroyOptions& options = {});
   // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
   // committed: the one place a transition is written.
   void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);
