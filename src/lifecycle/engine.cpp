@@ -352,8 +352,9 @@ size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened) {
 // Calls the backend for a record whose intent (`intent`) is already committed, and records the
 // outcome: destroyed, or back to the state before the intent with the error.
 SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string& actor,
-                         const std::string& reason, State intent,
-                         const nlohmann::json& failure_details, const DestroyOptions& options) {
+                                  const std::string& reason, State intent,
+                                  const nlohmann::json& failure_details,
+                                  const DestroyOptions& options) {
   SandboxHandle handle = handle_of(record);
   if (options.force) {
     handle.stop_grace = std::chrono::seconds(0);
