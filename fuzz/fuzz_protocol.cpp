@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "src/json/limits.hpp"
+#include "src/lifecycle/checked_driver.hpp"
 #include "src/protocol/protocol.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -20,6 +22,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (message.type == Message::Type::result && message.value.is_object() &&
         message.value.contains("capabilities")) {
       capabilities_of(message.value["capabilities"]);
+    }
+    // What the engine then checks of a create's answer (src/lifecycle/checked_driver.cpp).
+    if (message.type == Message::Type::result && message.value.is_object()) {
+      const auto& value = message.value;
+      if (value.contains("backend_id") && value["backend_id"].is_string()) {
+        sandboxer::backend_id_problem(value["backend_id"].get<std::string>());
+      }
+      if (value.contains("info")) {
+        sandboxer::json_limits::problem_of(value["info"], sandboxer::json_limits::k_max_info_bytes);
+      }
     }
   }
   read_message(lines.rest(), 1);

@@ -18,6 +18,12 @@ public:
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return m_fd; }
   int release() { return std::exchange(m_fd, -1); }
+  void reset(int fd) {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+    m_fd = fd;
+  }
 
 private:
   int m_fd;

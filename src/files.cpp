@@ -37,6 +37,33 @@ void write_all(int fd, const std::string& text, const fs::path& path) {
   }
 }
 
+// What makes `st` unfit to be trusted as the effective user's own, or "".
+std::string ownership_problem(const struct stat& st, bool directory) {
+  if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    return S_ISLNK(st.st_mode)    ? "it is a symbolic link"
+           : S_ISFIFO(st.st_mode) ? "it is a FIFO"
+           : S_ISDIR(st.st_mode)  ? "it is a directory"
+           : directory            ? "it is not a directory"
+                                  : "it is not a regular file";
+  }
+  if (st.st_uid != ::geteuid()) {
+    return fmt::format("it belongs to uid {}, not to uid {} who runs sandboxer", st.st_uid,
+                       ::geteuid());
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("it is writable by {} (mode {:04o})",
+                       (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777);
+  }
+  return "";
+}
+
+[[noreturn]] void refuse(std::string_view what, const fs::path& path, const std::string& problem) {
+  throw Error(ExitCode::runtime,
+              fmt::format("refusing {} {}: {}; another user could have planted or changed it. "
+                          "Check it, then remove it or give it to this user with mode 0600",
+                          what, path.string(), problem));
+}
+
 } // namespace
 
 void make_private_dirs(const fs::path& path) {
@@ -94,8 +121,48 @@ void sync_directory(const fs::path& dir) {
   }
 }
 
-std::optional<std::string> read_file_if_exists(const fs::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+int open_own_file(const fs::path& path, int flags, std::string_view what) {
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int saved = errno;
+    if (saved == ENOENT) {
+      return -1;
+    }
+    if (saved == ELOOP) {
+      refuse(what, path, "it is a symbolic link");
+    }
+    if (saved == ENXIO) { // a FIFO opened for writing without a reader
+      refuse(what, path, "it is a FIFO");
+    }
+    errno = saved; // the caller names the failure in its own terms
+    return -1;
+  }
+  FileDescriptor owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    fail("inspect", path, errno);
+  }
+  if (auto problem = ownership_problem(st, false); !problem.empty()) {
+    refuse(what, path, problem);
+  }
+  // Regular files ignore O_NONBLOCK; it only had to keep the open from waiting on a FIFO.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return owned.release();
+}
+
+void check_own_directory(const fs::path& dir, std::string_view what) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    fail("inspect", dir, errno);
+  }
+  if (auto problem = ownership_problem(st, true); !problem.empty()) {
+    refuse(what, dir, problem);
+  }
+}
+
+std::optional<std::string> read_file_if_exists(const fs::path& path, std::string_view what,
+                                               size_t limit) {
+  FileDescriptor fd(open_own_file(path, O_RDONLY, what));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       return std::nullopt;
@@ -116,6 +183,9 @@ std::optional<std::string> read_file_if_exists(const fs::path& path) {
       return text;
     }
     text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > limit) {
+      refuse(what, path, fmt::format("it is larger than {} bytes", limit));
+    }
   }
 }
 

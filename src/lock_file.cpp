@@ -17,6 +17,7 @@
 #include <sandboxer/lock_file.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
 
 namespace sandboxer {
 namespace {
@@ -119,7 +120,15 @@ namespace {
 // A fresh open file description per attempt: flock() conflicts between descriptions, so the lock
 // excludes other threads of this process as well as other processes.
 int open_lock_file(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // An existing lock file must be our own (a FIFO or another user's file planted in its place is
+  // refused); a missing one is created, and a creator racing us leaves one to open.
+  int fd = open_own_file(path, O_RDWR, "lock file");
+  if (fd < 0) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == EEXIST) {
+      fd = open_own_file(path, O_RDWR, "lock file");
+    }
+  }
   if (fd < 0) {
     throw Error(ExitCode::runtime,
                 fmt::format("cannot open lock file {}: {}", path.string(), std::strerror(errno)));

@@ -1,14 +1,21 @@
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <poll.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 
@@ -383,17 +390,120 @@ Result run(const Command& command) {
   return result;
 }
 
+namespace {
+
+// Runs `task` on one thread that lasts as long as sandboxer. PR_SET_PDEATHSIG fires when the
+// thread that made the child ends, not the process: a driver started by a reaper's worker
+// thread, then pooled, would otherwise die with that worker.
+pid_t on_lasting_thread(std::function<pid_t()> task) {
+  // Never destroyed: the thread still waits on it while exit() runs the static destructors.
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::packaged_task<pid_t()>> tasks;
+  };
+  static Queue* const queue = [] {
+    auto* created = new Queue;
+    std::thread([created] {
+      while (true) {
+        std::unique_lock lock(created->mutex);
+        created->wake.wait(lock, [&] { return !created->tasks.empty(); });
+        auto next = std::move(created->tasks.front());
+        created->tasks.pop_front();
+        lock.unlock();
+        next();
+      }
+    }).detach();
+    return created;
+  }();
+  std::packaged_task<pid_t()> packaged(std::move(task));
+  auto result = packaged.get_future();
+  {
+    std::lock_guard lock(queue->mutex);
+    queue->tasks.push_back(std::move(packaged));
+  }
+  queue->wake.notify_one();
+  return result.get();
+}
+
+// fork+exec, for what posix_spawn cannot do: a child that dies with sandboxer
+// (PR_SET_PDEATHSIG), in a process group of its own, with `fds` as its stdin, stdout and stderr.
+// Between fork and exec only async-signal-safe calls.
+pid_t spawn_tethered(const Command& command, const int (&fds)[3]) {
+  std::vector<std::string> argv_strings = command.argv;
+  std::vector<std::string> env_strings = build_environment(command);
+  auto argv = as_pointers(argv_strings);
+  auto envp = as_pointers(env_strings);
+  const char* cwd = command.cwd ? command.cwd->c_str() : nullptr;
+  const bool search = command.argv[0].find('/') == std::string::npos;
+  Pipe report; // carries exec's errno back; closed by a successful exec
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before); // no handler of ours runs in the child
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (int sig = 1; sig < NSIG; ++sig) {
+      ::signal(sig, SIG_DFL); // SIGPIPE was ignored; handlers would write to our wake pipe
+    }
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(127); // sandboxer died before the tether was tied
+    }
+    for (int target = 0; target < 3; ++target) {
+      ::dup2(fds[target], target);
+    }
+    int error = 0;
+    if (cwd && ::chdir(cwd) != 0) {
+      error = errno;
+    } else {
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (search) {
+        ::execvpe(argv[0], argv.data(), envp.data());
+      } else {
+        ::execve(argv[0], argv.data(), envp.data());
+      }
+      error = errno;
+    }
+    (void)!::write(report.fds[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (pid > 0) {
+    ::setpgid(pid, pid); // also from this side: a kill of the group must not race the child's own
+  }
+  if (pid < 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': fork: {}", command.argv[0], strerror(fork_errno)));
+  }
+  report.close_write();
+  int error = 0;
+  ssize_t got;
+  while ((got = ::read(report.fds[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  if (got == static_cast<ssize_t>(sizeof error)) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': {}", command.argv[0], strerror(error)));
+  }
+  return pid;
+}
+
+} // namespace
+
 Child::Child(const Command& command) {
   if (command.argv.empty()) {
     throw Error(ExitCode::runtime, "internal error: empty command");
   }
   Pipe in_pipe, out_pipe, err_pipe;
-  Spawner spawner(true);
-  auto* actions = &spawner.m_actions;
-  check_spawn(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO), "stdin");
-  check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
-  check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
-  const pid_t pid = spawn(command, spawner);
+  const int fds[3] = {in_pipe.fds[0], out_pipe.fds[1], err_pipe.fds[1]};
+  const pid_t pid = on_lasting_thread([&] { return spawn_tethered(command, fds); });
   m_pid = pid;
   set_nonblocking(out_pipe.fds[0]);
   set_nonblocking(err_pipe.fds[0]);
@@ -428,6 +538,16 @@ bool Child::exited() {
   return m_reaped;
 }
 
+int Child::status() const {
+  return WIFSIGNALED(m_status) ? 128 + WTERMSIG(m_status) : WEXITSTATUS(m_status);
+}
+
+void Child::kill_group() {
+  if (m_pid > 0) {
+    ::kill(-m_pid, SIGKILL);
+  }
+}
+
 int Child::stop(std::chrono::milliseconds grace) {
   close_stdin();
   // Polled from 100 us up to 5 ms: a driver told to stop usually exits within a millisecond, and
@@ -453,7 +573,7 @@ int Child::stop(std::chrono::milliseconds grace) {
   }
   // A driver that exited on its own keeps what it started (a VM it daemonized): only the
   // deadline above signals its group.
-  return WIFSIGNALED(m_status) ? 128 + WTERMSIG(m_status) : WEXITSTATUS(m_status);
+  return status();
 }
 
 std::string shell_words(const std::vector<std::string>& argv) {

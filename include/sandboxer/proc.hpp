@@ -52,7 +52,8 @@ std::string shell_words(const std::vector<std::string>& argv);
 Result run(const Command& command);
 
 // A program left running with pipes to its stdin, stdout and stderr, for a conversation (an
-// external driver speaking the driver protocol). It runs in a process group of its own. The
+// external driver speaking the driver protocol). It runs in a process group of its own and dies
+// with sandboxer (PR_SET_PDEATHSIG, SIGKILL), even when sandboxer is killed with SIGKILL. The
 // destructor stops it like stop(), so no error path leaves it behind.
 class Child {
 public:
@@ -70,6 +71,11 @@ public:
   void close_stdin();
   // Whether it has exited (without waiting).
   bool exited();
+  // The shell's status for its end (128+N when killed by signal N), once exited() said so.
+  int status() const;
+  // SIGKILL to its whole process group, whether or not it exited already: what it started goes
+  // with it. For a conversation that failed.
+  void kill_group();
   // Closes its stdin, gives it `grace` to exit, then SIGTERM to its group and SIGKILL 2 s later.
   // Returns the shell's status for its end (128+N when killed by signal N), -1 if it could not
   // be reaped.

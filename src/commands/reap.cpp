@@ -35,11 +35,16 @@ struct ReapArgs {
   std::optional<std::string> expiring_window;
 };
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// The previous metrics file, whose counters this run carries on. Textfile-collector directories
+// are often writable by node_exporter's user: what is planted there (a FIFO, a link to a secret or
+// to /dev/zero, another user's file) is not read, and the counters start again.
+std::string previous_metrics(const std::filesystem::path& path) {
+  try {
+    return read_file_if_exists(path, "the previous --metrics-file", 1u << 20).value_or("");
+  } catch (const Error& e) {
+    spdlog::warn("{}; its counters start again from this run", e.what());
+    return "";
+  }
 }
 
 nlohmann::json read_plan(const std::string& path) {
@@ -162,7 +167,7 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
 
   if (args.metrics_file && !args.dry_run) {
     std::filesystem::path path(*args.metrics_file);
-    write_file_atomically(path, format_metrics(report, read_text(path)));
+    write_file_atomically(path, format_metrics(report, previous_metrics(path)));
   }
 
   bool quiet = context.out().quiet();

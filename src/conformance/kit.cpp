@@ -1,11 +1,14 @@
 #include "src/conformance/kit.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <mutex>
 #include <optional>
 #include <spdlog/spdlog.h>
+#include <thread>
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
@@ -146,6 +149,7 @@ private:
     check("restore", [&] { return restore(); });
     check("extend", [&] { return extend(); });
     check("list by label", [&] { return list_by_label(); });
+    check("concurrent calls", [&] { return concurrent_calls(); });
     check("destroy", [&] { return destroy(); });
     check("destroy again", [&] {
       if (!m_destroyed) {
@@ -348,6 +352,63 @@ private:
     expect(none.empty(), fmt::format("a selector no resource matches found {}", none.size()));
     return fmt::format("{} resource(s) of this ledger; a selector matching none finds none",
                        found.size());
+  }
+
+  // Several callers at once, as `reap --parallel` and a Ctrl-C's cleanup are: each with its own
+  // opened driver, each making the calls the driver supports, all within one deadline. A driver
+  // that deadlocks or serializes on a lock fails here instead of hanging a reaper.
+  std::string concurrent_calls() {
+    constexpr int k_callers = 4;
+    constexpr auto k_deadline = std::chrono::seconds(120);
+    struct Shared {
+      std::mutex mutex;
+      std::condition_variable done;
+      int finished = 0;
+      std::vector<std::string> errors;
+    };
+    auto shared = std::make_shared<Shared>();
+    const SandboxHandle handle = lifecycle_rules::handle_of(*m_record);
+    const Capabilities caps = m_caps;
+    for (int i = 0; i < k_callers; ++i) {
+      // Opened here, moved into the caller: a caller still stuck at the deadline touches nothing
+      // of the kit's.
+      std::shared_ptr<Driver> driver = m_engine.open_driver(*m_record).driver;
+      std::thread([shared, driver, handle, caps, labels = Labels{{"sandboxer.id", m_record->id}}] {
+        std::string error;
+        try {
+          driver->status(handle);
+          if (caps.exec) {
+            CollectIo io;
+            const int code = driver->exec(handle, {.argv = {"true"}}, io);
+            if (code != 0) {
+              error = fmt::format("exec true exited {}", code);
+            }
+          }
+          if (caps.list_by_label && driver->list_remote(labels).size() != 1) {
+            error = "listing by sandboxer.id did not find the one resource";
+          }
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        std::lock_guard lock(shared->mutex);
+        if (!error.empty()) {
+          shared->errors.push_back(error);
+        }
+        ++shared->finished;
+        shared->done.notify_all();
+      }).detach();
+    }
+    std::unique_lock lock(shared->mutex);
+    const bool all =
+        shared->done.wait_for(lock, k_deadline, [&] { return shared->finished == k_callers; });
+    expect(all, fmt::format("{} of {} concurrent callers did not finish within {} s: the driver "
+                            "deadlocks or waits on itself",
+                            k_callers - shared->finished, k_callers, k_deadline.count()));
+    if (!shared->errors.empty()) {
+      fail(fmt::format("a concurrent caller failed: {}", shared->errors.front()));
+    }
+    return fmt::format("{} callers at once (status{}{}) all answered", k_callers,
+                       caps.exec ? ", exec" : "", caps.list_by_label ? ", list" : "");
   }
 
   std::string destroy() {

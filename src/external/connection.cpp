@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -21,6 +22,14 @@ using clock = std::chrono::steady_clock;
 constexpr auto k_exit_grace = std::chrono::seconds(2);
 // How many of the driver's last stderr lines an error quotes.
 constexpr size_t k_stderr_kept = 3;
+// How much of a driver's stderr one pass reads before the call looks at its deadline again: a
+// driver flooding stderr cannot keep a call past its deadline.
+constexpr size_t k_stderr_per_pass = 1u << 20;
+// After the driver process exited, how long its stdout may still bring the answer (a last line
+// in a pipe's buffer) before the call fails: something it left behind may hold stdout open.
+constexpr auto k_answer_grace_after_exit = std::chrono::milliseconds(500);
+// The longest a call's poll sleeps: how soon a driver's exit is noticed.
+constexpr long long k_poll_slice_ms = 250;
 
 proc::Command command_of(const std::filesystem::path& path) {
   proc::Command command;
@@ -30,7 +39,7 @@ proc::Command command_of(const std::filesystem::path& path) {
 
 int ms_until(clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(ms, 0, 1000));
+  return static_cast<int>(std::clamp<long long>(ms, 0, k_poll_slice_ms));
 }
 
 } // namespace
@@ -54,6 +63,9 @@ Connection::~Connection() {
 
 void Connection::broken(DriverError::Kind kind, const std::string& what) {
   m_usable = false;
+  // The conversation is over: the driver and whatever it started (a background ssh, a daemon
+  // holding its stdout) go, rather than outlive the call that failed.
+  m_child.kill_group();
   std::string message = fmt::format("external driver {} ({}): {}", m_name, m_path.string(), what);
   if (!m_last_stderr.empty()) {
     message += "; its stderr: ";
@@ -66,11 +78,12 @@ void Connection::broken(DriverError::Kind kind, const std::string& what) {
 
 void Connection::read_stderr() {
   char buffer[8192];
-  while (m_child.stderr_fd() >= 0) {
+  for (size_t total = 0; m_child.stderr_fd() >= 0 && total < k_stderr_per_pass;) {
     ssize_t n = ::read(m_child.stderr_fd(), buffer, sizeof buffer);
     if (n <= 0) {
       break;
     }
+    total += static_cast<size_t>(n);
     try {
       m_err.feed(std::string_view(buffer, static_cast<size_t>(n)));
     } catch (const std::length_error&) {
@@ -120,6 +133,7 @@ nlohmann::json Connection::call(const Call& call) {
            fmt::format("exited before {} (it closed its stdin)", call.method));
   }
   const auto deadline = clock::now() + call.timeout;
+  std::optional<clock::time_point> exited_at;
   int input_fd = call.input_fd;
   char buffer[65536];
   while (true) {
@@ -135,6 +149,16 @@ nlohmann::json Connection::call(const Call& call) {
       broken(DriverError::Kind::timeout,
              fmt::format("did not answer {} within {} s", call.method,
                          std::chrono::duration_cast<std::chrono::seconds>(call.timeout).count()));
+    }
+    if (!exited_at && m_child.exited()) {
+      exited_at = clock::now();
+    }
+    if (exited_at && clock::now() >= *exited_at + k_answer_grace_after_exit) {
+      read_stderr();
+      broken(DriverError::Kind::error,
+             fmt::format("exited before answering {} (status {}; something it started still "
+                         "holds its stdout)",
+                         call.method, m_child.status()));
     }
     pollfd fds[4] = {{m_child.stdout_fd(), POLLIN, 0},
                      {m_child.stderr_fd(), POLLIN, 0},

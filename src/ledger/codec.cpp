@@ -5,6 +5,8 @@
 #include <climits>
 #include <fmt/format.h>
 
+#include "src/json/limits.hpp"
+
 namespace sandboxer::ledger_format {
 
 using json = nlohmann::json;
@@ -207,6 +209,11 @@ void write_value(JsonWriter& out, const std::map<std::string, std::string>& valu
   out.string_map(value);
 }
 void write_value(JsonWriter& out, const json& value) {
+  // What the reader would refuse is never written: a commit fails rather than leave a ledger that
+  // no later command can read.
+  if (auto problem = json_limits::problem_of(value)) {
+    throw Error(ExitCode::runtime, "refusing to write a value " + *problem + " to the ledger");
+  }
   out.any(value);
 }
 

@@ -11,6 +11,7 @@
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
 
 namespace sandboxer::ledger_files {
 namespace {
@@ -34,7 +35,13 @@ std::string_view FileText::view() const {
 }
 
 bool FileText::load(const std::filesystem::path& path, std::string_view what) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  int raw = -1;
+  try {
+    raw = open_own_file(path, O_RDONLY, what);
+  } catch (const Error& e) {
+    throw LedgerError(e.what());
+  }
+  FileDescriptor fd(raw);
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       return false;

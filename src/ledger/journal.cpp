@@ -9,6 +9,7 @@
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
 #include "src/ledger/file_io.hpp"
 
 namespace sandboxer::ledger_journal {
@@ -98,7 +99,7 @@ std::filesystem::path Journal::segment_path(std::uint64_t segment) const {
 }
 
 std::string Journal::day_of(std::uint64_t segment, const std::string& ledger_id) const {
-  FileDescriptor fd(::open(segment_path(segment).c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(open_own_file(segment_path(segment), O_RDONLY, "journal segment"));
   char buffer[512];
   const ssize_t got = fd.get() < 0 ? -1 : ::pread(fd.get(), buffer, sizeof(buffer), 0);
   if (got <= 0) {
@@ -128,6 +129,8 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
     throw LedgerError(
         fmt::format("cannot create journal directory {}: {}", m_dir.string(), ec.message()));
   }
+  // Another user who could write here could swap a segment for a link to a file of ours.
+  check_own_directory(m_dir, "journal directory");
   std::string text;
   for (const auto& line : lines) {
     text += line;
@@ -140,7 +143,7 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
       has_segment && (tail.offset >= k_segment_limit || day_of(tail.segment, ledger_id) != today);
   const auto current = segment_path(tail.segment);
   if (has_segment && !rotate) {
-    FileDescriptor fd(::open(current.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    FileDescriptor fd(open_own_file(current, O_RDWR, "journal segment"));
     if (fd.get() < 0) {
       write_failed("open", current, current);
     }
@@ -163,16 +166,25 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   if (rotate) {
     // The finished segment keeps exactly its committed bytes.
-    if (::truncate(current.c_str(), static_cast<off_t>(tail.offset)) != 0 && errno != ENOENT) {
+    // Through a descriptor checked to be our own file: truncate(path) would follow a link.
+    FileDescriptor finished(open_own_file(current, O_WRONLY, "journal segment"));
+    if (finished.get() < 0 ? errno != ENOENT
+                           : ::ftruncate(finished.get(), static_cast<off_t>(tail.offset)) != 0) {
       write_failed("truncate", current, current);
     }
   }
   const std::uint64_t segment = rotate ? tail.segment + 1 : tail.segment;
   const auto path = segment_path(segment);
   text.insert(0, header_line(ledger_id, segment, today));
-  // O_TRUNC: a segment this far is not committed yet, whatever an earlier attempt left in it.
-  FileDescriptor fd(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  // A segment this far is not committed yet: whatever an earlier attempt left in it goes, once
+  // it is known to be our own file.
+  FileDescriptor fd(open_own_file(path, O_WRONLY, "journal segment"));
+  if (fd.get() >= 0 && ::ftruncate(fd.get(), 0) != 0) {
+    write_failed("truncate", path, path);
+  }
+  if (fd.get() < 0) {
+    fd.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  }
   if (fd.get() < 0 || ::fchmod(fd.get(), 0600) != 0) {
     write_failed("create", path, path);
   }

@@ -13,6 +13,7 @@
 #include <sandboxer/error.hpp>
 
 #include "src/file_descriptor.hpp"
+#include "src/files.hpp"
 #include "src/ledger/chain.hpp"
 #include "src/ledger/file_io.hpp"
 
@@ -376,6 +377,10 @@ LockFile::Guard LocalStore::lock_for_writing() const {
                                   m_dir.string(), ec.message()));
   }
   refuse_shared_state_dir(m_dir);
+  // The journal too: its segments are truncated and appended to by this writer.
+  if (fs::symlink_status(m_journal.dir(), ec).type() != fs::file_type::not_found) {
+    check_own_directory(m_journal.dir(), "journal directory");
+  }
   return m_lock.acquire();
 }
 

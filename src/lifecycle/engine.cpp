@@ -10,6 +10,7 @@
 #include <sandboxer/log.hpp>
 
 #include "src/files.hpp"
+#include "src/lifecycle/checked_driver.hpp"
 #include "src/lifecycle/lifecycle.hpp"
 #include "src/lifecycle/rules.hpp"
 #include "src/names.hpp"
@@ -87,6 +88,15 @@ void require(const DriverFactory& factory, bool capable, std::string_view verb) 
   }
 }
 
+// Whether a create that failed with `e` may have left something on the backend: a failure or a
+// timeout may come after the backend committed; a refusal (a bad spec, a wrong key, a cap) comes
+// before it does anything.
+bool may_have_made_something(const Error& e) {
+  const auto* driver_error = dynamic_cast<const DriverError*>(&e);
+  return driver_error && (driver_error->kind() == DriverError::Kind::error ||
+                          driver_error->kind() == DriverError::Kind::timeout);
+}
+
 } // namespace
 
 Engine::Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& clock,
@@ -109,7 +119,8 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   context.clock = &m_clock;
   context.progress = m_progress ? m_progress : &g_null_progress;
   context.secrets = resolve_secrets(record.secret_refs);
-  opened.driver = opened.factory->open(record.spec, context);
+  opened.driver =
+      checked_driver(opened.factory->open(record.spec, context), record.driver, record.spec);
   return opened;
 }
 
@@ -267,16 +278,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     // The operator (or a CI cancel) stopped it: undo what the backend made, whatever it got to,
     // and say so in the record. Neither may be cut short by the signal itself.
     interrupt::Shield cleanup;
-    std::string what = e.what();
-    try {
-      size_t removed = remove_resources(record, opened);
-      what += removed ? fmt::format("; removed the {} backend resource(s) it had made", removed)
-                      : "; the backend had made nothing";
-    } catch (const Error& undo) {
-      what += fmt::format("; what the backend made could not be removed ({}): 'sandboxer "
-                          "destroy {}' or 'sandboxer reap --orphans' finishes it",
-                          log::redact(undo.what()), record.id);
-    }
+    std::string what = e.what() + undo_create(record, opened);
     nlohmann::json failure = driver_time.details(started);
     failure["interrupted"] = interrupt::signal_name(e.signal());
     record_failure(record.id, Error(e.code(), what), EventKind::failed, State::failed, m_actor, "",
@@ -284,10 +286,22 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     remember_failed(record.id);
     throw Interrupted(e.signal());
   } catch (const Error& e) {
-    record_failure(record.id, e, EventKind::failed, State::failed, m_actor, "",
+    if (!may_have_made_something(e)) {
+      record_failure(record.id, e, EventKind::failed, State::failed, m_actor, "",
+                     driver_time.details(started));
+      remember_failed(record.id);
+      throw;
+    }
+    // The backend may have made something before it failed (or before its answer was lost or
+    // refused): a failed create leaves nothing behind that the ledger does not track.
+    Error failed(e.code(), e.what() + undo_create(record, opened));
+    record_failure(record.id, failed, EventKind::failed, State::failed, m_actor, "",
                    driver_time.details(started));
     remember_failed(record.id);
-    throw;
+    if (const auto* driver_error = dynamic_cast<const DriverError*>(&e)) {
+      throw DriverError(driver_error->kind(), failed.what());
+    }
+    throw failed;
   }
   for (const auto& notice : notices) {
     spdlog::warn("{}: {}", record.id, notice);
@@ -319,6 +333,21 @@ void Engine::remember_failed(const std::string& id) {
     m_failed_record = get(id);
   } catch (const Error&) {
     m_failed_record.reset(); // the error being thrown is what matters
+  }
+}
+
+std::string Engine::undo_create(const SandboxRecord& record, Opened& opened) {
+  if (!opened.factory->capabilities().list_by_label) {
+    return "";
+  }
+  try {
+    size_t removed = remove_resources(record, opened);
+    return removed ? fmt::format("; removed the {} backend resource(s) it had made", removed)
+                   : std::string();
+  } catch (const Error& undo) {
+    return fmt::format("; what the backend made could not be removed ({}): 'sandboxer "
+                       "destroy {}' or 'sandboxer reap --orphans' finishes it",
+                       log::redact(undo.what()), record.id);
   }
 }
 

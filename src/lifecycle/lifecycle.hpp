@@ -192,6 +192,9 @@ private:
   // Destroys every backend resource of `record`: the one it recorded, and those that carry its
   // sandboxer.id label (Capabilities::list_by_label). Returns how many were there.
   size_t remove_resources(const SandboxRecord& record, Opened& opened);
+  // remove_resources() after a failed create, when the driver can find what it made by label;
+  // returns what to add to the error ("; removed the 1 backend resource(s) it had made").
+  std::string undo_create(const SandboxRecord& record, Opened& opened);
   void remember_failed(const std::string& id);
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 

@@ -1,8 +1,12 @@
 #include "src/protocol/protocol.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <fmt/format.h>
 #include <stdexcept>
 #include <unistd.h>
+
+#include "src/json/limits.hpp"
 
 namespace sandboxer::protocol {
 
@@ -57,18 +61,32 @@ void LineBuffer::feed(std::string_view bytes) {
   if (m_start > 0 && m_start == m_data.size()) {
     m_data.clear();
     m_start = 0;
+    m_scanned = 0;
   }
   m_data.append(bytes);
-  if (m_data.size() - m_start > k_max_line && m_data.find('\n', m_start) == std::string::npos) {
+  // Only the bytes not searched before are searched: a long line fed in small pieces costs its
+  // length once, not once per piece.
+  if (m_data.size() - m_start > k_max_line && !has_newline()) {
     throw std::length_error("a line longer than 64 MiB");
   }
 }
 
+bool LineBuffer::has_newline() {
+  const size_t from = std::max(m_start, m_scanned);
+  if (m_data.find('\n', from) != std::string::npos) {
+    return true;
+  }
+  m_scanned = m_data.size();
+  return false;
+}
+
 bool LineBuffer::next(std::string& line) {
-  size_t end = m_data.find('\n', m_start);
+  size_t end = m_data.find('\n', std::max(m_start, m_scanned));
   if (end == std::string::npos) {
+    m_scanned = m_data.size();
     if (m_start > 0) {
       m_data.erase(0, m_start);
+      m_scanned -= m_start;
       m_start = 0;
     }
     return false;
@@ -85,6 +103,7 @@ std::string LineBuffer::rest() {
   std::string out = m_data.substr(m_start);
   m_data.clear();
   m_start = 0;
+  m_scanned = 0;
   return out;
 }
 
@@ -94,7 +113,26 @@ Message read_message(std::string_view line, long id) {
   if (line.empty()) {
     return out;
   }
-  json message = json::parse(line, nullptr, false);
+  // A message nested past what the ledger keeps is refused while it is parsed: the value is never
+  // built, so nothing later walks a hundred thousand levels.
+  struct TooDeep {};
+  constexpr int k_max_message_depth = json_limits::k_max_value_depth + 8;
+  json message;
+  try {
+    message = json::parse(
+        line,
+        [](int depth, json::parse_event_t, json&) {
+          if (depth > k_max_message_depth) {
+            throw TooDeep{};
+          }
+          return true;
+        },
+        false);
+  } catch (const TooDeep&) {
+    out.type = Message::Type::malformed;
+    out.message = fmt::format("a line nested deeper than {} levels", k_max_message_depth);
+    return out;
+  }
   if (message.is_discarded() || !message.is_object()) {
     out.type = Message::Type::malformed;
     out.message = "a line that is not a JSON object";

@@ -47,8 +47,12 @@ public:
   std::string rest();
 
 private:
+  // Whether a '\n' lies past what was searched already; remembers how far it searched.
+  bool has_newline();
+
   std::string m_data;
-  size_t m_start = 0;
+  size_t m_start = 0;   // where the next line begins
+  size_t m_scanned = 0; // no '\n' in [m_start, m_scanned)
 };
 
 // One line a driver wrote on stdout, read by sandboxer as the answer to request `id`.

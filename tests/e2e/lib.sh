@@ -37,6 +37,9 @@ sbx() { "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" "$@"; }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# alive PID: the process runs (a zombie waiting for its reaper does not count).
+alive() { [ -e "/proc/$1" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
 # require_docker: skips the test (exit 125) unless a Docker Engine answers and has the image that
 # scripts/start-docker.sh builds.
 require_docker() {

@@ -123,4 +123,59 @@ SANDBOXER_DRIVER_PATH="$WORK/mute:$SANDBOXER_DRIVER_PATH" SANDBOXER_DRIVER_TIMEO
 expect_contains "$ERR" "mute"
 SANDBOXER_DRIVER_PATH="$WORK/mute:$SANDBOXER_DRIVER_PATH" SANDBOXER_DRIVER_TIMEOUT=2 \
   expect_code 2 sbx profiles validate "$PROFILES/mute.yaml" "$PROFILES/typo.yaml"
+
+# A driver's answer cannot break the ledger (issue 34.2): each hostile create fails with a backend
+# error naming the driver, what it made is destroyed, and every later command still reads the
+# ledger.
+printf '%s\n' "tok-$(head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WORK/token"
+cat >"$PROFILES/hostile.yaml" <<EOF2
+driver: hostile
+secrets: { token: { file: $WORK/token } }
+hostile: { root: $WORK/hostile }
+EOF2
+for mode in deep300 deep100k huge; do
+  HOSTILE_MODE=$mode expect_code 4 sbx create --profile hostile -o json
+  case $mode in
+    deep*) expect_contains "$ERR" "wrote a line nested deeper than 72 levels"
+           expect_contains "$ERR" "removed the 1 backend resource(s) it had made" ;;
+    huge) expect_contains "$ERR" "driver hostile: create answered an info that cannot be kept"
+          expect_contains "$ERR" "was destroyed" ;;
+  esac
+  [ "$(jq -r .state <<<"$OUT")" = failed ] || fail "$mode: the record is: $OUT"
+  [ -z "$(ls "$WORK/hostile/sandboxes")" ] || fail "$mode: left $(ls "$WORK/hostile/sandboxes")"
+  expect_code 0 sbx list -o json
+  expect_code 0 sbx ledger verify
+done
+HOSTILE_MODE=badid expect_code 4 sbx create --profile hostile -o json
+expect_contains "$ERR" "a backend id that cannot be kept: it holds a control character"
+expect_contains "$ERR" "reap --orphans"
+expect_code 0 sbx reap --orphans
+[ -z "$(ls "$WORK/hostile/sandboxes")" ] || fail "reap --orphans left $(ls "$WORK/hostile/sandboxes")"
+# A secret the driver was handed and echoes back in info is masked before anything keeps it.
+HOSTILE_MODE=secret expect_code 0 sbx create --profile hostile -o json
+HID=$(jq -r .id <<<"$OUT")
+[ "$(record "$HID" .info.kept)" = yes ] || fail "the info lost its other fields"
+[ "$(record "$HID" .info.token)" = "***" ] || fail "the echoed secret is not masked"
+if grep -rqF "$(cat "$WORK/token")" "$STATE" <<<"$OUT"; then
+  fail "the secret the driver echoed was kept: $(grep -rlF "$(cat "$WORK/token")" "$STATE")"
+fi
+expect_code 0 sbx destroy "$HID"
+
+# A driver process is watched, not only its pipe (issue 34.5): one that exits leaving a child
+# holding its stdout fails its call at once, and the child goes with it; one that floods stderr
+# still meets its deadline. (Bounds far above the expected times: they catch a hang, not a
+# slowdown.)
+START=$SECONDS
+HOSTILE_MODE=orphan expect_code 4 timeout -k 5 120 "$SANDBOXER" --state-dir "$STATE" \
+  --profiles-dir "$PROFILES" create --profile hostile
+expect_contains "$ERR" "exited before answering create (status 0; something it started still holds its stdout)"
+[ $((SECONDS - START)) -lt 60 ] || fail "the exit was noticed after $((SECONDS - START)) s"
+ORPHAN=$(cat "$WORK/hostile/orphan.pid")
+for _ in $(seq 50); do alive "$ORPHAN" || break; sleep 0.1; done
+! alive "$ORPHAN" || fail "the driver's child $ORPHAN outlived the failed call"
+START=$SECONDS
+HOSTILE_MODE=flood SANDBOXER_DRIVER_TIMEOUT=4 expect_code 4 timeout -k 5 120 "$SANDBOXER" \
+  --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile hostile
+expect_contains "$ERR" "did not answer create within 4 s"
+[ $((SECONDS - START)) -lt 30 ] || fail "a stderr flood held the call $((SECONDS - START)) s past a 4 s deadline"
 echo "ok"

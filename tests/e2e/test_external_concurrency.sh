@@ -47,3 +47,14 @@ start_slow_create interrupted stub_made
 interrupt_slow_create INT interrupted
 expect_contains "$(record "$ID" .error)" "removed the 1 backend resource"
 [ ! -e "$WORK/backend/sandboxes/$ID" ] || fail "the interrupted create left its resource"
+
+# SIGKILL of sandboxer mid-create: its driver process dies with it (PR_SET_PDEATHSIG), rather than
+# live on with nobody to talk to.
+start_slow_create killed stub_made
+DRIVER=$(pgrep -P "$PID" -f sandboxer-driver-stub-external | head -1)
+[ -n "$DRIVER" ] || fail "no driver process under the create ($PID)"
+kill -KILL "$PID"
+wait "$PID" 2>/dev/null || true
+for _ in $(seq 100); do alive "$DRIVER" || break; sleep 0.05; done
+! alive "$DRIVER" || fail "the driver ($DRIVER) outlived the sandboxer that started it"
+echo ok

@@ -28,6 +28,13 @@ stub_profile slowdestroy <<EOF2
   latency: { destroy: 400ms }
 EOF2
 stub_profile local <<<"  latency: { create: 1ms }"
+# The same backend through an external driver process (the built-in stub served over the
+# protocol): concurrent reapers lease several driver processes at once (issue 34.1).
+: "${SANDBOXER_STUB_EXTERNAL:?set SANDBOXER_STUB_EXTERNAL (CTest does)}"
+mkdir -p "$WORK/drivers"
+ln -s "$SANDBOXER_STUB_EXTERNAL" "$WORK/drivers/sandboxer-driver-stub-external"
+export SANDBOXER_DRIVER_PATH="$WORK/drivers"
+printf 'driver: stub-external\nstub-external:\n  root: %s\n' "$WORK/backend" >"$PROFILES/shared-ext.yaml"
 
 # --- selection: status and --version -v name the ledger; a password in the URI is refused
 expect_code 0 on m1 status
@@ -55,11 +62,13 @@ expect_code 0 env -u SANDBOXER_LEDGER PGPASSFILE=/nonexistent FLEET_DB_PASSWORD=
 case "$OUT$ERR" in *"$PASSWORD"*) fail "the password was shown" ;; esac
 expect_contains "$OUT" "(from $WORK/config/config.yaml:"
 
-# --- 60 concurrent creates from three machines
+# --- 60 concurrent creates from three machines (m3's through the external driver)
 pids=()
 for m in m1 m2 m3; do
+  profile=shared
+  [ $m = m3 ] && profile=shared-ext
   for i in $(seq 1 20); do
-    on $m create --profile shared --ttl 10m --name "$m-$i" --quiet >"$WORK/create-$m-$i" 2>&1 &
+    on $m create --profile $profile --ttl 10m --name "$m-$i" --quiet >"$WORK/create-$m-$i" 2>&1 &
     pids+=($!)
   done
 done
@@ -90,10 +99,12 @@ expect_contains "$OUT" "HOST"
 expect_code 2 on m2 destroy "$LOCAL"
 expect_contains "$ERR" "lives on host m1"
 
-# --- three reapers at once on the 60 expired sandboxes (the host-local one stays for m1)
+# --- three reapers at once on the 60 expired sandboxes (the host-local one stays for m1), each
+# bounded: a reaper that hangs fails the test
 pids=()
 for m in m1 m2 m3; do
-  on $m $LATE reap --parallel 4 -o json >"$WORK/reap-$m.json" 2>"$WORK/reap-$m.err" &
+  SANDBOXER_HOST=$m SANDBOXER_FAKE_NOW=$LATE timeout -k 5 120 "$SANDBOXER" --state-dir "$WORK/state-$m" \
+    --profiles-dir "$PROFILES" reap --parallel 4 -o json >"$WORK/reap-$m.json" 2>"$WORK/reap-$m.err" &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid" || fail "a reaper failed: $(cat "$WORK"/reap-*.err)"; done

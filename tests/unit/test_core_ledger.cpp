@@ -724,7 +724,9 @@ TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {
   Ledger ledger(dir / "state", 1s);
   std::filesystem::create_directories(ledger_file(ledger));
   EXPECT_EQ(error_of([&] { ledger.read(); }),
-            "cannot read ledger " + ledger_file(ledger).string() + ": Is a directory");
+            "refusing ledger " + ledger_file(ledger).string() +
+                ": it is a directory; another user could have planted or changed it. Check it, "
+                "then remove it or give it to this user with mode 0600");
 }
 
 // Runs `check` (which returns what went wrong, or "") as an unprivileged user: root reads files
