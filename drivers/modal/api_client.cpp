@@ -119,8 +119,8 @@ void Calls::prepare(grpc::ClientContext& context, std::chrono::milliseconds time
 }
 
 void Calls::unary(const char* rpc, std::chrono::milliseconds timeout,
-                  const std::function<grpc::Status(grpc::ClientContext&)>& attempt,
-                  bool retry) const {
+                  const std::function<grpc::Status(grpc::ClientContext&)>& attempt, bool retry,
+                  const std::function<bool()>& settled) const {
   const std::string key = random_uuid();
   const auto started = std::chrono::steady_clock::now();
   const int attempts = retry ? m_spec.attempts : 1;
@@ -147,6 +147,10 @@ void Calls::unary(const char* rpc, std::chrono::milliseconds timeout,
     spdlog::debug("modal: {} failed ({}); attempt {} of {} in {} ms", rpc, words_of(status), n + 1,
                   attempts, delay.count());
     interrupt::sleep_for(delay);
+    if (settled && settled()) {
+      spdlog::debug("modal: {}: the lost attempt took effect; not repeating it", rpc);
+      return;
+    }
   }
 }
 

@@ -37,9 +37,11 @@ public:
   // Runs `attempt(context)` with the metadata and a deadline `timeout` from now, retrying as
   // above; `rpc` names the call in errors. `retry` false: one attempt (a call that must not run
   // twice and carries no idempotency key the server honours).
+  // `settled`, when given, is asked before each retry whether an attempt whose answer was lost
+  // took effect after all (the create it made is found by its tags): true ends the call.
   void unary(const char* rpc, std::chrono::milliseconds timeout,
-             const std::function<grpc::Status(grpc::ClientContext&)>& attempt,
-             bool retry = true) const;
+             const std::function<grpc::Status(grpc::ClientContext&)>& attempt, bool retry = true,
+             const std::function<bool()>& settled = {}) const;
 
   // A fresh context with the metadata and deadline, for streaming calls the caller drives.
   void prepare(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;

@@ -117,9 +117,28 @@ public:
     }
     m_progress.update(fmt::format("creating a Modal sandbox in app {}", m_spec.app));
     api::SandboxCreateResponse created;
-    m_api.unary("SandboxCreate", m_spec.call_timeout, [&](grpc::ClientContext& context) {
-      return m_stub->SandboxCreate(&context, create, &created);
-    });
+    // An attempt whose answer was lost (a reset after Modal made the sandbox) is looked for by
+    // its sandboxer.id tag before the create is repeated: one sandbox per record.
+    auto made_already = [&] {
+      std::vector<RemoteResource> found;
+      try {
+        found = list_remote({{"sandboxer.id", request.sandbox_id}});
+      } catch (const DriverError& e) {
+        spdlog::debug("modal: cannot tell whether the lost create took effect: {}", e.what());
+        return false; // the retry goes on; the engine's sweep after a failure finds any leftover
+      }
+      if (found.empty()) {
+        return false;
+      }
+      created.set_sandbox_id(found.front().backend_id);
+      return true;
+    };
+    m_api.unary(
+        "SandboxCreate", m_spec.call_timeout,
+        [&](grpc::ClientContext& context) {
+          return m_stub->SandboxCreate(&context, create, &created);
+        },
+        true, made_already);
     const std::string sandbox_id = created.sandbox_id();
     try {
       const std::string task_id = wait_for_task(sandbox_id);

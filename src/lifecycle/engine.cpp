@@ -351,14 +351,16 @@ std::string Engine::undo_create(const SandboxRecord& record, Opened& opened) {
   }
 }
 
-size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened) {
+size_t Engine::remove_resources(const SandboxRecord& record, Opened& opened, bool recorded_too) {
   std::vector<std::string> backend_ids;
   if (opened.factory->capabilities().list_by_label) {
     for (const auto& found : opened.driver->list_remote({{"sandboxer.id", record.id}})) {
-      backend_ids.push_back(found.backend_id);
+      if (recorded_too || found.backend_id != record.backend_id) {
+        backend_ids.push_back(found.backend_id);
+      }
     }
   }
-  if (!record.backend_id.empty() &&
+  if (recorded_too && !record.backend_id.empty() &&
       std::find(backend_ids.begin(), backend_ids.end(), record.backend_id) == backend_ids.end()) {
     backend_ids.push_back(record.backend_id);
   }
@@ -404,6 +406,15 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
           throw;
         }
         spdlog::info("{}: already gone from the backend", record.id);
+      }
+      // A create whose answer was lost and then repeated may have left a second resource with
+      // this record's id: every one of them goes with the record.
+      if (opened.factory->capabilities().list_by_label) {
+        size_t extra = driver_time.time([&] { return remove_resources(record, opened, false); });
+        if (extra) {
+          spdlog::warn("{}: also removed {} other backend resource(s) carrying its id", record.id,
+                       extra);
+        }
       }
     } else if (m_drivers.find(record.driver).capabilities().list_by_label) {
       // A create interrupted before it recorded its backend id (a SIGKILL, a crash) may still
@@ -916,6 +927,18 @@ std::optional<SandboxRecord> Engine::settle(const std::string& id, size_t expect
 
 BackendStatus Engine::backend_status(const SandboxRecord& record) {
   return open_driver(record).driver->status(handle_of(record));
+}
+
+void Engine::destroy_duplicate(const SandboxRecord& record, const std::string& backend_id) {
+  SandboxHandle handle = handle_of(record);
+  handle.backend_id = backend_id;
+  try {
+    open_driver(record).driver->destroy(handle);
+  } catch (const DriverError& e) {
+    if (e.kind() != DriverError::Kind::not_found) {
+      throw;
+    }
+  }
 }
 
 std::vector<RemoteResource> Engine::list_remote(const std::string& driver,

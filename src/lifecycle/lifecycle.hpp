@@ -137,6 +137,9 @@ public:
                                       const std::function<void(SandboxRecord&)>& change);
   // The backend's view of `record`, which may not be in the ledger any more.
   BackendStatus backend_status(const SandboxRecord& record);
+  // Destroys `backend_id`, a resource that carries `record`'s id but is not the one it recorded
+  // (a create repeated after its answer was lost); the record itself is left as it is.
+  void destroy_duplicate(const SandboxRecord& record, const std::string& backend_id);
   // Resources of `driver` (opened with `spec`) whose labels include `selector`.
   std::vector<RemoteResource> list_remote(const std::string& driver, const nlohmann::json& spec,
                                           const nlohmann::json& secret_refs,
@@ -190,8 +193,9 @@ private:
   // committed: the one place a transition is written.
   void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);
   // Destroys every backend resource of `record`: the one it recorded, and those that carry its
-  // sandboxer.id label (Capabilities::list_by_label). Returns how many were there.
-  size_t remove_resources(const SandboxRecord& record, Opened& opened);
+  // sandboxer.id label (Capabilities::list_by_label); without `recorded_too`, only those others.
+  // Returns how many were there.
+  size_t remove_resources(const SandboxRecord& record, Opened& opened, bool recorded_too = true);
   // remove_resources() after a failed create, when the driver can find what it made by label;
   // returns what to add to the error ("; removed the 1 backend resource(s) it had made").
   std::string undo_create(const SandboxRecord& record, Opened& opened);

@@ -93,6 +93,41 @@ ReapItem item_for(const Backend& backend, const RemoteResource& resource, const 
   return item;
 }
 
+// A resource that carries a settled live record's id but is not the one the record holds: a
+// create whose answer was lost and that was repeated made it. (While a record is creating or
+// restoring, a second resource is expected.)
+bool is_duplicate(const SandboxRecord& record, const RemoteResource& resource) {
+  return (record.state == State::running || record.state == State::expired) &&
+         !record.backend_id.empty() && record.backend_id != resource.backend_id;
+}
+
+void remove_duplicate(Run& run, const Backend& backend, const RemoteResource& resource,
+                      const SandboxRecord& record) {
+  ReapItem item = item_for(backend, resource, record.id, &record);
+  item.action = "duplicate";
+  item.reason = fmt::format("the backend has {} ({}) carrying the id of {}, whose resource is {}: "
+                            "a second one, left by a create that was repeated",
+                            resource.backend_id, resource.state, record.id, record.backend_id);
+  ++run.report.orphans;
+  if (run.options.orphans != OrphanMode::destroy) {
+    item.outcome = "reported";
+    spdlog::warn("reap {}: duplicate: {} (destroy it with 'sandboxer reap --orphans=destroy')",
+                 record.id, item.reason);
+  } else if (run.options.dry_run) {
+    item.outcome = "planned";
+  } else {
+    try {
+      run.engine.destroy_duplicate(record, resource.backend_id);
+      item.outcome = "destroyed";
+    } catch (const std::exception& e) {
+      item.outcome = "failed";
+      item.reason += "; destroying it failed: " + log::redact(e.what());
+      ++run.report.failures;
+    }
+  }
+  run.report.items.push_back(std::move(item));
+}
+
 // `handled` holds "driver\nbackend id" of orphans already seen: two profiles may differ only in
 // what does not matter to the backend (a stub's injected faults), and list the same resources.
 void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& destroys,
@@ -142,6 +177,10 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       record = &*closed;
     }
     if (record && is_live(record->state) && record->state != State::orphaned) {
+      if (is_duplicate(*record, resource) &&
+          handled.insert(backend.driver + "\n" + resource.backend_id).second) {
+        remove_duplicate(run, backend, resource, *record);
+      }
       continue;
     }
     if (!handled.insert(backend.driver + "\n" + resource.backend_id).second) {

@@ -13,7 +13,7 @@ cd "$WORK"
 passes() {
   expect_code 0 sbx drivers test --profile "$1" -o json
   [ "$(jq .failed <<<"$OUT")" = 0 ] || fail "$1: $(jq -c '.checks[] | select(.result == "fail")' <<<"$OUT")"
-  [ "$(jq '.checks | length' <<<"$OUT")" -ge 18 ] || fail "$1: only $(jq '.checks | length' <<<"$OUT") checks ran"
+  [ "$(jq '.checks | length' <<<"$OUT")" -ge 19 ] || fail "$1: only $(jq '.checks | length' <<<"$OUT") checks ran"
   echo "$1: $(jq -r '"\(.passed) passed, \(.skipped) skipped"' <<<"$OUT")"
 }
 # fails PROFILE CHECK: the kit exits 1 and CHECK is among the failed checks.
@@ -30,7 +30,7 @@ passes stub
 # The table: one line per check, then the summary.
 expect_code 0 sbx drivers test --profile stub
 expect_contains "$OUT" "exec exit codes"
-expect_contains "$OUT" "driver stub (profile stub): 18 passed, 0 failed, 0 skipped"
+expect_contains "$OUT" "driver stub (profile stub): 19 passed, 0 failed, 0 skipped"
 
 cp "$SANDBOXER_SOURCE_DIR/profiles/default.yaml" "$PROFILES/docker.yaml"
 passes docker

@@ -143,6 +143,17 @@ run 4 sbx create --profile e2b
 expect_contains "$ERR" "(HTTP 503)"
 [ "$(seen | grep -c '^POST /sandboxes ')" = $((POSTS + 1)) ] || fail "create was retried after a 503"
 
+# A create whose answer is lost after E2B made the sandbox (issue 34.7): the create fails, and the
+# sandbox it made, found by its sandboxer.id metadata, is killed: nothing is left that no record
+# tracks. (It is not adopted: its envd access token came only in the lost answer.)
+live() { fake sandboxes | jq '[.[] | select(.state == "running")] | length'; }
+LIVE=$(live)
+fake inject '{"lose": true, "count": 1, "method": "POST", "path": "/sandboxes"}' >/dev/null
+run 4 sbx create --profile e2b --name lost -o json
+expect_contains "$ERR" "removed the 1 backend resource(s) it had made"
+[ "$(seen | grep -c '^POST /sandboxes lost$')" = 1 ] || fail "the answer was not lost: $(seen | tail -3)"
+[ "$(live)" = "$LIVE" ] || fail "the lost create left a sandbox: $(live) running, $LIVE before"
+
 # A timeout beyond the E2B plan is a TTL cap (exit 7).
 fake max_timeout '{"seconds": 3600}' >/dev/null
 run 7 sbx create --profile e2b --ttl 2h

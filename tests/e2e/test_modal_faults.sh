@@ -29,6 +29,18 @@ run 0 sbx create --profile modal --name retried -o json
   fail "x-retry-attempt: $(calls SandboxCreate)"
 run 0 sbx destroy retried
 
+# A create whose answer is lost after Modal made the sandbox (a reset, issue 34.7): the retry looks
+# for it by its sandboxer.id tag instead of making a second one. The fake allows one sandbox, so a
+# second SandboxCreate would be refused; after the destroy the slot is free again.
+fake_with --lose SandboxCreate --max-sandboxes 1
+run 0 sbx create --profile modal --name lost -o json
+[ "$(calls SandboxCreate | jq -r .code | tr '\n' ' ')" = "14 " ] ||
+  fail "the lost SandboxCreate was repeated: $(calls SandboxCreate)"
+[ "$(calls SandboxList | wc -l)" -ge 1 ] || fail "the retry did not look for the sandbox first"
+run 0 sbx destroy lost
+run 0 sbx create --profile modal --name after-lost -o json
+run 0 sbx destroy after-lost
+
 # Three UNAVAILABLE: out of attempts, a clear error naming the call, exit 4, nothing made.
 fake_with --fail AppGetOrCreate:3:UNAVAILABLE
 run 4 sbx create --profile modal

@@ -201,4 +201,23 @@ expect_code 0 at 2026-12-09T14:06:00Z reap -o json
 [ "$(jq '.pruned' <<<"$OUT")" = "$N" ] || fail "prune: $OUT"
 [ "$(ledger_jq '[.sandboxes[] | select(.state == "destroyed" or .state == "failed")] | length')" = $((M - N)) ] ||
   fail "destroyed records left"
+
+# A second resource carrying a live record's id (a create repeated after its answer was lost,
+# issue 34.7): reap --orphans reports it as a duplicate and destroys it, leaving the record and
+# its own resource; destroy of the record removes every resource carrying its id.
+T9=2026-12-09T14:10:00Z
+DID=$(at $T9 create --profile dev --quiet)
+cp -r "$WORK/backend/sandboxes/$DID" "$WORK/backend/sandboxes/dup-1"
+expect_code 0 at $T9 reap --orphans -o json
+[ "$(jq -r '.items[] | select(.action == "duplicate") | .outcome' <<<"$OUT")" = reported ] ||
+  fail "the duplicate was not reported: $OUT"
+expect_code 0 at $T9 reap --orphans=destroy -o json
+[ "$(jq -r '.items[] | select(.action == "duplicate") | .backend_id' <<<"$OUT")" = dup-1 ] ||
+  fail "the duplicate was not destroyed: $OUT"
+[ ! -e "$WORK/backend/sandboxes/dup-1" ] || fail "dup-1 is still there"
+[ -d "$WORK/backend/sandboxes/$DID" ] || fail "the record's own resource went too"
+[ "$(state_of "$DID")" = running ] || fail "the record is $(state_of "$DID")"
+cp -r "$WORK/backend/sandboxes/$DID" "$WORK/backend/sandboxes/dup-2"
+expect_code 0 at $T9 destroy "$DID"
+[ ! -e "$WORK/backend/sandboxes/dup-2" ] || fail "destroy left dup-2, which carries its id"
 echo ok

@@ -9,7 +9,9 @@ HTTP/1.1) that the e2b driver uses, on loopback, with the spec's status codes an
 - Sandboxes have running/paused states and expire on the fake's own clock (POST
   /_control/advance moves it); autoPause pauses instead of killing.
 - Faults: POST /_control/inject {"status": 503, "count": 2, "method": "GET", "path": "/sandboxes",
-  "retry_after": "1", "ratelimit_reset": "1"} answers the next matching requests with that status.
+  "retry_after": "1", "ratelimit_reset": "1"} answers the next matching requests with that status;
+  {"lose": true, "count": 1, "method": "POST", "path": "/sandboxes"} does the request, then closes
+  the connection without an answer.
 - exec runs the command for real, argv without a shell, in a directory of the sandbox; snapshots
   copy that directory, so a sandbox created from a snapshot sees the files.
 
@@ -104,6 +106,12 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def send_json(self, status, body=None, headers=None):
+        if getattr(self, "lose_answer", False):
+            # The request took effect; its answer is lost as in a connection reset.
+            self.close_connection = True
+            with self.state.lock:
+                self.state.requests[-1]["status"] = "lost"
+            return None
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         if body is not None:
@@ -156,6 +164,9 @@ class Handler(BaseHTTPRequestHandler):
                 if fault["count"] > 0 and fault.get("method", self.command) == self.command and \
                         path.startswith(fault.get("path", "/")):
                     fault["count"] -= 1
+                    if fault.get("lose"):
+                        self.lose_answer = True
+                        break
                     headers = {}
                     if "retry_after" in fault:
                         headers["Retry-After"] = str(fault["retry_after"])

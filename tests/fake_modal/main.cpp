@@ -1,7 +1,7 @@
 // sandboxer-fake-modal: a local server on Modal's protos for the modal driver's tests.
 // Usage: sandboxer-fake-modal --state-dir DIR [--tls-cert PEM --tls-key PEM] [--task-polls N]
 //   [--build-polls N] [--snapshot-delay SECS] [--max-sandboxes N] [--no-router]
-//   [--fail RPC:N:CODE] [--retry-after RPC:SECS] [--hang RPC:SECS]
+//   [--fail RPC:N:CODE] [--retry-after RPC:SECS] [--hang RPC:SECS] [--lose RPC]
 // Prints PORT=<n> once it serves on 127.0.0.1; tokens from FAKE_MODAL_TOKEN_ID/_SECRET.
 
 #include <csignal>
@@ -82,13 +82,15 @@ int main(int argc, char** argv) {
       options.max_sandboxes = std::stoi(next());
     } else if (arg == "--no-router") {
       options.router = false;
-    } else if (arg == "--fail" || arg == "--retry-after" || arg == "--hang") {
+    } else if (arg == "--fail" || arg == "--retry-after" || arg == "--hang" || arg == "--lose") {
       auto parts = split(next());
       auto& fault = options.faults[parts.at(0)];
       fault.remaining = 1;
       if (arg == "--fail") {
         fault.remaining = std::stoi(parts.at(1));
         fault.code = code_named(parts.at(2));
+      } else if (arg == "--lose") {
+        fault.lose = true;
       } else if (arg == "--retry-after") {
         fault.retry_after = std::stod(parts.at(1));
       } else {

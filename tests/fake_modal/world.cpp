@@ -108,6 +108,7 @@ grpc::Status World::call(grpc::ServerContext* context, const char* rpc,
   }
   grpc::Status status;
   bool faulted = false;
+  bool lose_answer = false;
   {
     std::unique_lock lock(m_mutex);
     auto fault = m_options.faults.find(rpc);
@@ -115,7 +116,9 @@ grpc::Status World::call(grpc::ServerContext* context, const char* rpc,
       Options::Fault f = fault->second;
       --fault->second.remaining;
       lock.unlock();
-      if (f.hang > 0) {
+      if (f.lose) {
+        lose_answer = true;
+      } else if (f.hang > 0) {
         auto until = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<long>(f.hang * 1000));
         while (std::chrono::steady_clock::now() < until && !context->IsCancelled()) {
@@ -153,6 +156,10 @@ grpc::Status World::call(grpc::ServerContext* context, const char* rpc,
   }
   if (!faulted) {
     status = body();
+    if (lose_answer && status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "connection reset (the fake lost the answer)");
+    }
   }
   json line = {
       {"rpc", rpc},

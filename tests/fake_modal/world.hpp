@@ -79,6 +79,7 @@ struct Options {
     grpc::StatusCode code = grpc::StatusCode::OK;
     double retry_after = -1; // >= 0: RESOURCE_EXHAUSTED with an RPCRetryPolicy
     double hang = 0;
+    bool lose = false; // the call is done, then its answer lost (UNAVAILABLE, as a reset)
   };
   std::map<std::string, Fault> faults;
 };
