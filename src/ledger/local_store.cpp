@@ -629,8 +629,28 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
   }
   const std::uint64_t old_first = live.header.journal.first;
   Header header = live.header;
+  // The counters count each record once, by its newest copy: a pruned copy counts only when no
+  // newer one survives it (in a kept segment, or reopened in the live document, which gave up
+  // its count already).
+  std::map<std::string, State> newest_pruned;
   for (const auto& record : report.records) {
-    uncount(header.closed_counts, record.state);
+    newest_pruned.insert_or_assign(record.id, record.state);
+  }
+  for (const auto& record : live.records) {
+    newest_pruned.erase(record.id);
+  }
+  const JournalTail& tail = live.header.journal;
+  for (auto s = keep_from; s <= tail.segment && !newest_pruned.empty(); ++s) {
+    m_journal.read_segment(
+        s, tail, live.header.ledger_id,
+        [&](const Line& line) {
+          newest_pruned.erase(std::string(ledger_journal::id_of_line(line.text)));
+          return !newest_pruned.empty();
+        },
+        warn);
+  }
+  for (const auto& [id, state] : newest_pruned) {
+    uncount(header.closed_counts, state);
   }
   if (keep_from > header.journal.segment) {
     header.journal = {keep_from, keep_from, 0}; // every segment went, the current one too

@@ -315,6 +315,30 @@ TEST(LedgerStore, ARecordClosedTwiceIsCountedOnce) {
   EXPECT_EQ(newest->state, State::destroyed);
 }
 
+TEST(LedgerStore, PruningASupersededCopyLeavesTheCountsAlone) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  const auto x = add_closed(ledger, "x", 0, State::failed);
+  add_closed(ledger, "y", 0);
+  {
+    auto tx = ledger.begin(); // x reopened and destroyed days later: its newest copy is younger
+    SandboxRecord* r = tx.find(x);
+    ASSERT_TRUE(r);
+    r->transition(EventKind::destroying, State::destroying, day(5), "t", "destroy requested");
+    r->transition(EventKind::destroyed, State::destroyed, day(5), "t", "destroyed");
+    tx.commit();
+  }
+  add_closed(ledger, "z", 5, State::failed);
+  auto counts = ledger.read().closed_counts;
+  EXPECT_EQ(counts["failed"], 1u);
+  EXPECT_EQ(counts["destroyed"], 2u);
+  const auto pruned = ledger.store().prune(day(3), false);
+  EXPECT_EQ(pruned.records.size(), 2u) << "x's failed copy and y";
+  counts = ledger.read().closed_counts;
+  EXPECT_EQ(counts["failed"], 1u) << "z is still failed; x's pruned copy was superseded";
+  EXPECT_EQ(counts["destroyed"], 1u) << "x's newer copy survives; y went";
+}
+
 TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
