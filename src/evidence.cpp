@@ -77,7 +77,7 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
         {"genesis", chain::genesis(record.id)},
         {"head", record.chain_head},
         {"entries", std::move(chain_entries)},
-        {"verified", !broken.has_value()}}},
+        {"verified", !broken.has_value() && !chain::unsealed_change(record)}}},
   };
 }
 

@@ -1,5 +1,8 @@
 #include "src/ledger/chain.hpp"
 
+#include <array>
+#include <fmt/format.h>
+
 #include "src/sha256.hpp"
 
 namespace sandboxer::chain {
@@ -9,6 +12,22 @@ using json = nlohmann::json;
 
 std::string digest(const std::string& text) {
   return "sha256:" + sha256_hex(text);
+}
+
+// The fields a record keeps from its creation on, as the ledger writes them.
+constexpr std::array<const char*, 7> k_sealed_fields = {"owner", "profile",    "policy", "driver",
+                                                        "spec",  "created_at", "labels"};
+
+json sealed_fields(const SandboxRecord& record) {
+  SandboxRecord bare = record;
+  bare.history.clear();
+  bare.snapshots.clear();
+  const json all = bare;
+  json out = json::object();
+  for (const char* field : k_sealed_fields) {
+    out[field] = all.contains(field) ? all[field] : json();
+  }
+  return out;
 }
 
 } // namespace
@@ -49,6 +68,14 @@ void seal(SandboxRecord& record) {
   }
   for (size_t i = first; i < history.size(); ++i) {
     if (i == 0) {
+      // The first entry carries the fields fixed at creation: an edit of the record's owner,
+      // labels, profile, policy, spec or created_at then disagrees with its own chain.
+      if (history[0].details.is_null()) {
+        history[0].details = json::object();
+      }
+      if (history[0].details.is_object()) {
+        history[0].details["sealed"] = sealed_fields(record);
+      }
       history[i].prev = genesis(record.id);
     } else if (i == first && !record.chain_head.empty()) {
       history[i].prev = record.chain_head;
@@ -57,6 +84,30 @@ void seal(SandboxRecord& record) {
     }
   }
   record.chain_head = hash_of(history.back());
+}
+
+std::optional<std::string> unsealed_change(const SandboxRecord& record) {
+  const auto& history = record.history;
+  if (history.empty()) {
+    return std::nullopt;
+  }
+  if (record.state != history.back().to) {
+    return fmt::format("its state is {}, but its history ends in {}: the state was edited",
+                       to_string(record.state), to_string(history.back().to));
+  }
+  const json& details = history.front().details;
+  if (!details.is_object() || !details.contains("sealed")) {
+    return std::nullopt; // sealed before the fields were (docs/evidence.md)
+  }
+  const json& sealed = details["sealed"];
+  const json now = sealed_fields(record);
+  for (const char* field : k_sealed_fields) {
+    if (!sealed.contains(field) || sealed[field] != now[field]) {
+      return fmt::format("its {} differs from the value sealed in its first entry: it was edited",
+                         field);
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<Break> verify(const SandboxRecord& record) {

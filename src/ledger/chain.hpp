@@ -8,7 +8,8 @@
 // The hash chain of a record's history (docs/evidence.md). Entry i carries in `prev` the SHA-256
 // of entry i-1's canonical form; entry 0 that of {"sandbox":ID}; the record's `chain_head` is the
 // hash of its last entry. Changing, removing or reordering any entry breaks the chain at that
-// point, and the check needs nothing but the record.
+// point, and the check needs nothing but the record. The first entry's details also seal the
+// fields fixed at creation (`sealed`).
 namespace sandboxer::chain {
 
 // The entry as JSON with its keys sorted, no whitespace, UTF-8 unescaped (Python's
@@ -30,5 +31,11 @@ struct Break {
 };
 // The first break in the record's chain, or nothing when it holds.
 std::optional<Break> verify(const SandboxRecord& record);
+
+// What in the record disagrees with its chain, or nothing: its `state` must be where its history
+// ends, and the fields fixed at creation (owner, profile, policy, driver, spec, created_at,
+// labels) must equal those seal() put into the first entry's details (`sealed`). Records sealed
+// before that have no `sealed` member; only their state is checked.
+std::optional<std::string> unsealed_change(const SandboxRecord& record);
 
 } // namespace sandboxer::chain

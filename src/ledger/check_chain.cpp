@@ -15,6 +15,9 @@ void check_chain(VerifyReport& report, const SandboxRecord& record, const std::s
     seen->second = record.history.size();
   }
   report.entries += record.history.size();
+  if (auto changed = chain::unsealed_change(record)) {
+    report.problems.push_back({record.id, -1, where, *changed});
+  }
   auto broken = chain::verify(record);
   if (!broken) {
     return;

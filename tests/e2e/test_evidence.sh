@@ -56,6 +56,18 @@ tampered reordered '.sandbox.history |= (.[0:2] + [.[3], .[2]] + .[4:])' "histor
 tampered last-entry '.sandbox.history[-1].actor = "someone else"' "chain_head"
 tampered summary '.execs[0].exit_code = 0' "execs does not match"
 tampered owner '.owner.user = "mallory"' "owner does not match"
+# The record's own fields (issue 34.4): its state and what was fixed at creation are sealed.
+tampered state '.sandbox.state = "running"' "state does not match where the history ends"
+tampered record-owner '.sandbox.owner.user = "mallory" | .owner.user = "mallory"' "owner differs from the value sealed"
+tampered labels '.sandbox.labels = {"team": "other"}' "labels differs from the value sealed"
+tampered profile-hash '.sandbox.profile.hash = "sha256:00" | .profile.hash = "sha256:00"' "profile differs from the value sealed"
+tampered policy '.sandbox.policy.ttl = 999999' "policy differs from the value sealed"
+tampered created-at '.sandbox.created_at = "2020-01-01T00:00:00Z"' "created_at differs from the value sealed"
+tampered spec '.sandbox.spec = {}' "spec differs from the value sealed"
+tampered driver '.sandbox.driver = "docker"' "driver differs from the value sealed"
+# The checker reads stdin too.
+[ "$($PY "$WORK/check.py" - <"$DOC")" = ok ] || fail "the checker does not read stdin"
+[ "$($PY "$WORK/check.py" <"$WORK/state.json")" != ok ] || fail "the checker accepts a tampered stdin"
 
 # ledger verify: the whole ledger holds.
 expect_code 0 sbx ledger verify -o json
@@ -72,6 +84,13 @@ expect_contains "$OUT" "$SEGMENT"
 expect_contains "$ERR" "does not verify"
 expect_code 8 sbx evidence "$GONE" -o json
 [ "$(jq -r .chain.verified <<<"$OUT")" = false ] || fail "evidence of a broken chain"
+cp "$WORK/segment.good" "$SEGMENT"
+
+# A closed record's state edited back to running in the journal (same length: the committed end
+# stays right).
+sed -i "/\"id\":\"$GONE\"/s/\"state\":\"destroyed\"/\"state\":  \"running\"/" "$SEGMENT"
+expect_code 8 sbx ledger verify
+expect_contains "$OUT" "its state is running, but its history ends in destroyed"
 cp "$WORK/segment.good" "$SEGMENT"
 
 # A live record edited in ledger.json.

@@ -512,7 +512,7 @@ TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
   {
     auto tx = ledger.begin();
     auto counter = record("counter", State::running, day(0));
-    counter.labels["closed"] = "0";
+    counter.env["closed"] = "0";
     tx.data().sandboxes.push_back(counter);
     tx.commit();
   }
@@ -536,8 +536,8 @@ TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
         while (true) {
           auto tx = writer.begin();
           auto& counter = tx.data().sandboxes.at(0);
-          const int n = std::stoi(counter.labels.at("closed")) + 1;
-          counter.labels["closed"] = std::to_string(n);
+          const int n = std::stoi(counter.env.at("closed")) + 1;
+          counter.env["closed"] = std::to_string(n);
           tx.data().sandboxes.push_back(
               record("closed-" + std::to_string(n), State::destroyed, day(n / 2)));
           tx.commit();
@@ -551,7 +551,7 @@ TEST(LedgerCrash, KilledAppendOrRotationLosesNothingCommitted) {
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
 
     const LedgerData data = ledger.read();
-    const int n = std::stoi(data.sandboxes.at(0).labels.at("closed"));
+    const int n = std::stoi(data.sandboxes.at(0).env.at("closed"));
     EXPECT_GE(n, last);
     last = n;
     const auto closed = all_closed(ledger);
