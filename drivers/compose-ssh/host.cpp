@@ -34,6 +34,12 @@ constexpr const char* k_inspect_format =
     "{{with index .State \"Health\"}}{{.Status}}{{end}}\t{{.State.ExitCode}}\t"
     "{{.State.StartedAt}}\t{{index .Config.Labels \"com.docker.compose.version\"}}";
 
+// list by label: what a resource needs (the project, its state, its labels), in the same one
+// `docker inspect` for all containers.
+constexpr const char* k_labelled_format =
+    "{{.Id}}\t{{index .Config.Labels \"com.docker.compose.service\"}}\t{{.State.Status}}\t"
+    "{{index .Config.Labels \"com.docker.compose.version\"}}\t{{json .Config.Labels}}";
+
 // The remote scripts below run as `sh -c SCRIPT sh ARGS...`: sandboxer's values only ever reach
 // them as positional parameters (quoted by shell_words like any argv), never inside the script.
 // `set -f`: the unquoted lists of ids and names split on blanks but never glob.
@@ -47,6 +53,15 @@ constexpr const char* k_inspect_format =
   "[ -z \"$ids\" ] || docker inspect --format \"$2\" $ids || exit\n"
 
 constexpr const char* k_read_script = "set -f\n" SANDBOXER_READ_PART;
+
+// The containers docker ps's filters ($2...) find, in the format $1: one round trip, not a listing
+// and then an inspect.
+constexpr const char* k_list_script =
+    "set -f\n"
+    "format=$1\n"
+    "shift\n"
+    "ids=$(docker ps -aq --no-trunc \"$@\") || exit\n"
+    "[ -z \"$ids\" ] || docker inspect --format \"$format\" $ids\n";
 
 // A create in one round trip: the project's files from stdin, which compose the host has (unless
 // the caller knows: $3 is plugin, v1 or auto), `compose up` (its output on stderr, so that stdout
@@ -74,6 +89,8 @@ constexpr const char* k_up_script =
 // anonymous volumes, then the networks (one in use cannot be removed), volumes and images each
 // listed and removed at once with the others and with the project's files. A step that fails
 // prints "failed=<step>" and its words go to stderr. $1 project, $2 grace seconds, $3 directory.
+// When $4 (a sandbox id) is given, it then lists the containers that still carry that id (what the
+// core asks right after a destroy), each line "left=" and k_labelled_format ($5), then "listed".
 constexpr const char* k_tear_down_script =
     "set -f\n"
     "f=\"label=com.docker.compose.project=$1\"\n"
@@ -93,7 +110,12 @@ constexpr const char* k_tear_down_script =
     "--filter \"reference=$1-*\") && { [ -z \"$i\" ] || docker image rm $i >/dev/null; } || "
     "echo failed=images; } &\n"
     "rm -rf -- \"$3\" || echo failed=files\n"
-    "wait\n";
+    "wait\n"
+    "[ -n \"$4\" ] || exit 0\n"
+    "ids=$(docker ps -aq --no-trunc --filter label=com.docker.compose.project --filter "
+    "\"label=sandboxer.id=$4\") || exit 0\n"
+    "[ -z \"$ids\" ] || docker inspect --format \"left=$5\" $ids || exit 0\n"
+    "echo listed\n";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -473,17 +495,50 @@ std::vector<Container> Host::containers(const std::string& project, bool with_la
   return parse_containers(listing, with_labels);
 }
 
+std::vector<Container> parse_labelled(const std::string& listing) {
+  std::vector<Container> containers;
+  for (const auto& line : split(listing, '\n')) {
+    auto fields = split(line, '\t');
+    if (fields.size() < 5 || fields[0].empty()) {
+      continue;
+    }
+    Container container{fields[0], fields[1], fields[2], fields[2], fields[3], {}};
+    for (auto* field : {&container.service, &container.compose_version}) {
+      if (*field == "<no value>") {
+        field->clear();
+      }
+    }
+    // JSON escapes a tab in a label's value: the last field is the whole of the labels.
+    auto parsed = nlohmann::json::parse(fields[4], nullptr, false);
+    if (parsed.is_object()) {
+      for (const auto& [key, value] : parsed.items()) {
+        if (value.is_string()) {
+          container.labels[key] = value.get<std::string>();
+        }
+      }
+    }
+    containers.push_back(std::move(container));
+  }
+  return containers;
+}
+
 std::vector<Container> Host::containers_labelled(const Labels& selector) const {
-  std::vector<std::string> argv = {
-      "docker", "ps", "-a", "--no-trunc", "--filter", std::string("label=") + k_project_label};
+  std::vector<std::string> argv = {"sh",
+                                   "-c",
+                                   k_list_script,
+                                   "sh",
+                                   k_labelled_format,
+                                   "--filter",
+                                   std::string("label=") + k_project_label};
   for (const auto& [key, value] : selector) {
     argv.insert(argv.end(), {"--filter", fmt::format("label={}={}", key, value)});
   }
-  argv.insert(argv.end(), {"--format", k_ps_format});
-  return parse_containers(check(argv, "listing sandboxer's containers"), true);
+  return parse_labelled(check(argv, "listing sandboxer's containers"));
 }
 
-void Host::tear_down(const std::string& project, std::chrono::seconds grace) const {
+std::optional<std::vector<Container>> Host::tear_down(const std::string& project,
+                                                      std::chrono::seconds grace,
+                                                      const std::string& then_list_id) const {
   RemoteCall call;
   call.argv = {"sh",
                "-c",
@@ -491,7 +546,9 @@ void Host::tear_down(const std::string& project, std::chrono::seconds grace) con
                "sh",
                project,
                std::to_string(grace.count()),
-               fmt::format("{}/projects/{}", k_state_dir, project)};
+               fmt::format("{}/projects/{}", k_state_dir, project),
+               then_list_id,
+               k_labelled_format};
   call.timeout = m_timeout + grace;
   auto result = m_ssh.run(call);
   static const std::map<std::string, std::string> k_steps = {
@@ -501,8 +558,14 @@ void Host::tear_down(const std::string& project, std::chrono::seconds grace) con
       {"images", "removing the images built for project "},
       {"files", "removing the files of project "}};
   std::vector<std::string> failed;
+  std::string left;
+  bool listed = false;
   for (const auto& line : split(result.out, '\n')) {
-    if (line.starts_with("failed=")) {
+    if (line.starts_with("left=")) {
+      left += line.substr(5) + "\n";
+    } else if (line == "listed") {
+      listed = true;
+    } else if (line.starts_with("failed=")) {
       auto step = k_steps.find(line.substr(7));
       failed.push_back(
           (step == k_steps.end() ? "removing " + line.substr(7) + " of project " : step->second) +
@@ -517,6 +580,10 @@ void Host::tear_down(const std::string& project, std::chrono::seconds grace) con
                       fmt::format("compose-ssh: {} on {} failed: {}", fmt::join(failed, ", "),
                                   where(), last_lines(result.err, 3)));
   }
+  if (!listed) {
+    return std::nullopt;
+  }
+  return parse_labelled(left);
 }
 
 } // namespace sandboxer::drivers::compose_ssh

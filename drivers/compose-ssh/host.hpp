@@ -57,6 +57,9 @@ struct UpResult {
   Reading reading;    // when stage is done
 };
 
+// Parses containers in the list-by-label format (labels as JSON last); exposed for tests.
+std::vector<Container> parse_labelled(const std::string& listing);
+
 // Parses the lines of the readiness read ("now=<epoch seconds>", then one line per container in
 // k_inspect_format); exposed for tests.
 Reading parse_reading(const std::string& out);
@@ -94,8 +97,12 @@ public:
   std::vector<Container> containers_labelled(const Labels& selector) const;
   // Removes everything the project made: containers (after `grace` for SIGTERM) with their
   // anonymous volumes, its networks and named volumes, images compose built for it, and the
-  // driver's directory, in one remote command. Nothing there is success.
-  void tear_down(const std::string& project, std::chrono::seconds grace) const;
+  // driver's directory, in one remote command. Nothing there is success. With `then_list_id`, the
+  // same command then lists the containers (with labels) that still carry sandboxer.id=that id:
+  // nullopt when it could not tell.
+  std::optional<std::vector<Container>> tear_down(const std::string& project,
+                                                  std::chrono::seconds grace,
+                                                  const std::string& then_list_id = "") const;
 
   const Ssh& ssh() const { return m_ssh; }
   std::string where() const { return m_ssh.where(); }

@@ -219,6 +219,18 @@ TEST(ComposeSshHost, OneReadTellsStateHealthAndHowLongAllRan) {
   EXPECT_FALSE(parse_reading("now=1700000010\n").all_up_for);
 }
 
+TEST(ComposeSshHost, ListsByLabelWithTheLabelsInOneRead) {
+  auto containers = parse_labelled(
+      "aaa\tweb\trunning\t1.29.2\t{\"com.docker.compose.project\":\"sbx-1\",\"team\":\"a\\tb\"}\n"
+      "bbb\t<no value>\texited\t<no value>\tnull\n");
+  ASSERT_EQ(containers.size(), 2u);
+  EXPECT_EQ(containers[0].labels.at("com.docker.compose.project"), "sbx-1");
+  EXPECT_EQ(containers[0].labels.at("team"), "a\tb");
+  EXPECT_EQ(containers[0].state, "running");
+  EXPECT_EQ(containers[1].service, "");
+  EXPECT_TRUE(containers[1].labels.empty());
+}
+
 TEST(ComposeSshHost, KeepsWhichComposeAHostHasPerHostInTheDataDir) {
   testing::TempDir dir;
   Ssh first(Target{"cache-test-1.example", 2201, "ci", std::nullopt, std::nullopt,
