@@ -25,7 +25,10 @@ namespace fs = std::filesystem;
 
 constexpr auto k_poll_interval = std::chrono::milliseconds(250);
 // How long every service must stay up before the project counts as ready: a one-shot
-// service that fails at once is often still "running" at the first look.
+// service that fails at once is often still "running" at the first look. Counted from each
+// container's start by the host's clock (docker inspect's StartedAt against the host's date), so
+// the time compose up and the first read took already counts. It is most of what a create costs
+// beyond compose up itself (bench/compose-ssh.sh, docs/drivers/compose-ssh.md).
 constexpr auto k_settle_time = std::chrono::seconds(1);
 // exec runs a user's command: bounded, but by a day, as the driver protocol bounds it.
 constexpr auto k_exec_deadline = std::chrono::hours(24);
@@ -618,7 +621,12 @@ private:
                                       fmt::join(waiting, ", ")));
       }
       interrupt::sleep_for(wait);
-      reading = m_host.read_project(project);
+      // Once every service has its container, the same containers are read again by id.
+      std::vector<Container> known;
+      if (seen.size() == file.services.size()) {
+        known = std::move(containers);
+      }
+      reading = m_host.read_project(project, known);
     }
   }
 

@@ -44,15 +44,22 @@ constexpr const char* k_labelled_format =
 // them as positional parameters (quoted by shell_words like any argv), never inside the script.
 // `set -f`: the unquoted lists of ids and names split on blanks but never glob.
 
-// Prints "now=<the host's epoch time>" and the project's containers in k_inspect_format.
+// Prints the project's containers in k_inspect_format, then "now=<the host's epoch time>": taken
+// after the read, so that a container's age is what it is when the answer leaves the host.
 // $1 project, $2 format.
 #define SANDBOXER_READ_PART                                                                        \
-  "now=$(date -u +%s.%N 2>/dev/null)\n"                                                            \
   "ids=$(docker ps -aq --no-trunc --filter \"label=com.docker.compose.project=$1\") || exit\n"     \
-  "echo \"now=$now\"\n"                                                                            \
-  "[ -z \"$ids\" ] || docker inspect --format \"$2\" $ids || exit\n"
+  "[ -z \"$ids\" ] || docker inspect --format \"$2\" $ids || exit\n"                               \
+  "echo \"now=$(date -u +%s.%N 2>/dev/null)\"\n"
 
 constexpr const char* k_read_script = "set -f\n" SANDBOXER_READ_PART;
+
+// The same for containers known by id ($2...): one docker command, not two. $1 format.
+constexpr const char* k_reread_script = "set -f\n"
+                                        "format=$1\n"
+                                        "shift\n"
+                                        "docker inspect --format \"$format\" \"$@\" || exit\n"
+                                        "echo \"now=$(date -u +%s.%N 2>/dev/null)\"\n";
 
 // The containers docker ps's filters ($2...) find, in the format $1: one round trip, not a listing
 // and then an inspect.
@@ -89,7 +96,7 @@ constexpr const char* k_up_script =
 // anonymous volumes, then the networks (one in use cannot be removed), volumes and images each
 // listed and removed at once with the others and with the project's files. A step that fails
 // prints "failed=<step>" and its words go to stderr. $1 project, $2 grace seconds, $3 directory.
-// When $4 (a sandbox id) is given, it then lists the containers that still carry that id (what the
+// When $4 (a sandbox id) is given, it also lists the containers that still carry that id (what the
 // core asks right after a destroy), each line "left=" and k_labelled_format ($5), then "listed".
 constexpr const char* k_tear_down_script =
     "set -f\n"
@@ -109,13 +116,12 @@ constexpr const char* k_tear_down_script =
     "{ i=$(docker image ls --format '{{.Repository}}:{{.Tag}}' --filter \"reference=$1_*\" "
     "--filter \"reference=$1-*\") && { [ -z \"$i\" ] || docker image rm $i >/dev/null; } || "
     "echo failed=images; } &\n"
+    // The project's containers are gone: what still carries the id is listed meanwhile.
+    "[ -z \"$4\" ] || { ids=$(docker ps -aq --no-trunc --filter label=com.docker.compose.project "
+    "--filter \"label=sandboxer.id=$4\") && { [ -z \"$ids\" ] || docker inspect --format "
+    "\"left=$5\" $ids; } && echo listed; } &\n"
     "rm -rf -- \"$3\" || echo failed=files\n"
-    "wait\n"
-    "[ -n \"$4\" ] || exit 0\n"
-    "ids=$(docker ps -aq --no-trunc --filter label=com.docker.compose.project --filter "
-    "\"label=sandboxer.id=$4\") || exit 0\n"
-    "[ -z \"$ids\" ] || docker inspect --format \"left=$5\" $ids || exit 0\n"
-    "echo listed\n";
+    "wait\n";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -389,7 +395,17 @@ Reading parse_reading(const std::string& out) {
   return reading;
 }
 
-Reading Host::read_project(const std::string& project) const {
+Reading Host::read_project(const std::string& project, const std::vector<Container>& known) const {
+  if (!known.empty()) {
+    std::vector<std::string> argv = {"sh", "-c", k_reread_script, "sh", k_inspect_format};
+    for (const auto& container : known) {
+      argv.push_back(container.id);
+    }
+    if (auto result = run(argv); result.exit_code == 0) {
+      return parse_reading(result.out);
+    }
+    // One of them is gone: the full read says what the project has now.
+  }
   auto out = check({"sh", "-c", k_read_script, "sh", project, k_inspect_format},
                    "reading the containers of project " + project);
   return parse_reading(out);

@@ -85,8 +85,9 @@ public:
   UpResult upload_and_up(const std::vector<TarEntry>& entries, const std::string& project,
                          const std::vector<std::string>& compose_args,
                          std::chrono::milliseconds timeout) const;
-  // The project's containers with their state, health and age, in one remote command.
-  Reading read_project(const std::string& project) const;
+  // The project's containers with their state, health and age, in one remote command; with the
+  // containers of an earlier read, by their ids (one docker command instead of two).
+  Reading read_project(const std::string& project, const std::vector<Container>& known = {}) const;
   // Writes the entries (paths relative to the home directory) with one `tar -x`.
   void upload(const std::vector<TarEntry>& entries) const;
   std::string read(const std::string& path, const std::string& what) const;
