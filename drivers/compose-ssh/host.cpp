@@ -446,7 +446,8 @@ UpResult Host::upload_and_up(const std::vector<TarEntry>& entries, const std::st
       rest += line + "\n";
     }
   }
-  up.output = result.err + "\n" + (up.stage == UpResult::Stage::read ? "" : result.out);
+  // Compose's own output went to stderr (stdout holds only the script's lines).
+  up.output = result.err;
   if (up.stage == UpResult::Stage::done) {
     up.reading = parse_reading(rest);
   }

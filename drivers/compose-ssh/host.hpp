@@ -53,7 +53,7 @@ struct UpResult {
   int exit_code = 0;
   ComposeKind kind = ComposeKind::v1;
   bool kind_was_cached = false;
-  std::string output; // compose's and the failing step's words (stderr, then stdout)
+  std::string output; // compose's and the failing step's words (the command's stderr)
   Reading reading;    // when stage is done
 };
 
