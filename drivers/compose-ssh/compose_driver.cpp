@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -259,6 +260,7 @@ public:
     // lost create answer made): the tear-down command lists that too, saving a round trip.
     auto left = m_host.tear_down(
         sandbox.backend_id, sandbox.stop_grace.value_or(m_spec.stop_timeout), sandbox.sandbox_id);
+    std::lock_guard lock(m_left_mutex);
     if (left && !sandbox.sandbox_id.empty()) {
       m_left_after_destroy = {sandbox.sandbox_id, std::move(*left)};
     } else {
@@ -429,6 +431,7 @@ public:
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     std::vector<Container> containers;
     auto id = selector.find("sandboxer.id");
+    std::unique_lock lock(m_left_mutex);
     if (m_left_after_destroy && selector.size() == 1 && id != selector.end() &&
         id->second == m_left_after_destroy->first) {
       // What the destroy just before listed in its own remote command, milliseconds ago; used
@@ -436,6 +439,8 @@ public:
       containers = std::move(m_left_after_destroy->second);
       m_left_after_destroy.reset();
     } else {
+      m_left_after_destroy.reset(); // anything else asked in between: the answer is not kept
+      lock.unlock();
       containers = m_host.containers_labelled(selector);
     }
     std::map<std::string, RemoteResource> projects;
@@ -689,6 +694,7 @@ private:
   Progress& m_progress;
   // The sandbox id the last destroy listed afterwards, and the containers still carrying it.
   std::optional<std::pair<std::string, std::vector<Container>>> m_left_after_destroy;
+  std::mutex m_left_mutex;
 };
 
 class ComposeSshFactory : public DriverFactory {
