@@ -1,8 +1,8 @@
 #include "drivers/compose-ssh/compose_driver.hpp"
 
-#include <atomic>
 #include <fmt/format.h>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -26,7 +26,10 @@ namespace fs = std::filesystem;
 
 constexpr auto k_poll_interval = std::chrono::milliseconds(250);
 // How long every service must stay up before the project counts as ready: a one-shot
-// service that fails at once is often still "running" at the first look.
+// service that fails at once is often still "running" at the first look. Counted from each
+// container's start by the host's clock (docker inspect's StartedAt against the host's date), so
+// the time compose up and the first read took already counts. It is most of what a create costs
+// beyond compose up itself (bench/compose-ssh.sh, docs/drivers/compose-ssh.md).
 constexpr auto k_settle_time = std::chrono::seconds(1);
 // exec runs a user's command: bounded, but by a day, as the driver protocol bounds it.
 constexpr auto k_exec_deadline = std::chrono::hours(24);
@@ -147,8 +150,8 @@ private:
 class ComposeSshDriver : public Driver {
 public:
   ComposeSshDriver(Spec spec, const DriverContext& context)
-      : m_spec(std::move(spec)), m_ssh(target_of(m_spec)), m_host(m_ssh, m_spec.command_timeout),
-        m_progress(*context.progress) {}
+      : m_spec(std::move(spec)), m_ssh(target_of(m_spec)),
+        m_host(m_ssh, m_spec.command_timeout, context.data_dir), m_progress(*context.progress) {}
 
   CreateResult create(const CreateRequest& request) override {
     const std::string project = request.sandbox_id;
@@ -203,17 +206,16 @@ public:
     if (env_text) {
       files.push_back({dir + "/env", *env_text, 0600});
     }
-    m_progress.update(fmt::format("sending project {} to {}", project, m_host.where()));
-    // Whether the project's files reached the host: before that, the host holds nothing of it.
-    std::atomic<bool> reached = false;
+    // Whether the project's files may have reached the host: before the connection, the host
+    // holds nothing of it.
+    bool reached = false;
     try {
-      all_at_once({[&] { compose = m_host.compose_command(); },
-                   [&] {
-                     m_host.upload(files);
-                     reached = true;
-                   }});
-      up(project, compose, file, env_text.has_value(), !images.empty());
-      auto containers = wait_until_ready(project, file);
+      m_ssh.connect();
+      reached = true;
+      // The upload, compose up and the first look at the containers are one remote command.
+      UpResult started = up(project, file, files, env_text.has_value(), !images.empty());
+      compose = compose_argv(started.kind);
+      auto containers = wait_until_ready(project, file, std::move(started.reading));
       json info = {{"host", m_host.where()},
                    {"project", project},
                    {"project_dir", m_spec.project_dir.value_or(dir)},
@@ -254,7 +256,16 @@ public:
 
   void destroy(const SandboxHandle& sandbox) override {
     check_name(sandbox.backend_id, "project");
-    m_host.tear_down(sandbox.backend_id, sandbox.stop_grace.value_or(m_spec.stop_timeout));
+    // The core asks right after a destroy what else carries the sandbox's id (a duplicate a
+    // lost create answer made): the tear-down command lists that too, saving a round trip.
+    auto left = m_host.tear_down(
+        sandbox.backend_id, sandbox.stop_grace.value_or(m_spec.stop_timeout), sandbox.sandbox_id);
+    std::lock_guard lock(m_left_mutex);
+    if (left && !sandbox.sandbox_id.empty()) {
+      m_left_after_destroy = {sandbox.sandbox_id, std::move(*left)};
+    } else {
+      m_left_after_destroy.reset();
+    }
   }
 
   BackendStatus status(const SandboxHandle& sandbox) override {
@@ -418,8 +429,22 @@ public:
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
+    std::vector<Container> containers;
+    auto id = selector.find("sandboxer.id");
+    std::unique_lock lock(m_left_mutex);
+    if (m_left_after_destroy && selector.size() == 1 && id != selector.end() &&
+        id->second == m_left_after_destroy->first) {
+      // What the destroy just before listed in its own remote command, milliseconds ago; used
+      // once only.
+      containers = std::move(m_left_after_destroy->second);
+      m_left_after_destroy.reset();
+    } else {
+      m_left_after_destroy.reset(); // anything else asked in between: the answer is not kept
+      lock.unlock();
+      containers = m_host.containers_labelled(selector);
+    }
     std::map<std::string, RemoteResource> projects;
-    for (const auto& container : m_host.containers_labelled(selector)) {
+    for (const auto& container : containers) {
       auto project = container.labels.find("com.docker.compose.project");
       if (project == container.labels.end()) {
         continue;
@@ -471,12 +496,32 @@ private:
     }
   }
 
-  void up(const std::string& project, const std::vector<std::string>& compose,
-          const ComposeFile& file, bool with_env, bool from_images) {
+  // Whether compose itself was missing: `docker-compose` not found (127), or a docker without
+  // the plugin ("'compose' is not a docker command", exit 1 or 125 by docker's version).
+  static bool compose_missing(const UpResult& result) {
+    if (result.stage != UpResult::Stage::up || result.exit_code == 0) {
+      return false;
+    }
+    if (result.exit_code == 127) {
+      return true;
+    }
+    return result.kind == ComposeKind::plugin &&
+           (result.exit_code == 125 ||
+            result.output.find("is not a docker command") != std::string::npos ||
+            result.output.find("unknown command") != std::string::npos);
+  }
+
+  UpResult up(const std::string& project, const ComposeFile& file,
+              const std::vector<TarEntry>& files, bool with_env, bool from_images) {
     const std::string dir = project_dir_of(project);
-    std::vector<std::string> argv = compose;
-    argv.insert(argv.end(), {"-p", project, "--project-directory", m_spec.project_dir.value_or(dir),
-                             "-f", dir + "/compose.yml", "-f", dir + "/sandboxer.override.yml"});
+    std::vector<std::string> argv = {"-p",
+                                     project,
+                                     "--project-directory",
+                                     m_spec.project_dir.value_or(dir),
+                                     "-f",
+                                     dir + "/compose.yml",
+                                     "-f",
+                                     dir + "/sandboxer.override.yml"};
     if (with_env) {
       argv.insert(argv.end(), {"--env-file", dir + "/env"});
     }
@@ -484,38 +529,60 @@ private:
     if (from_images) {
       argv.push_back("--no-build");
     }
-    m_progress.update(fmt::format("{} up on {}", fmt::join(compose, " "), m_host.where()));
-    RemoteCall call;
-    call.argv = argv;
-    call.timeout = m_spec.up_timeout;
-    auto result = m_ssh.run(call);
-    if (result.exit_code == 0) {
-      return;
+    m_progress.update(
+        fmt::format("sending project {} to {} and starting it", project, m_host.where()));
+    const auto timeout = m_spec.up_timeout + m_spec.command_timeout; // + the upload and the read
+    UpResult result = m_host.upload_and_up(files, project, argv, timeout);
+    if (result.kind_was_cached && compose_missing(result)) {
+      // The host changed since the answer was kept (compose removed or replaced): ask it again.
+      // Nothing started, so sending the files again and retrying is safe.
+      m_host.forget_compose();
+      result = m_host.upload_and_up(files, project, argv, timeout);
     }
-    const std::string output = result.err + "\n" + result.out;
-    if (result.exit_code == 127) {
+    const bool missing = compose_missing(result);
+    if (result.stage >= UpResult::Stage::up && !missing) {
+      m_host.remember_compose(result.kind);
+    }
+    if (result.stage == UpResult::Stage::done) {
+      return result;
+    }
+    if (result.stage == UpResult::Stage::upload) {
+      throw DriverError(Kind::error, fmt::format("compose-ssh: cannot write files on {}: {}",
+                                                 m_host.where(), last_lines(result.output, 3)));
+    }
+    if (missing) {
       throw DriverError(Kind::error,
                         fmt::format("compose-ssh: neither 'docker compose' nor 'docker-compose' is "
                                     "installed on {}",
                                     m_host.where()));
     }
-    auto service = failing_service(output, file.services);
+    if (result.stage == UpResult::Stage::read) {
+      throw DriverError(Kind::error,
+                        fmt::format("compose-ssh: reading the containers of project {} on {} "
+                                    "failed: {}",
+                                    project, m_host.where(), last_lines(result.output, 3)));
+    }
+    auto service = failing_service(result.output, file.services);
     throw DriverError(Kind::error,
                       fmt::format("compose-ssh: compose up of project {} on {} failed{}: {}",
                                   project, m_host.where(),
                                   service ? fmt::format(" for service {}", *service) : "",
-                                  last_meaningful_line(output)));
+                                  last_meaningful_line(result.output)));
   }
 
   // Polls until every container runs (and is healthy when it has a healthcheck) and has stayed
   // so for k_settle_time. A container that exits, restarts or turns unhealthy fails the create
-  // at once, with its last log lines.
-  std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file) {
+  // at once, with its last log lines. `reading` is the first look (made with compose up); each
+  // further look is one remote command for all containers. The host says how long each has run,
+  // so when all are up the next look is the last one: at the end of the settle time, not a poll
+  // interval at a time.
+  std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file,
+                                          Reading reading) {
     m_progress.update(fmt::format("waiting for the services of {} on {}", project, m_host.where()));
     const auto deadline = std::chrono::steady_clock::now() + m_spec.ready_timeout;
     std::optional<std::chrono::steady_clock::time_point> all_up_since;
     while (true) {
-      auto containers = m_host.containers(project);
+      auto& containers = reading.containers;
       std::vector<std::string> waiting;
       std::set<std::string> seen;
       for (const auto& container : containers) {
@@ -537,12 +604,20 @@ private:
       const auto now = std::chrono::steady_clock::now();
       if (!waiting.empty()) {
         all_up_since.reset();
+      } else if (reading.all_up_for) {
+        // By the host's clock: the youngest container started this long ago.
+        all_up_since = now - *reading.all_up_for;
       } else if (!all_up_since) {
-        all_up_since = now;
-      } else if (now - *all_up_since >= k_settle_time) {
-        return containers;
+        all_up_since = now; // a host that did not tell its time: count from this look
       }
-      if (!all_up_since && now + k_poll_interval > deadline) {
+      if (all_up_since && now - *all_up_since >= k_settle_time) {
+        return std::move(containers);
+      }
+      const auto wait =
+          all_up_since ? std::chrono::duration_cast<std::chrono::milliseconds>(*all_up_since +
+                                                                               k_settle_time - now)
+                       : std::chrono::duration_cast<std::chrono::milliseconds>(k_poll_interval);
+      if (!all_up_since && now + wait > deadline) {
         throw DriverError(Kind::timeout,
                           fmt::format("compose-ssh: project {} on {} was not ready within {}: "
                                       "still waiting for {}",
@@ -550,7 +625,13 @@ private:
                                       spec_fields::duration_text(m_spec.ready_timeout),
                                       fmt::join(waiting, ", ")));
       }
-      interrupt::sleep_for(k_poll_interval);
+      interrupt::sleep_for(wait);
+      // Once every service has its container, the same containers are read again by id.
+      std::vector<Container> known;
+      if (seen.size() == file.services.size()) {
+        known = std::move(containers);
+      }
+      reading = m_host.read_project(project, known);
     }
   }
 
@@ -611,6 +692,9 @@ private:
   Ssh m_ssh;
   Host m_host;
   Progress& m_progress;
+  // The sandbox id the last destroy listed afterwards, and the containers still carrying it.
+  std::optional<std::pair<std::string, std::vector<Container>>> m_left_after_destroy;
+  std::mutex m_left_mutex;
 };
 
 class ComposeSshFactory : public DriverFactory {

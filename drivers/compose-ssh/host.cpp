@@ -1,11 +1,15 @@
 #include "drivers/compose-ssh/host.hpp"
 
+#include <cstdlib>
+#include <ctime>
 #include <fmt/format.h>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -21,6 +25,103 @@ constexpr const char* k_project_label = "com.docker.compose.project";
 constexpr const char* k_ps_format =
     "{{.ID}}\t{{.Label \"com.docker.compose.service\"}}\t{{.State}}\t"
     "{{.Status}}\t{{.Label \"com.docker.compose.version\"}}";
+
+// The readiness read: everything about every container in one `docker inspect`, a tab apart, so
+// one remote command per look answers for all of them (docker ps says neither the start time nor,
+// but in words, the health).
+constexpr const char* k_inspect_format =
+    "{{.Id}}\t{{index .Config.Labels \"com.docker.compose.service\"}}\t{{.State.Status}}\t"
+    "{{with index .State \"Health\"}}{{.Status}}{{end}}\t{{.State.ExitCode}}\t"
+    "{{.State.StartedAt}}\t{{index .Config.Labels \"com.docker.compose.version\"}}";
+
+// list by label: what a resource needs (the project, its state, its labels), in the same one
+// `docker inspect` for all containers.
+constexpr const char* k_labelled_format =
+    "{{.Id}}\t{{index .Config.Labels \"com.docker.compose.service\"}}\t{{.State.Status}}\t"
+    "{{index .Config.Labels \"com.docker.compose.version\"}}\t{{json .Config.Labels}}";
+
+// The remote scripts below run as `sh -c SCRIPT sh ARGS...`: sandboxer's values only ever reach
+// them as positional parameters (quoted by shell_words like any argv), never inside the script.
+// `set -f`: the unquoted lists of ids and names split on blanks but never glob.
+
+// Prints the project's containers in k_inspect_format, then "now=<the host's epoch time>": taken
+// after the read, so that a container's age is what it is when the answer leaves the host.
+// $1 project, $2 format.
+#define SANDBOXER_READ_PART                                                                        \
+  "ids=$(docker ps -aq --no-trunc --filter \"label=com.docker.compose.project=$1\") || exit\n"     \
+  "[ -z \"$ids\" ] || docker inspect --format \"$2\" $ids || exit\n"                               \
+  "echo \"now=$(date -u +%s.%N 2>/dev/null)\"\n"
+
+constexpr const char* k_read_script = "set -f\n" SANDBOXER_READ_PART;
+
+// The same for containers known by id ($2...): one docker command, not two. $1 format.
+constexpr const char* k_reread_script = "set -f\n"
+                                        "format=$1\n"
+                                        "shift\n"
+                                        "docker inspect --format \"$format\" \"$@\" || exit\n"
+                                        "echo \"now=$(date -u +%s.%N 2>/dev/null)\"\n";
+
+// The containers docker ps's filters ($2...) find, in the format $1: one round trip, not a listing
+// and then an inspect.
+constexpr const char* k_list_script =
+    "set -f\n"
+    "format=$1\n"
+    "shift\n"
+    "ids=$(docker ps -aq --no-trunc \"$@\") || exit\n"
+    "[ -z \"$ids\" ] || docker inspect --format \"$format\" $ids\n";
+
+// A create in one round trip: the project's files from stdin, which compose the host has (unless
+// the caller knows: $3 is plugin, v1 or auto), `compose up` (its output on stderr, so that stdout
+// holds only these lines), and the first readiness read. "stage=" lines say how far it got: the
+// exit status is that stage's. $1 project, $2 format, $3 compose, then compose's arguments.
+constexpr const char* k_up_script =
+    "set -f\n"
+    "echo stage=upload\n"
+    "tar -x -f - --no-same-owner || exit\n"
+    "kind=$3\n"
+    "if [ \"$kind\" = auto ]; then\n"
+    "  if docker compose version >/dev/null 2>&1; then kind=plugin; else kind=v1; fi\n"
+    "fi\n"
+    "echo \"compose=$kind\"\n"
+    "echo stage=up\n"
+    "p=$1 f=$2\n"
+    "shift 3\n"
+    "if [ \"$kind\" = plugin ]; then docker compose \"$@\"; else docker-compose \"$@\"; fi >&2 || "
+    "exit\n"
+    "echo stage=read\n"
+    "set -- \"$p\" \"$f\"\n" SANDBOXER_READ_PART "echo stage=done\n";
+#undef SANDBOXER_READ_PART
+
+// A destroy in one round trip: the containers stopped (after the grace) and removed with their
+// anonymous volumes, then the networks (one in use cannot be removed), volumes and images each
+// listed and removed at once with the others and with the project's files. A step that fails
+// prints "failed=<step>" and its words go to stderr. $1 project, $2 grace seconds, $3 directory.
+// When $4 (a sandbox id) is given, it also lists the containers that still carry that id (what the
+// core asks right after a destroy), each line "left=" and k_labelled_format ($5), then "listed".
+constexpr const char* k_tear_down_script =
+    "set -f\n"
+    "f=\"label=com.docker.compose.project=$1\"\n"
+    "ids=$(docker ps -aq --no-trunc --filter \"$f\") || { echo failed=containers; exit 1; }\n"
+    "if [ -n \"$ids\" ]; then\n"
+    // A failure to stop is met by rm -f.
+    "  [ \"$2\" -le 0 ] || docker stop -t \"$2\" $ids >/dev/null 2>&1\n"
+    "  docker rm -f -v $ids >/dev/null || { echo failed=containers; exit 1; }\n"
+    "fi\n"
+    "{ n=$(docker network ls -q --filter \"$f\") && { [ -z \"$n\" ] || docker network rm $n "
+    ">/dev/null; } || echo failed=networks; } &\n"
+    "{ v=$(docker volume ls -q --filter \"$f\") && { [ -z \"$v\" ] || docker volume rm -f $v "
+    ">/dev/null; } || echo failed=volumes; } &\n"
+    // Images compose built are named after the project (v1 P_service, v2 P-service); removing
+    // the name only untags an image that something else (a snapshot) still names.
+    "{ i=$(docker image ls --format '{{.Repository}}:{{.Tag}}' --filter \"reference=$1_*\" "
+    "--filter \"reference=$1-*\") && { [ -z \"$i\" ] || docker image rm $i >/dev/null; } || "
+    "echo failed=images; } &\n"
+    // The project's containers are gone: what still carries the id is listed meanwhile.
+    "[ -z \"$4\" ] || { ids=$(docker ps -aq --no-trunc --filter label=com.docker.compose.project "
+    "--filter \"label=sandboxer.id=$4\") && { [ -z \"$ids\" ] || docker inspect --format "
+    "\"left=$5\" $ids; } && echo listed; } &\n"
+    "rm -rf -- \"$3\" || echo failed=files\n"
+    "wait\n";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -87,8 +188,9 @@ void all_at_once(const std::vector<std::function<void()>>& tasks) {
   }
 }
 
-Host::Host(const Ssh& ssh, std::chrono::milliseconds command_timeout)
-    : m_ssh(ssh), m_timeout(command_timeout) {}
+Host::Host(const Ssh& ssh, std::chrono::milliseconds command_timeout,
+           std::filesystem::path data_dir)
+    : m_ssh(ssh), m_timeout(command_timeout), m_data_dir(std::move(data_dir)) {}
 
 proc::Result Host::run(const std::vector<std::string>& argv) const {
   RemoteCall call;
@@ -121,26 +223,235 @@ std::vector<std::string> Host::lines(const std::vector<std::string>& argv,
   return out;
 }
 
-std::vector<std::string> Host::compose_command() const {
-  static std::mutex mutex;
-  static std::map<std::string, bool> has_plugin;
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = has_plugin.find(where()); it != has_plugin.end()) {
-      return it->second ? std::vector<std::string>{"docker", "compose"}
-                        : std::vector<std::string>{"docker-compose"};
+std::vector<std::string> compose_argv(ComposeKind kind) {
+  return kind == ComposeKind::plugin ? std::vector<std::string>{"docker", "compose"}
+                                     : std::vector<std::string>{"docker-compose"};
+}
+
+namespace {
+
+std::mutex g_compose_mutex;
+std::map<std::string, ComposeKind>& known_composes() {
+  static std::map<std::string, ComposeKind> known;
+  return known;
+}
+
+std::optional<ComposeKind> compose_kind_of(std::string word) {
+  while (!word.empty() && (word.back() == '\n' || word.back() == '\r' || word.back() == ' ')) {
+    word.pop_back();
+  }
+  if (word == "plugin") {
+    return ComposeKind::plugin;
+  }
+  if (word == "v1") {
+    return ComposeKind::v1;
+  }
+  return std::nullopt;
+}
+
+// Seconds since the epoch of docker's "2024-05-01T10:00:00.123456789Z" (always UTC).
+std::optional<double> epoch_of(const std::string& stamp) {
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(stamp.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+      tm.tm_year < 1971) {
+    return std::nullopt; // "0001-01-01T00:00:00Z": never started
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  double fraction = 0;
+  if (stamp[consumed] == '.') {
+    fraction = std::strtod(stamp.c_str() + consumed, nullptr);
+  }
+  return static_cast<double>(::timegm(&tm)) + fraction;
+}
+
+} // namespace
+
+std::filesystem::path Host::compose_cache_file() const {
+  if (m_data_dir.empty()) {
+    return {};
+  }
+  // One file per user@host:port, its name spelled with safe characters only.
+  std::string name = "compose.";
+  for (unsigned char c : where()) {
+    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '@') {
+      name.push_back(static_cast<char>(c));
+    } else {
+      name += fmt::format("%{:02x}", c);
     }
   }
-  auto result = run({"docker", "compose", "version", "--short"});
-  if (result.exit_code == 127) {
-    throw DriverError(Kind::error,
-                      fmt::format("compose-ssh: docker is not installed on {}", where()));
+  return m_data_dir / name;
+}
+
+std::optional<ComposeKind> Host::known_compose() const {
+  std::lock_guard lock(g_compose_mutex);
+  if (auto it = known_composes().find(where()); it != known_composes().end()) {
+    return it->second;
   }
-  const bool plugin = result.exit_code == 0;
-  std::lock_guard lock(mutex);
-  has_plugin[where()] = plugin;
-  return plugin ? std::vector<std::string>{"docker", "compose"}
-                : std::vector<std::string>{"docker-compose"};
+  auto file = compose_cache_file();
+  if (file.empty()) {
+    return std::nullopt;
+  }
+  std::ifstream in(file);
+  std::string word;
+  if (!in || !std::getline(in, word)) {
+    return std::nullopt;
+  }
+  auto kind = compose_kind_of(word);
+  if (kind) {
+    known_composes()[where()] = *kind;
+  }
+  return kind;
+}
+
+void Host::remember_compose(ComposeKind kind) const {
+  std::lock_guard lock(g_compose_mutex);
+  known_composes()[where()] = kind;
+  auto file = compose_cache_file();
+  if (file.empty()) {
+    return;
+  }
+  // Written aside and renamed: a concurrent reader sees the old answer or the new, never half.
+  auto temporary = file;
+  temporary += fmt::format(".{}.tmp", ::getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << (kind == ComposeKind::plugin ? "plugin" : "v1") << "\n";
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      return; // only a cache: the next command asks the host again
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, file, ec);
+  if (ec) {
+    std::filesystem::remove(temporary, ec);
+  }
+}
+
+void Host::forget_compose() const {
+  std::lock_guard lock(g_compose_mutex);
+  known_composes().erase(where());
+  auto file = compose_cache_file();
+  if (!file.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+  }
+}
+
+Reading parse_reading(const std::string& out) {
+  Reading reading;
+  std::optional<double> now;
+  std::optional<double> youngest; // the latest start of a running container
+  bool all_running = true;
+  for (const auto& line : split(out, '\n')) {
+    if (line.starts_with("now=")) {
+      char* end = nullptr;
+      const double value = std::strtod(line.c_str() + 4, &end);
+      if (end != line.c_str() + 4) {
+        now = value;
+      }
+      continue;
+    }
+    auto fields = split(line, '\t');
+    if (fields.size() < 7 || fields[0].empty()) {
+      continue;
+    }
+    for (auto& field : fields) {
+      if (field == "<no value>") {
+        field.clear(); // a label the container lacks
+      }
+    }
+    Container container{fields[0], fields[1], fields[2], "", fields[6], {}};
+    const std::string& health = fields[3];
+    // docker ps's words for the same facts, which Container reads.
+    if (container.state == "running") {
+      container.status = "Up";
+      if (health == "healthy" || health == "unhealthy") {
+        container.status += " (" + health + ")";
+      } else if (health == "starting") {
+        container.status += " (health: starting)";
+      }
+      auto started = epoch_of(fields[5]);
+      if (!started) {
+        all_running = false;
+      } else if (!youngest || *started > *youngest) {
+        youngest = started;
+      }
+    } else {
+      all_running = false;
+      container.status =
+          container.state == "exited" ? fmt::format("Exited ({})", fields[4]) : container.state;
+    }
+    reading.containers.push_back(std::move(container));
+  }
+  if (all_running && now && youngest && !reading.containers.empty()) {
+    reading.all_up_for = std::chrono::milliseconds(
+        static_cast<long long>(std::max(0.0, (*now - *youngest) * 1000.0)));
+  }
+  return reading;
+}
+
+Reading Host::read_project(const std::string& project, const std::vector<Container>& known) const {
+  if (!known.empty()) {
+    std::vector<std::string> argv = {"sh", "-c", k_reread_script, "sh", k_inspect_format};
+    for (const auto& container : known) {
+      argv.push_back(container.id);
+    }
+    if (auto result = run(argv); result.exit_code == 0) {
+      return parse_reading(result.out);
+    }
+    // One of them is gone: the full read says what the project has now.
+  }
+  auto out = check({"sh", "-c", k_read_script, "sh", project, k_inspect_format},
+                   "reading the containers of project " + project);
+  return parse_reading(out);
+}
+
+UpResult Host::upload_and_up(const std::vector<TarEntry>& entries, const std::string& project,
+                             const std::vector<std::string>& compose_args,
+                             std::chrono::milliseconds timeout) const {
+  UpResult up;
+  auto known = known_compose();
+  up.kind_was_cached = known.has_value();
+  RemoteCall call;
+  call.argv = {"sh",
+               "-c",
+               k_up_script,
+               "sh",
+               project,
+               k_inspect_format,
+               known ? (*known == ComposeKind::plugin ? "plugin" : "v1") : "auto"};
+  call.argv.insert(call.argv.end(), compose_args.begin(), compose_args.end());
+  call.timeout = timeout;
+  call.stdin_data = tar_archive(entries);
+  auto result = m_ssh.run(call);
+  up.exit_code = result.exit_code;
+  std::string rest;
+  for (const auto& line : split(result.out, '\n')) {
+    if (line == "stage=upload") {
+      up.stage = UpResult::Stage::upload;
+    } else if (line == "stage=up") {
+      up.stage = UpResult::Stage::up;
+    } else if (line == "stage=read") {
+      up.stage = UpResult::Stage::read;
+    } else if (line == "stage=done") {
+      up.stage = UpResult::Stage::done;
+    } else if (line.starts_with("compose=")) {
+      up.kind = compose_kind_of(line.substr(8)).value_or(ComposeKind::v1);
+    } else if (up.stage == UpResult::Stage::read) {
+      rest += line + "\n";
+    }
+  }
+  // Compose's own output went to stderr (stdout holds only the script's lines).
+  up.output = result.err;
+  if (up.stage == UpResult::Stage::done) {
+    up.reading = parse_reading(rest);
+  }
+  return up;
 }
 
 void Host::upload(const std::vector<TarEntry>& entries) const {
@@ -201,76 +512,95 @@ std::vector<Container> Host::containers(const std::string& project, bool with_la
   return parse_containers(listing, with_labels);
 }
 
+std::vector<Container> parse_labelled(const std::string& listing) {
+  std::vector<Container> containers;
+  for (const auto& line : split(listing, '\n')) {
+    auto fields = split(line, '\t');
+    if (fields.size() < 5 || fields[0].empty()) {
+      continue;
+    }
+    Container container{fields[0], fields[1], fields[2], fields[2], fields[3], {}};
+    for (auto* field : {&container.service, &container.compose_version}) {
+      if (*field == "<no value>") {
+        field->clear();
+      }
+    }
+    // JSON escapes a tab in a label's value: the last field is the whole of the labels.
+    auto parsed = nlohmann::json::parse(fields[4], nullptr, false);
+    if (parsed.is_object()) {
+      for (const auto& [key, value] : parsed.items()) {
+        if (value.is_string()) {
+          container.labels[key] = value.get<std::string>();
+        }
+      }
+    }
+    containers.push_back(std::move(container));
+  }
+  return containers;
+}
+
 std::vector<Container> Host::containers_labelled(const Labels& selector) const {
-  std::vector<std::string> argv = {
-      "docker", "ps", "-a", "--no-trunc", "--filter", std::string("label=") + k_project_label};
+  std::vector<std::string> argv = {"sh",
+                                   "-c",
+                                   k_list_script,
+                                   "sh",
+                                   k_labelled_format,
+                                   "--filter",
+                                   std::string("label=") + k_project_label};
   for (const auto& [key, value] : selector) {
     argv.insert(argv.end(), {"--filter", fmt::format("label={}={}", key, value)});
   }
-  argv.insert(argv.end(), {"--format", k_ps_format});
-  return parse_containers(check(argv, "listing sandboxer's containers"), true);
+  return parse_labelled(check(argv, "listing sandboxer's containers"));
 }
 
-void Host::tear_down(const std::string& project, std::chrono::seconds grace) const {
-  const std::string filter = fmt::format("label={}={}", k_project_label, project);
-  // Listing is independent of removing the containers, and the removals after it of each other:
-  // each group runs at once over the shared connection, so a destroy costs three round trips.
-  std::vector<std::string> ids, networks, volumes, images;
-  all_at_once({
-      [&] {
-        ids = lines({"docker", "ps", "-aq", "--no-trunc", "--filter", filter},
-                    "listing the containers of project " + project);
-      },
-      [&] {
-        networks = lines({"docker", "network", "ls", "-q", "--filter", filter},
-                         "listing the networks of project " + project);
-      },
-      [&] {
-        volumes = lines({"docker", "volume", "ls", "-q", "--filter", filter},
-                        "listing the volumes of project " + project);
-      },
-      // Images compose built are named after the project (v1 P_service, v2 P-service); removing
-      // the name only untags an image that something else (a snapshot) still names.
-      [&] {
-        images = lines({"docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
-                        "reference=" + project + "_*", "--filter", "reference=" + project + "-*"},
-                       "listing the images of project " + project);
-      },
-  });
-  if (!ids.empty()) {
-    if (grace.count() > 0) {
-      std::vector<std::string> stop = {"docker", "stop", "-t", std::to_string(grace.count())};
-      stop.insert(stop.end(), ids.begin(), ids.end());
-      RemoteCall call;
-      call.argv = stop;
-      call.timeout = m_timeout + grace;
-      m_ssh.run(call); // a failure here is met by rm -f below
+std::optional<std::vector<Container>> Host::tear_down(const std::string& project,
+                                                      std::chrono::seconds grace,
+                                                      const std::string& then_list_id) const {
+  RemoteCall call;
+  call.argv = {"sh",
+               "-c",
+               k_tear_down_script,
+               "sh",
+               project,
+               std::to_string(grace.count()),
+               fmt::format("{}/projects/{}", k_state_dir, project),
+               then_list_id,
+               k_labelled_format};
+  call.timeout = m_timeout + grace;
+  auto result = m_ssh.run(call);
+  static const std::map<std::string, std::string> k_steps = {
+      {"containers", "removing the containers of project "},
+      {"networks", "removing the networks of project "},
+      {"volumes", "removing the volumes of project "},
+      {"images", "removing the images built for project "},
+      {"files", "removing the files of project "}};
+  std::vector<std::string> failed;
+  std::string left;
+  bool listed = false;
+  for (const auto& line : split(result.out, '\n')) {
+    if (line.starts_with("left=")) {
+      left += line.substr(5) + "\n";
+    } else if (line == "listed") {
+      listed = true;
+    } else if (line.starts_with("failed=")) {
+      auto step = k_steps.find(line.substr(7));
+      failed.push_back(
+          (step == k_steps.end() ? "removing " + line.substr(7) + " of project " : step->second) +
+          project);
     }
-    std::vector<std::string> remove = {"docker", "rm", "-f", "-v"};
-    remove.insert(remove.end(), ids.begin(), ids.end());
-    check(remove, "removing the containers of project " + project);
   }
-  auto remove_all = [&](std::vector<std::string> argv, const std::vector<std::string>& names,
-                        const std::string& what) {
-    return [this, argv, &names, what]() mutable {
-      if (!names.empty()) {
-        argv.insert(argv.end(), names.begin(), names.end());
-        check(argv, what);
-      }
-    };
-  };
-  all_at_once({
-      remove_all({"docker", "network", "rm"}, networks,
-                 "removing the networks of project " + project),
-      remove_all({"docker", "volume", "rm", "-f"}, volumes,
-                 "removing the volumes of project " + project),
-      remove_all({"docker", "image", "rm"}, images,
-                 "removing the images built for project " + project),
-      [&] {
-        check({"rm", "-rf", "--", fmt::format("{}/projects/{}", k_state_dir, project)},
-              "removing the files of project " + project);
-      },
-  });
+  if (failed.empty() && result.exit_code != 0) {
+    failed.push_back("removing project " + project);
+  }
+  if (!failed.empty()) {
+    throw DriverError(Kind::error,
+                      fmt::format("compose-ssh: {} on {} failed: {}", fmt::join(failed, ", "),
+                                  where(), last_lines(result.err, 3)));
+  }
+  if (!listed) {
+    return std::nullopt;
+  }
+  return parse_labelled(left);
 }
 
 } // namespace sandboxer::drivers::compose_ssh

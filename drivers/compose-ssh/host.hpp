@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,18 +34,60 @@ struct Container {
   std::optional<int> exit_code() const;
 };
 
+// One read of a project's containers, with `docker inspect`'s facts in docker ps's words (so that
+// health() and exit_code() read them alike).
+struct Reading {
+  std::vector<Container> containers;
+  // How long the youngest container has been running by the host's own clock, when every
+  // container runs and the host told its time: readiness needs no second look to know it.
+  std::optional<std::chrono::milliseconds> all_up_for;
+};
+
+// Which compose the host has: the v2 plugin (`docker compose`) or v1 (`docker-compose`).
+enum class ComposeKind { plugin, v1 };
+std::vector<std::string> compose_argv(ComposeKind kind);
+
+// What the one remote command of a create did: upload, compose up, first read.
+struct UpResult {
+  enum class Stage { upload, up, read, done } stage = Stage::upload;
+  int exit_code = 0;
+  ComposeKind kind = ComposeKind::v1;
+  bool kind_was_cached = false;
+  std::string output; // compose's and the failing step's words (the command's stderr)
+  Reading reading;    // when stage is done
+};
+
+// Parses containers in the list-by-label format (labels as JSON last); exposed for tests.
+std::vector<Container> parse_labelled(const std::string& listing);
+
+// Parses the lines of the readiness read ("now=<epoch seconds>", then one line per container in
+// k_inspect_format); exposed for tests.
+Reading parse_reading(const std::string& out);
+
 // The docker CLI and compose on the host, over one Ssh: each method is one or a few remote
 // commands with the spec's deadlines, and says which host in every error.
 class Host {
 public:
-  Host(const Ssh& ssh, std::chrono::milliseconds command_timeout);
+  // `data_dir` (may be empty: no cache on disk) keeps which compose each host has.
+  Host(const Ssh& ssh, std::chrono::milliseconds command_timeout,
+       std::filesystem::path data_dir = {});
 
   // Runs argv; its stdout when it exits 0, else DriverError "WHAT on HOST failed: <stderr>".
   std::string check(const std::vector<std::string>& argv, const std::string& what) const;
   proc::Result run(const std::vector<std::string>& argv) const;
-  // `docker compose` when the host's docker has the plugin, else `docker-compose` (asked once per
-  // host and process).
-  std::vector<std::string> compose_command() const;
+  // Which compose the host has, if known: asked of the host once, then kept in this process and
+  // in data_dir, keyed by user, host and port.
+  std::optional<ComposeKind> known_compose() const;
+  void remember_compose(ComposeKind kind) const;
+  void forget_compose() const;
+  // In one remote command: writes `entries` (one `tar -x` from stdin), finds the compose (unless
+  // known), runs `COMPOSE compose_args...` and reads the project's containers.
+  UpResult upload_and_up(const std::vector<TarEntry>& entries, const std::string& project,
+                         const std::vector<std::string>& compose_args,
+                         std::chrono::milliseconds timeout) const;
+  // The project's containers with their state, health and age, in one remote command; with the
+  // containers of an earlier read, by their ids (one docker command instead of two).
+  Reading read_project(const std::string& project, const std::vector<Container>& known = {}) const;
   // Writes the entries (paths relative to the home directory) with one `tar -x`.
   void upload(const std::vector<TarEntry>& entries) const;
   std::string read(const std::string& path, const std::string& what) const;
@@ -55,8 +98,12 @@ public:
   std::vector<Container> containers_labelled(const Labels& selector) const;
   // Removes everything the project made: containers (after `grace` for SIGTERM) with their
   // anonymous volumes, its networks and named volumes, images compose built for it, and the
-  // driver's directory. Nothing there is success.
-  void tear_down(const std::string& project, std::chrono::seconds grace) const;
+  // driver's directory, in one remote command. Nothing there is success. With `then_list_id`, the
+  // same command then lists the containers (with labels) that still carry sandboxer.id=that id:
+  // nullopt when it could not tell.
+  std::optional<std::vector<Container>> tear_down(const std::string& project,
+                                                  std::chrono::seconds grace,
+                                                  const std::string& then_list_id = "") const;
 
   const Ssh& ssh() const { return m_ssh; }
   std::string where() const { return m_ssh.where(); }
@@ -65,8 +112,10 @@ private:
   std::vector<std::string> lines(const std::vector<std::string>& argv,
                                  const std::string& what) const;
   std::vector<Container> parse_containers(const std::string& listing, bool with_labels) const;
+  std::filesystem::path compose_cache_file() const;
   const Ssh& m_ssh;
   std::chrono::milliseconds m_timeout;
+  std::filesystem::path m_data_dir;
 };
 
 } // namespace sandboxer::drivers::compose_ssh

@@ -228,7 +228,7 @@ void Ssh::open_master() const {
   }
 }
 
-proc::Result Ssh::run(const RemoteCall& call) const {
+void Ssh::connect() const {
   auto& masters = ControlMasters::instance();
   if (auto opening = masters.first_use(m_target)) {
     try {
@@ -239,6 +239,10 @@ proc::Result Ssh::run(const RemoteCall& call) const {
     }
     masters.opened(m_target);
   }
+}
+
+proc::Result Ssh::run(const RemoteCall& call) const {
+  connect();
   proc::Command command;
   command.argv = argv_for(call);
   command.timeout = call.timeout;

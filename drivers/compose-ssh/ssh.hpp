@@ -50,6 +50,10 @@ public:
   // reached, the key is refused, the host key is unknown) and a deadline throw DriverError naming
   // the host; the remote command's status is the caller's.
   proc::Result run(const RemoteCall& call) const;
+  // Opens the shared connection now if it is not open (what run() does first): a caller that must
+  // tell "the host was never reached" from "the command failed" calls this first. No remote
+  // command, so no extra round trip.
+  void connect() const;
   // "user@host:port", for messages.
   std::string where() const;
   // The ssh argv for `call`, without running it (tests).

@@ -40,10 +40,14 @@ cleanup_projects() {
 at_exit cleanup_projects
 
 accepted() { grep -c "Accepted publickey" "$SSHD_LOG" || true; }
+# Remote commands (sshd logs one "Starting session" per command, multiplexed or not).
+sessions() { sleep 0.1; grep -c "Starting session" "$SSHD_LOG" || true; }
+CACHE="$STATE/drivers/compose-ssh/compose.$SSH_USER@127.0.0.1%3a$SSH_PORT"
 
 # create: every container labelled, the healthcheck passed, one ssh connection for the command.
 BEFORE=$(accepted)
 expect_code 0 sbx create --profile compose --label team=e2e -o json
+[ "$(cat "$CACHE")" = v1 ] || fail "which compose the host has is not kept: $(ls "$STATE/drivers/compose-ssh")"
 ID=$(jq -r .id <<<"$OUT")
 PROJECTS+=("$ID")
 [ "$(jq -r .state <<<"$OUT")" = running ] || fail "not running: $OUT"
@@ -107,12 +111,42 @@ expect_code 0 sbx exec "$RID" -- cat /root/marker
 [ "$OUT" = kept ] || fail "restored: $OUT"
 [ "$(docker inspect -f '{{.Config.Image}}' "${RID}_db_1")" = "$REF:db" ] || fail "db not from its snapshot"
 
-# destroy: containers, networks, volumes and the project's files go; a second destroy succeeds.
+# destroy: containers, networks, volumes and the project's files go, in one remote command; a
+# second destroy succeeds.
+RT=$(sessions)
 expect_code 0 sbx destroy "$ID"
+[ "$(($(sessions) - RT))" = 1 ] || fail "destroy ran $(($(sessions) - RT)) remote commands, expected 1"
 [ -z "$(compose_leftovers "$ID")" ] || fail "destroy left: $(compose_leftovers "$ID")"
 [ ! -e "/home/$SSH_USER/.sandboxer/compose-ssh/projects/$ID" ] || fail "destroy left the project's files"
 expect_code 0 sbx destroy "$ID"
 expect_code 0 sbx status "$ID" -o json
+
+# Round trips, without a healthcheck (whose interval sets its own pace): create is one remote
+# command for upload, compose up and the first look, and one more that finds every service still
+# up at the end of the settle time; destroy is one.
+cat >"$PROFILES/plain.yml" <<'EOF2'
+services:
+  web: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
+  db: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
+EOF2
+compose_profile plain plain.yml
+RT=$(sessions)
+expect_code 0 sbx create --profile plain --quiet
+PLAIN=$OUT
+PROJECTS+=("$PLAIN")
+[ "$(($(sessions) - RT))" -le 2 ] || fail "create ran $(($(sessions) - RT)) remote commands, expected <= 2"
+RT=$(sessions)
+expect_code 0 sbx destroy "$PLAIN"
+[ "$(($(sessions) - RT))" = 1 ] || fail "destroy ran $(($(sessions) - RT)) remote commands, expected 1"
+[ -z "$(compose_leftovers "$PLAIN")" ] || fail "destroy left: $(compose_leftovers "$PLAIN")"
+# A kept answer that is wrong (the host lost the plugin): the create asks again, once.
+echo plugin >"$CACHE"
+RT=$(sessions)
+expect_code 0 sbx create --profile plain --quiet
+PROJECTS+=("$OUT")
+[ "$(($(sessions) - RT))" -le 3 ] || fail "create ran $(($(sessions) - RT)) remote commands, expected <= 3"
+[ "$(cat "$CACHE")" = v1 ] || fail "the wrong answer was kept: $(cat "$CACHE")"
+expect_code 0 sbx destroy "$OUT"
 
 # reap --orphans: a project of this ledger whose record is lost is found by its labels.
 expect_code 0 sbx create --profile compose --quiet

@@ -97,6 +97,8 @@ services:
 EOF2
 compose_profile pull pull.yml
 fails_fast pull 90 "for service api" "127.0.0.1:$SSH_PORT"
+# The error quotes compose's words, not the lines of sandboxer's own remote script.
+case "$ERR" in *stage=* | *compose=*) fail "the error quotes the remote script: $ERR" ;; esac
 ID=$(ledger_jq '.sandboxes[-1].id')
 [ -z "$(compose_leftovers "$ID")" ] || fail "a failed pull left: $(compose_leftovers "$ID")"
 

@@ -189,5 +189,75 @@ TEST(ComposeSshHost, ReadsDockersStatusWords) {
   EXPECT_FALSE(plain.exit_code());
 }
 
+TEST(ComposeSshHost, OneReadTellsStateHealthAndHowLongAllRan) {
+  // now=, then per container: id, service, state, health, exit code, started at, compose version.
+  auto reading = parse_reading("now=1700000010.500000000\n"
+                               "aaa\tweb\trunning\t\t0\t2023-11-14T22:13:29.000000000Z\t1.29.2\n"
+                               "bbb\tdb\trunning\thealthy\t0\t2023-11-14T22:13:30.250Z\t1.29.2\n");
+  ASSERT_EQ(reading.containers.size(), 2u);
+  EXPECT_EQ(reading.containers[1].service, "db");
+  EXPECT_EQ(reading.containers[1].health(), "healthy");
+  EXPECT_EQ(reading.containers[0].health(), "");
+  EXPECT_EQ(reading.containers[0].compose_version, "1.29.2");
+  // 1700000010.5 is 22:13:30.5 UTC: the youngest (db) has run 250 ms.
+  ASSERT_TRUE(reading.all_up_for);
+  EXPECT_EQ(reading.all_up_for->count(), 250);
+
+  auto failing = parse_reading("now=1700000010\n"
+                               "aaa\tweb\trunning\tstarting\t0\t2023-11-14T22:13:29Z\t\n"
+                               "ccc\tjob\texited\t\t3\t2023-11-14T22:13:29Z\t\n");
+  ASSERT_EQ(failing.containers.size(), 2u);
+  EXPECT_EQ(failing.containers[0].health(), "starting");
+  EXPECT_EQ(failing.containers[1].exit_code(), 3);
+  EXPECT_FALSE(failing.all_up_for); // not all run
+
+  // A host whose date has no %N, or none at all: no age, the driver counts from its own look.
+  EXPECT_EQ(parse_reading("now=1700000010.N\naaa\tweb\trunning\t\t0\t2023-11-14T22:13:29Z\t\n")
+                .all_up_for->count(),
+            1000);
+  EXPECT_FALSE(parse_reading("aaa\tweb\trunning\t\t0\t2023-11-14T22:13:29Z\t\n").all_up_for);
+  EXPECT_FALSE(parse_reading("now=1700000010\n").all_up_for);
+}
+
+TEST(ComposeSshHost, ListsByLabelWithTheLabelsInOneRead) {
+  auto containers = parse_labelled(
+      "aaa\tweb\trunning\t1.29.2\t{\"com.docker.compose.project\":\"sbx-1\",\"team\":\"a\\tb\"}\n"
+      "bbb\t<no value>\texited\t<no value>\tnull\n");
+  ASSERT_EQ(containers.size(), 2u);
+  EXPECT_EQ(containers[0].labels.at("com.docker.compose.project"), "sbx-1");
+  EXPECT_EQ(containers[0].labels.at("team"), "a\tb");
+  EXPECT_EQ(containers[0].state, "running");
+  EXPECT_EQ(containers[1].service, "");
+  EXPECT_TRUE(containers[1].labels.empty());
+}
+
+TEST(ComposeSshHost, KeepsWhichComposeAHostHasPerHostInTheDataDir) {
+  testing::TempDir dir;
+  Ssh first(Target{"cache-test-1.example", 2201, "ci", std::nullopt, std::nullopt,
+                   std::chrono::seconds(1)});
+  Ssh second(Target{"cache-test-1.example", 2202, "ci", std::nullopt, std::nullopt,
+                    std::chrono::seconds(1)});
+  {
+    Host host(first, std::chrono::seconds(1), dir.path());
+    Host other(second, std::chrono::seconds(1), dir.path());
+    EXPECT_FALSE(host.known_compose());
+    host.remember_compose(ComposeKind::plugin);
+    other.remember_compose(ComposeKind::v1);
+    EXPECT_EQ(host.known_compose(), ComposeKind::plugin);
+    EXPECT_EQ(other.known_compose(), ComposeKind::v1);
+  }
+  // On disk, one file per user@host:port, read back by a later command of another process.
+  EXPECT_TRUE(fs::exists(dir / "compose.ci@cache-test-1.example%3a2201"));
+  std::ofstream(dir / "compose.ci@cache-test-1.example%3a2201") << "v1\n";
+  Host host(first, std::chrono::seconds(1), dir.path());
+  // This process remembers what it learnt itself first.
+  EXPECT_EQ(host.known_compose(), ComposeKind::plugin);
+  host.forget_compose();
+  EXPECT_FALSE(host.known_compose());
+  EXPECT_FALSE(fs::exists(dir / "compose.ci@cache-test-1.example%3a2201"));
+  EXPECT_EQ(compose_argv(ComposeKind::plugin), (std::vector<std::string>{"docker", "compose"}));
+  EXPECT_EQ(compose_argv(ComposeKind::v1), (std::vector<std::string>{"docker-compose"}));
+}
+
 } // namespace
 } // namespace sandboxer::drivers::compose_ssh
