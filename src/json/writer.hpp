@@ -103,29 +103,45 @@ public:
 
   // Any nlohmann value, as its dump() would write it (keys in order, shortest round-trip
   // doubles), except that non-finite numbers and binary values, which JSON cannot hold, are null.
-  void any(const json& value) {
+  // A value nested deeper than `max_depth` levels is not written: false, and the output is as it
+  // was. The depth is counted while writing, so no separate walk is needed and the recursion
+  // stays within `max_depth`.
+  bool any(const json& value, int max_depth) {
+    const size_t mark = m_out.size();
+    if (!bounded(value, max_depth)) {
+      m_out.resize(mark);
+      return false;
+    }
+    return true;
+  }
+
+private:
+  bool bounded(const json& value, int depth_left) {
     switch (value.type()) {
     case json::value_t::null:
     case json::value_t::binary:
     case json::value_t::discarded:
       raw("null");
-      return;
+      return true;
     case json::value_t::boolean:
       raw(value.get<bool>() ? "true" : "false");
-      return;
+      return true;
     case json::value_t::number_integer:
       integer(value.get<std::int64_t>());
-      return;
+      return true;
     case json::value_t::number_unsigned:
       integer(value.get<std::uint64_t>());
-      return;
+      return true;
     case json::value_t::number_float:
       floating(value.get<double>());
-      return;
+      return true;
     case json::value_t::string:
       string(*value.get_ptr<const std::string*>());
-      return;
+      return true;
     case json::value_t::array: {
+      if (depth_left == 0) {
+        return false;
+      }
       m_out += '[';
       bool first = true;
       for (const auto& item : *value.get_ptr<const json::array_t*>()) {
@@ -133,12 +149,17 @@ public:
           m_out += ',';
         }
         first = false;
-        any(item);
+        if (!bounded(item, depth_left - 1)) {
+          return false;
+        }
       }
       m_out += ']';
-      return;
+      return true;
     }
     case json::value_t::object: {
+      if (depth_left == 0) {
+        return false;
+      }
       m_out += '{';
       bool first = true;
       for (const auto& [key, item] : *value.get_ptr<const json::object_t*>()) {
@@ -148,15 +169,17 @@ public:
         first = false;
         string(key);
         m_out += ':';
-        any(item);
+        if (!bounded(item, depth_left - 1)) {
+          return false;
+        }
       }
       m_out += '}';
-      return;
+      return true;
     }
     }
+    return true;
   }
 
-private:
   void escape(unsigned char c) {
     switch (c) {
     case '"':

@@ -211,10 +211,11 @@ void write_value(JsonWriter& out, const std::map<std::string, std::string>& valu
 void write_value(JsonWriter& out, const json& value) {
   // What the reader would refuse is never written: a commit fails rather than leave a ledger that
   // no later command can read.
-  if (auto problem = json_limits::problem_of(value)) {
-    throw Error(ExitCode::runtime, "refusing to write a value " + *problem + " to the ledger");
+  if (!out.any(value, json_limits::k_max_value_depth)) {
+    throw Error(ExitCode::runtime,
+                fmt::format("refusing to write a value nested deeper than {} levels to the ledger",
+                            json_limits::k_max_value_depth));
   }
-  out.any(value);
 }
 
 } // namespace sandboxer::ledger_format
