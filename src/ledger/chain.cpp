@@ -19,9 +19,15 @@ constexpr std::array<const char*, 7> k_sealed_fields = {"owner", "profile",    "
                                                         "spec",  "created_at", "labels"};
 
 json sealed_fields(const SandboxRecord& record) {
-  SandboxRecord bare = record;
-  bare.history.clear();
-  bare.snapshots.clear();
+  // Only the sealed fields are copied: verify calls this for every record, history and all.
+  SandboxRecord bare;
+  bare.owner = record.owner;
+  bare.profile = record.profile;
+  bare.policy = record.policy;
+  bare.driver = record.driver;
+  bare.spec = record.spec;
+  bare.created_at = record.created_at;
+  bare.labels = record.labels;
   const json all = bare;
   json out = json::object();
   for (const char* field : k_sealed_fields) {
