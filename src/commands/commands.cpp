@@ -156,8 +156,12 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer history scratch -o json"},
       {"evidence", "Print one self-contained, checkable document about a sandbox", &setup_evidence,
        "sandboxer evidence scratch -o json > evidence.json"},
-      {"ledger", "Verify the ledger's hash chains, migrate it, or say which one is in use",
-       &setup_ledger, "sandboxer ledger verify\nsandboxer ledger migrate\nsandboxer ledger info"},
+      {"ledger",
+       "Verify the ledger's hash chains, print its head, migrate it, or say which one is in use",
+       &setup_ledger,
+       "sandboxer ledger verify\nsandboxer ledger head >> /safe/place/heads   # pin the closed "
+       "history\nsandboxer ledger verify --head \"$(tail -1 /safe/place/heads)\"\nsandboxer "
+       "ledger migrate\nsandboxer ledger info"},
       {"events", "List lifecycle events, or deliver the pending ones (events flush)", &setup_events,
        "sandboxer events list --pending\nsandboxer events flush --timeout 1m"},
       {"profiles", "List, show and validate profiles", &setup_profiles,

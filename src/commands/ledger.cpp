@@ -1,4 +1,4 @@
-// `sandboxer ledger verify|migrate|info|export|import|keep`: the ledger as a whole.
+// `sandboxer ledger verify|head|migrate|info|export|import|keep`: the ledger as a whole.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -10,8 +10,39 @@
 namespace sandboxer::commands {
 namespace {
 
-ExitCode run_verify(Context& context) {
-  VerifyReport report = context.ledger().store().verify();
+std::optional<ChainHead> kept_head(const std::optional<std::string>& text) {
+  if (!text) {
+    return std::nullopt;
+  }
+  auto head = parse_chain_head(*text);
+  if (!head) {
+    throw UsageError(fmt::format("--head: \"{}\" is not a head printed by 'sandboxer ledger "
+                                 "head' (LINES:sha256:<64 hex digits>)",
+                                 *text));
+  }
+  return head;
+}
+
+nlohmann::json head_json(const LedgerHead& head) {
+  return {{"ledger_id", head.ledger_id},
+          {"head", head.head.text()},
+          {"lines", head.head.lines},
+          {"hash", head.head.hash},
+          {"retained_from", head.retained_from}};
+}
+
+ExitCode run_head(Context& context) {
+  const LedgerHead head = context.ledger().store().head();
+  nlohmann::json data = head_json(head);
+  data["ledger"] = context.ledger().location();
+  // The head alone on its line at a terminal too: `sandboxer ledger head >> kept-heads`.
+  context.out().print(data, [&] { return Table{{}, {{head.head.text()}}}; });
+  return ExitCode::ok;
+}
+
+ExitCode run_verify(Context& context, const std::optional<std::string>& kept_text) {
+  const auto kept = kept_head(kept_text);
+  VerifyReport report = context.ledger().store().verify(kept);
   nlohmann::json problems = nlohmann::json::array();
   for (const auto& p : report.problems) {
     problems.push_back(
@@ -24,7 +55,15 @@ ExitCode run_verify(Context& context) {
                          {"records", report.records},
                          {"entries", report.entries},
                          {"ok", report.problems.empty()},
-                         {"problems", problems}};
+                         {"problems", problems},
+                         {"kept_head", kept ? nlohmann::json(kept->text()) : nlohmann::json()}};
+  std::optional<LedgerHead> head;
+  try {
+    head = context.ledger().store().head();
+    data["head"] = head->head.text();
+  } catch (const Error&) {
+    data["head"] = nullptr; // no ledger yet
+  }
   context.out().print(data, [&] {
     Table table{{}, {}};
     for (const auto& p : report.problems) {
@@ -38,6 +77,12 @@ ExitCode run_verify(Context& context) {
     table.rows.push_back(
         {report.problems.empty() ? "ok:" : "checked:",
          fmt::format("{} record(s), {} history entries", report.records, report.entries)});
+    if (kept && report.problems.empty()) {
+      table.rows.push_back({"kept head:", kept->text() + " is on the chain"});
+    }
+    if (head) {
+      table.rows.push_back({"head:", head->head.text()});
+    }
     return table;
   });
   if (!report.problems.empty()) {
@@ -72,7 +117,15 @@ ExitCode run_keep(Context& context, const std::string& idle_text) {
 
 void setup_ledger(CLI::App& app, Runner& runner) {
   auto verify = app.add_subcommand(
-      "verify", "Check every record's hash chain, live and closed, and the files that hold them");
+      "verify", "Check every record's hash chain, live and closed, the chain of closed records, "
+                "and the files that hold them");
+  auto kept = std::make_shared<std::optional<std::string>>();
+  verify->add_option("--head", *kept,
+                     "A head printed earlier by 'sandboxer ledger head' and kept elsewhere: the "
+                     "closed history must still pass through it");
+  auto head = app.add_subcommand(
+      "head", "Print the head of the chain of closed records (LINES:sha256:HEX), to keep "
+              "elsewhere and check later with 'ledger verify --head'");
   auto migrate =
       app.add_subcommand("migrate", "Bring the ledger to the current schema now (else the first "
                                     "change does it)");
@@ -95,12 +148,16 @@ void setup_ledger(CLI::App& app, Runner& runner) {
   // Its own connections are libpq's: it must not look for (or start) a keeper itself.
   keep->callback([] { ledger::pg::serve_as_keeper(); });
   app.require_subcommand(1);
-  runner = [verify, migrate, info, export_, import, keep, idle, output, input](Context& context) {
+  runner = [verify, kept, head, migrate, info, export_, import, keep, idle, output,
+            input](Context& context) {
     if (keep->parsed()) {
       return run_keep(context, *idle);
     }
     if (verify->parsed()) {
-      return run_verify(context);
+      return run_verify(context, *kept);
+    }
+    if (head->parsed()) {
+      return run_head(context);
     }
     if (export_->parsed()) {
       return run_export(context, *output);

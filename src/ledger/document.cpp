@@ -98,6 +98,10 @@ void read_journal_tail(JsonReader& in, JournalTail& tail) {
         tail.segment = number();
       } else if (key == "offset") {
         tail.offset = number();
+      } else if (key == "head") {
+        read_value(in, tail.head, "journal.head");
+      } else if (key == "lines") {
+        tail.lines = number();
       } else {
         in.skip();
       }
@@ -221,6 +225,12 @@ void serialize(const Header& header, const std::vector<SandboxRecord>& records, 
   out.integer(header.journal.segment);
   out.raw(",\"offset\":");
   out.integer(header.journal.offset);
+  if (!header.journal.head.empty()) {
+    out.raw(",\"head\":");
+    out.string(header.journal.head);
+    out.raw(",\"lines\":");
+    out.integer(header.journal.lines);
+  }
   out.raw("},\"closed\":{");
   bool first = true;
   for (const auto& [state, count] : header.closed_counts) {

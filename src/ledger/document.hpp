@@ -16,11 +16,16 @@
 namespace sandboxer::ledger_format {
 
 // How far the journal is committed: segments [first, segment] exist, and `segment` is valid up to
-// byte `offset`. Anything past that was written by a commit that did not finish.
+// byte `offset`. Anything past that was written by a commit that did not finish. `head` is the
+// hash of the last committed record line and `lines` the number of lines the journal's chain has
+// had since it began (pruned ones included); an empty `head` means no line is chained yet
+// (docs/ledger-format.md, "The journal's chain").
 struct JournalTail {
   std::uint64_t first = 1;
   std::uint64_t segment = 1;
   std::uint64_t offset = 0;
+  std::string head;
+  std::uint64_t lines = 0;
 };
 
 // The live document's fields outside "sandboxes".

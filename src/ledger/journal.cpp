@@ -11,6 +11,7 @@
 #include "src/file_descriptor.hpp"
 #include "src/files.hpp"
 #include "src/ledger/file_io.hpp"
+#include "src/sha256.hpp"
 
 namespace sandboxer::ledger_journal {
 namespace {
@@ -26,10 +27,15 @@ std::string day_text(TimePoint time) {
   return format_time(time).substr(0, 10);
 }
 
-std::string header_line(const std::string& ledger_id, std::uint64_t segment,
-                        const std::string& day) {
-  return fmt::format(R"({{"sandboxer_journal":{},"ledger_id":"{}","segment":{},"day":"{}"}})",
-                     LedgerData::k_schema_version, ledger_id, segment, day) +
+constexpr std::string_view k_prev_member = R"(,"journal_prev":")";
+constexpr size_t k_hash_size = 7 + 64; // "sha256:" and the hex digits
+
+std::string header_line(const std::string& ledger_id, std::uint64_t segment, const std::string& day,
+                        const JournalTail& start) {
+  return fmt::format(R"({{"sandboxer_journal":{},"ledger_id":"{}","segment":{},"day":"{}",)"
+                     R"("prev":"{}","lines":{}}})",
+                     LedgerData::k_schema_version, ledger_id, segment, day, start.head,
+                     start.lines) +
          "\n";
 }
 
@@ -38,6 +44,7 @@ struct SegmentHeader {
   std::string ledger_id;
   std::uint64_t segment = 0;
   std::string day;
+  SegmentStart start;
 };
 
 // Throws ShapeError or SyntaxError.
@@ -58,6 +65,11 @@ SegmentHeader parse_header(std::string_view line) {
           static_cast<std::uint64_t>(read_integer(in, key, 0, INT64_MAX, "a segment number"));
     } else if (key == "day") {
       read_value(in, header.day, key);
+    } else if (key == "prev") {
+      read_value(in, header.start.prev, key);
+    } else if (key == "lines") {
+      header.start.lines =
+          static_cast<std::uint64_t>(read_integer(in, key, 0, INT64_MAX, "a line count"));
     } else {
       in.skip();
     }
@@ -98,26 +110,64 @@ std::filesystem::path Journal::segment_path(std::uint64_t segment) const {
   return m_dir / fmt::format("segment-{:06}.jsonl", segment);
 }
 
-std::string Journal::day_of(std::uint64_t segment, const std::string& ledger_id) const {
-  FileDescriptor fd(open_own_file(segment_path(segment), O_RDONLY, "journal segment"));
-  char buffer[512];
+std::string genesis(const std::string& ledger_id) {
+  return "sha256:" + sha256_hex(fmt::format(R"({{"journal":"{}"}})", ledger_id));
+}
+
+std::string line_hash(std::string_view line) {
+  return "sha256:" + sha256_hex(line);
+}
+
+std::string_view prev_of_line(std::string_view line) {
+  // Our writer puts it last: ...,"journal_prev":"sha256:<64 hex>"}
+  const size_t size = k_prev_member.size() + k_hash_size + 2;
+  if (line.size() < size || !line.ends_with("\"}")) {
+    return {};
+  }
+  const std::string_view tail = line.substr(line.size() - size);
+  if (!tail.starts_with(k_prev_member)) {
+    return {};
+  }
+  return tail.substr(k_prev_member.size(), k_hash_size);
+}
+
+namespace {
+
+// The segment's header if it is one of ours (`ledger_id` given: of that ledger).
+std::optional<SegmentHeader> header_of(const Journal& journal, std::uint64_t segment,
+                                       const std::string& ledger_id) {
+  FileDescriptor fd(open_own_file(journal.segment_path(segment), O_RDONLY, "journal segment"));
+  char buffer[1024];
   const ssize_t got = fd.get() < 0 ? -1 : ::pread(fd.get(), buffer, sizeof(buffer), 0);
   if (got <= 0) {
-    return {};
+    return std::nullopt;
   }
   const std::string_view text(buffer, static_cast<size_t>(got));
   const size_t end = text.find('\n');
   try {
     if (end == std::string_view::npos) {
-      return {};
+      return std::nullopt;
     }
-    const SegmentHeader header = parse_header(text.substr(0, end));
+    SegmentHeader header = parse_header(text.substr(0, end));
     const bool ours = header.version == LedgerData::k_schema_version &&
                       (ledger_id.empty() || header.ledger_id == ledger_id);
-    return ours ? header.day : std::string();
+    return ours ? std::optional(std::move(header)) : std::nullopt;
   } catch (...) {
-    return {};
+    return std::nullopt;
   }
+}
+
+} // namespace
+
+std::string Journal::day_of(std::uint64_t segment, const std::string& ledger_id) const {
+  auto header = header_of(*this, segment, ledger_id);
+  return header ? header->day : std::string();
+}
+
+std::optional<SegmentStart> Journal::start_of(std::uint64_t segment,
+                                              const std::string& ledger_id) const {
+  auto header = header_of(*this, segment, ledger_id);
+  return header ? std::optional(header->start) : std::nullopt;
 }
 
 JournalTail Journal::append(const JournalTail& tail, const std::vector<std::string>& lines,
@@ -131,9 +181,22 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   // Another user who could write here could swap a segment for a link to a file of ours.
   check_own_directory(m_dir, "journal directory");
+  JournalTail chained = tail;
+  if (chained.head.empty()) {
+    chained.head = genesis(ledger_id); // the first chained line (the lines before stay as they are)
+  }
+  const JournalTail start = chained;
   std::string text;
   for (const auto& line : lines) {
-    text += line;
+    // {...}\n becomes {...,"journal_prev":"<hash of the line before>"}\n
+    const size_t from = text.size();
+    text.append(line, 0, line.size() - 2);
+    text += k_prev_member;
+    text += chained.head;
+    text += "\"}";
+    chained.head = line_hash(std::string_view(text).substr(from));
+    ++chained.lines;
+    text += '\n';
   }
   const std::string today = day_text(closed);
   const bool has_segment = tail.offset > 0;
@@ -162,7 +225,7 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
     if (::fsync(fd.get()) != 0) {
       write_failed("fsync", current, current);
     }
-    return {tail.first, tail.segment, tail.offset + text.size()};
+    return {tail.first, tail.segment, tail.offset + text.size(), chained.head, chained.lines};
   }
   if (rotate) {
     // The finished segment keeps exactly its committed bytes.
@@ -175,7 +238,7 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   const std::uint64_t segment = rotate ? tail.segment + 1 : tail.segment;
   const auto path = segment_path(segment);
-  text.insert(0, header_line(ledger_id, segment, today));
+  text.insert(0, header_line(ledger_id, segment, today, start));
   // A segment this far is not committed yet: whatever an earlier attempt left in it goes, once
   // it is known to be our own file.
   FileDescriptor fd(open_own_file(path, O_WRONLY, "journal segment"));
@@ -193,7 +256,7 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
     write_failed("fsync", path, path);
   }
   ledger_files::fsync_directory(m_dir, path);
-  return {tail.first, segment, text.size()};
+  return {tail.first, segment, text.size(), chained.head, chained.lines};
 }
 
 void Journal::read_segment(std::uint64_t segment, const JournalTail& tail,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,13 @@ struct Line {
   std::string_view text;
 };
 
+// Where a segment's lines join the journal's chain, from its header: the hash its first line
+// links to and how many lines came before it. Empty `prev`: a segment older than the chain.
+struct SegmentStart {
+  std::string prev;
+  std::uint64_t lines = 0;
+};
+
 class Journal {
 public:
   explicit Journal(std::filesystem::path dir) : m_dir(std::move(dir)) {}
@@ -43,8 +51,9 @@ public:
   // Under the ledger lock: writes `lines` (each ending in a newline) after the committed `tail`,
   // first cutting off what an unfinished commit left, in a new segment when the current one is
   // of another UTC day than `closed` (when the records were closed) or full: so retention can
-  // drop whole segments. The data is fsync'd before this returns; the caller then
-  // commits the returned position in the live document.
+  // drop whole segments. Each line is chained to the one before (`journal_prev`, from the
+  // tail's head). The data is fsync'd before this returns; the caller then commits the returned
+  // position, head and count in the live document.
   JournalTail append(const JournalTail& tail, const std::vector<std::string>& lines,
                      const std::string& ledger_id, TimePoint closed) const;
 
@@ -57,6 +66,8 @@ public:
   // The UTC day a segment holds ("2026-12-02"), from its header; empty if it is unreadable, of
   // another schema, or (`ledger_id` given) of another ledger.
   std::string day_of(std::uint64_t segment, const std::string& ledger_id = "") const;
+  // Where the segment joins the chain; nothing when its header is unreadable or foreign.
+  std::optional<SegmentStart> start_of(std::uint64_t segment, const std::string& ledger_id) const;
 
   // Deletes segments [from, to) and what lies beyond `tail` (segments an unfinished rotation
   // made). Called after the live document stopped referring to them.
@@ -65,6 +76,15 @@ public:
 private:
   std::filesystem::path m_dir;
 };
+
+// The journal's chain (docs/ledger-format.md, "The journal's chain"). Every record line ends in
+// ,"journal_prev":"sha256:<hex>"} : the hash of the line before it, as stored (its bytes without
+// the newline), or for the first line genesis(ledger id). The live document keeps the hash of
+// the last line, so removing, inserting, reordering or changing any closed record shows.
+std::string genesis(const std::string& ledger_id);
+std::string line_hash(std::string_view line);
+// The line's `journal_prev`, or empty when it has none (written before the chain).
+std::string_view prev_of_line(std::string_view line);
 
 // The id of a record line without parsing it all: our writer puts "id" first. Empty when the
 // line does not start that way (then the caller parses it).

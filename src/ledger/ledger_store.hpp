@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -54,7 +55,29 @@ struct VerifyReport {
   std::size_t records = 0; // distinct records: a record closed again is journaled twice
   std::size_t entries = 0; // history entries of each record's newest copy
   std::vector<VerifyProblem> problems;
-  std::unordered_map<std::string, std::size_t> entries_by_id; // the counts' working set
+  struct Copy {
+    std::size_t entries = 0;
+    std::string head;
+  };
+  // The copy of each record seen last: a later one must continue its chain.
+  std::unordered_map<std::string, Copy> copies;
+};
+
+// The head of the store's chain of closed records (`sandboxer ledger head`, docs/evidence.md):
+// after `lines` closings, the chain's hash is `hash`. Kept elsewhere, it pins the closed history
+// up to that point: `ledger verify --head` checks the chain still passes through it.
+struct ChainHead {
+  std::uint64_t lines = 0;
+  std::string hash;
+  std::string text() const { return std::to_string(lines) + ":" + hash; } // "N:sha256:<hex>"
+};
+// Parses "N:sha256:<64 hex>"; nothing when it is not one.
+std::optional<ChainHead> parse_chain_head(std::string_view text);
+
+struct LedgerHead {
+  std::string ledger_id;
+  ChainHead head;
+  std::uint64_t retained_from = 0; // closings before this one were pruned: not checkable
 };
 
 // What `prune` removed.
@@ -167,8 +190,11 @@ public:
   // Drops closed records whose last entry is older than `cutoff`, in whole units (segments,
   // rows); with `dry_run`, only reports what would go.
   virtual PruneReport prune(TimePoint cutoff, bool dry_run) const = 0;
-  // Checks every record's hash chain and the store's own structure.
-  virtual VerifyReport verify() const = 0;
+  // Checks every record's hash chain, the chain of closed records, and the store's own structure;
+  // `kept` (an earlier head kept elsewhere) must be on that chain.
+  virtual VerifyReport verify(const std::optional<ChainHead>& kept = std::nullopt) const = 0;
+  // The head of the chain of closed records now. Throws when there is no ledger yet.
+  virtual LedgerHead head() const = 0;
   // Brings the store to the current schema now (otherwise the first write does). Returns a
   // sentence saying what was done.
   virtual std::string migrate() const = 0;

@@ -16,6 +16,7 @@
 #include "src/files.hpp"
 #include "src/ledger/chain.hpp"
 #include "src/ledger/file_io.hpp"
+#include "src/ledger/journal_chain.hpp"
 
 namespace sandboxer {
 namespace {
@@ -653,7 +654,8 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
     uncount(header.closed_counts, state);
   }
   if (keep_from > header.journal.segment) {
-    header.journal = {keep_from, keep_from, 0}; // every segment went, the current one too
+    // Every segment went, the current one too; the chain goes on from where it was.
+    header.journal = {keep_from, keep_from, 0, header.journal.head, header.journal.lines};
   } else {
     header.journal.first = keep_from;
   }
@@ -666,7 +668,7 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
 // ---------------------------------------------------------------------------------------------
 // Verification and description
 
-VerifyReport LocalStore::verify() const {
+VerifyReport LocalStore::verify(const std::optional<ChainHead>& kept) const {
   VerifyReport report;
   Live live;
   try {
@@ -682,29 +684,58 @@ VerifyReport LocalStore::verify() const {
          "any change) migrates it and seals every history"});
     return report;
   }
-  for (const auto& record : live.records) {
-    check_chain(report, record, file().string());
-  }
   const JournalTail& tail = live.header.journal;
   auto problem = [&](const Problem& p) {
     report.problems.push_back(
         {"", -1, fmt::format("{} at byte {}", p.file.string(), p.offset), p.what});
   };
+  ledger_journal::ChainWalk chain(report, live.header.ledger_id, kept);
   for (auto s = tail.first; s <= tail.segment; ++s) {
+    if (s == tail.segment && tail.offset == 0) {
+      break; // not made yet
+    }
+    chain.segment(s, m_journal.start_of(s, live.header.ledger_id),
+                  m_journal.segment_path(s).string());
     m_journal.read_segment(
         s, tail, live.header.ledger_id,
         [&](const Line& line) {
+          const std::string where =
+              fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset);
+          chain.line(line.text, where);
           SandboxRecord record;
           if (parse_line(m_journal, line, ReadScope::whole, record, problem)) {
-            check_chain(
-                report, record,
-                fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset));
+            check_chain(report, record, where);
           }
           return true;
         },
         problem);
   }
+  chain.finish(tail, file().string());
+  // Last: a record reopened from the journal is newer there.
+  for (const auto& record : live.records) {
+    check_chain(report, record, file().string());
+  }
   return report;
+}
+
+LedgerHead LocalStore::head() const {
+  Live live = load(ReadScope::summary);
+  if (live.header.ledger_id.empty()) {
+    throw Error(ExitCode::not_found,
+                fmt::format("no ledger at {} yet: its first change starts it", file().string()));
+  }
+  const JournalTail& tail = live.header.journal;
+  LedgerHead head{live.header.ledger_id, {tail.lines, tail.head}, 0};
+  if (tail.head.empty()) {
+    head.head.hash = ledger_journal::genesis(live.header.ledger_id);
+  }
+  const bool made = !(tail.first == tail.segment && tail.offset == 0);
+  auto start = made ? m_journal.start_of(tail.first, live.header.ledger_id) : std::nullopt;
+  head.retained_from = start && !start->prev.empty() ? start->lines : tail.lines;
+  if (made && start && start->prev.empty()) {
+    head.retained_from = 0; // the chain began inside the retained journal
+  }
+  return head;
 }
 
 std::string LocalStore::describe() const {

@@ -55,6 +55,7 @@ out evidence evidence a
 out destroy destroy b
 out reap reap --dry-run
 out ledger-verify ledger verify
+out ledger-head ledger head
 out ledger-info ledger info
 out events-list events list
 out events-flush events flush

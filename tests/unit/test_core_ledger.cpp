@@ -395,7 +395,9 @@ TEST(LedgerGolden, FilesMatchGolden) {
   ASSERT_NE(newline, std::string::npos);
   EXPECT_EQ(
       segment.substr(0, newline),
-      R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02"})");
+      R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02",)"
+      // The chain's start: the hash of {"journal":"ldg-goldenfile23"}, no line before.
+      R"("prev":"sha256:26a22a071755b6b648a3f425759eb49e4183739273a44c0203654abf2a484e53","lines":0})");
   check_golden(segment.substr(newline + 1), "journal_record_v2.json");
 }
 

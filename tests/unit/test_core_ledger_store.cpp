@@ -203,7 +203,7 @@ TEST(LedgerStore, ACorruptLineIsNamedAndTheRestStillRead) {
   Ledger ledger(dir / "state", 1s);
   add_closed(ledger, "a", 0);
   const auto b = add_closed(ledger, "b", 0);
-  add_closed(ledger, "c", 0);
+  const auto c = add_closed(ledger, "c", 0);
   const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
   std::string text = read_file(segment);
   const auto at = text.find(b);
@@ -212,10 +212,13 @@ TEST(LedgerStore, ACorruptLineIsNamedAndTheRestStillRead) {
   write_file(segment, text);
   EXPECT_EQ(all_closed(ledger).size(), 2u);
   const auto report = ledger.store().verify();
-  ASSERT_EQ(report.problems.size(), 1u);
+  ASSERT_EQ(report.problems.size(), 2u);
   EXPECT_NE(report.problems[0].where.find(segment.string() + " at byte "), std::string::npos);
   EXPECT_GE(std::stoul(report.problems[0].where.substr(report.problems[0].where.rfind(' ') + 1)),
             line);
+  // The changed line no longer hashes to what the next one links to.
+  EXPECT_EQ(report.problems[1].sandbox, c);
+  EXPECT_NE(report.problems[1].what.find("journal_prev is"), std::string::npos);
 }
 
 TEST(LedgerStore, AMissingOrForeignSegmentIsReported) {
@@ -252,7 +255,11 @@ TEST(LedgerStore, ARecordClosedAfterADamagedEndIsReadable) {
   const auto b = add_closed(ledger, "b", 0);
   EXPECT_EQ(all_closed(ledger).size(), 2u);
   EXPECT_TRUE(ledger.find(b));
-  EXPECT_EQ(ledger.store().verify().problems.size(), 1u) << "the cut line is still reported";
+  // The cut line is still reported, as unreadable and as not on the chain; the records on either
+  // side of it still link to each other.
+  const auto report = ledger.store().verify();
+  ASSERT_EQ(report.problems.size(), 2u) << "the cut line is still reported";
+  EXPECT_NE(report.problems[0].what.find("journal_prev"), std::string::npos);
 }
 
 // A current segment that is not readable as this ledger's (another ledger's, a newer schema's):
@@ -364,6 +371,47 @@ TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
   EXPECT_EQ(segments(dir / "state"), std::vector<std::string>{"segment-000003.jsonl"});
   EXPECT_EQ(all_closed(ledger).size(), 1u);
   EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+// The journal's chain survives retention: a head kept before a prune is either still checkable
+// or said to be older than what was kept, never taken for a forgery; the chain goes on from where
+// it was when every segment went.
+TEST(LedgerStore, TheJournalChainOutlivesRetention) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  const ChainHead first = ledger.store().head().head;
+  add_closed(ledger, "b", 0);
+  add_closed(ledger, "c", 5);
+  const LedgerHead before = ledger.store().head();
+  EXPECT_EQ(before.head.lines, 3u);
+  EXPECT_EQ(before.retained_from, 0u);
+  EXPECT_TRUE(ledger.store().verify(first).problems.empty());
+  ASSERT_EQ(ledger.store().prune(day(3), false).units, 1u);
+  EXPECT_EQ(ledger.store().head().retained_from, 2u);
+  EXPECT_TRUE(ledger.store().verify(before.head).problems.empty());
+  auto report = ledger.store().verify(first);
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].what.find("before the retained journal"), std::string::npos);
+  ledger.store().prune(day(9), false);
+  EXPECT_TRUE(segments(dir / "state").empty());
+  EXPECT_EQ(ledger.store().head().head.text(), before.head.text()) << "nothing closed since";
+  add_closed(ledger, "d", 9);
+  EXPECT_EQ(ledger.store().head().head.lines, 4u);
+  EXPECT_TRUE(ledger.store().verify(before.head).problems.empty());
+  EXPECT_FALSE(ledger.store().verify(first).problems.empty());
+}
+
+TEST(LedgerStore, AHeadIsReadOnlyInItsOwnForm) {
+  EXPECT_FALSE(parse_chain_head("sha256:" + std::string(64, 'a')));
+  EXPECT_FALSE(parse_chain_head("x:sha256:" + std::string(64, 'a')));
+  EXPECT_FALSE(parse_chain_head("1:sha256:" + std::string(63, 'a')));
+  EXPECT_FALSE(parse_chain_head("1:sha256:" + std::string(64, 'A')));
+  EXPECT_FALSE(parse_chain_head("99999999999999999999:sha256:" + std::string(64, 'a')));
+  const auto head = parse_chain_head("12:sha256:" + std::string(64, 'a'));
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->lines, 12u);
+  EXPECT_EQ(head->text(), "12:sha256:" + std::string(64, 'a'));
 }
 
 TEST(LedgerStore, VerifyFindsAnAlteredEntryAndTheRecordCarriesOn) {

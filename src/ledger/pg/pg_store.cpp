@@ -725,7 +725,11 @@ PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
   return report;
 }
 
-VerifyReport PgStore::verify() const {
+VerifyReport PgStore::verify(const std::optional<ChainHead>& kept) const {
+  if (kept) {
+    report.problems.push_back(
+        {"", -1, location(), "--head: this ledger does not chain its closed records yet"});
+  }
   VerifyReport report;
   try {
     scan(Records::all, ReadScope::whole, [&](SandboxRecord& record) {
@@ -736,6 +740,12 @@ VerifyReport PgStore::verify() const {
     report.problems.push_back({"", -1, location(), e.what()});
   }
   return report;
+}
+
+LedgerHead PgStore::head() const {
+  throw UsageError(fmt::format("ledger head: ledger {} does not chain its closed records yet "
+                               "(issue 34.4: the local ledger does)",
+                               location()));
 }
 
 std::string PgStore::migrate() const {

@@ -55,7 +55,8 @@ public:
   std::optional<SandboxRecord> find(const std::string& id_or_name) const override;
   std::unique_ptr<Transaction> begin() const override;
   PruneReport prune(TimePoint cutoff, bool dry_run) const override;
-  VerifyReport verify() const override;
+  VerifyReport verify(const std::optional<ChainHead>& kept) const override;
+  LedgerHead head() const override;
   std::string migrate() const override;
   std::string describe() const override;
   const KeptEvents* kept_events() const override { return &m_outbox; }
