@@ -10,6 +10,7 @@ add_library(sandboxer_libpq INTERFACE)
 target_include_directories(sandboxer_libpq INTERFACE ${LIBPQ_INCLUDE_DIRS})
 target_link_libraries(sandboxer_libpq INTERFACE ${CMAKE_DL_LIBS})
 set(SANDBOXER_LIBPQ_SOURCES
+  ledger/pg/closings.cpp
   ledger/pg/connection.cpp
   ledger/pg/keeper.cpp
   ledger/pg/keeper_wire.cpp

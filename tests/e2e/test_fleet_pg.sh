@@ -39,7 +39,7 @@ printf 'driver: stub-external\nstub-external:\n  root: %s\n' "$WORK/backend" >"$
 # --- selection: status and --version -v name the ledger; a password in the URI is refused
 expect_code 0 on m1 status
 expect_contains "$OUT" "postgresql $PG_URL (from \$SANDBOXER_LEDGER)"
-expect_contains "$OUT" "schema version 2"
+expect_contains "$OUT" "schema version 3"
 expect_code 0 on m1 --version -v
 expect_contains "$OUT" "ledger: postgresql $PG_URL"
 BAD=${PG_URL/sandboxer@/sandboxer:hunter2@}
@@ -151,6 +151,45 @@ expect_code 0 on m2 destroy "$ID"
 expect_code 0 on m1 evidence "$ID" -o json
 [ "$(jq -r '.chain.verified // .verified // empty' <<<"$OUT")" != false ] || fail "evidence: $OUT"
 expect_code 0 on m3 ledger verify
+
+# --- the chain of closed records (issue 34.4): a head kept elsewhere, and tamperings caught
+expect_code 0 on m1 ledger head
+KEPT=$OUT
+[[ $KEPT =~ ^[0-9]+:sha256:[0-9a-f]{64}$ ]] || fail "ledger head: $KEPT"
+[ "${KEPT%%:*}" -ge 60 ] || fail "the chain has fewer closings than records closed: $KEPT"
+expect_code 0 on m2 ledger verify --head "$KEPT"
+CLOSED=$(psql_at "SELECT id FROM sandboxer.sandboxes WHERE NOT resident ORDER BY position LIMIT 1")
+pg_caught() { # WORDS [ARGS]: verify exits 8 saying WORDS
+  echo "tampering: $1" >&2
+  expect_code 8 on m3 ledger verify "${@:2}"
+  expect_contains "$OUT" "$1"
+}
+psql_at "UPDATE sandboxer.sandboxes SET record = replace(record::text, '\"backend_id\":\"', '\"backend_id\":\"x')::json WHERE id = '$CLOSED'"
+pg_caught "differs from what closing"
+psql_at "UPDATE sandboxer.sandboxes SET record = replace(record::text, '\"backend_id\":\"x', '\"backend_id\":\"')::json WHERE id = '$CLOSED'"
+psql_at "CREATE TABLE public.keep_s AS SELECT * FROM sandboxer.sandboxes WHERE id = '$CLOSED';
+         CREATE TABLE public.keep_h AS SELECT * FROM sandboxer.history WHERE sandbox_id = '$CLOSED';
+         CREATE TABLE public.keep_c AS SELECT * FROM sandboxer.closings WHERE seq = 2;
+         CREATE TABLE public.keep_m AS SELECT * FROM sandboxer.ledger_meta;
+         CREATE TABLE public.keep_l AS SELECT * FROM sandboxer.closings ORDER BY seq DESC LIMIT 1"
+psql_at "DELETE FROM sandboxer.sandboxes WHERE id = '$CLOSED'"
+pg_caught "it was deleted"
+psql_at "INSERT INTO sandboxer.sandboxes SELECT * FROM public.keep_s; INSERT INTO sandboxer.history SELECT * FROM public.keep_h"
+psql_at "DELETE FROM sandboxer.closings WHERE seq = 2"
+pg_caught "closings were removed"
+psql_at "INSERT INTO sandboxer.closings SELECT * FROM public.keep_c"
+psql_at "UPDATE sandboxer.closings SET digest = 'sha256:' || repeat('0', 64) WHERE seq = 2"
+pg_caught "journal_prev is"
+psql_at "UPDATE sandboxer.closings SET digest = (SELECT digest FROM public.keep_c)  WHERE seq = 2"
+# The last closing dropped and the head moved back to the one before: only its record tells.
+psql_at "DELETE FROM sandboxer.closings WHERE seq = (SELECT seq FROM public.keep_l);
+         UPDATE sandboxer.ledger_meta SET chain_head = (SELECT prev FROM public.keep_l), chain_lines = chain_lines - 1"
+pg_caught "not on the chain of closed records"
+pg_caught "but the journal's chain has only" --head "$KEPT"
+psql_at "INSERT INTO sandboxer.closings SELECT * FROM public.keep_l;
+         UPDATE sandboxer.ledger_meta SET chain_head = (SELECT chain_head FROM public.keep_m), chain_lines = (SELECT chain_lines FROM public.keep_m);
+         DROP TABLE public.keep_s, public.keep_h, public.keep_c, public.keep_m, public.keep_l"
+expect_code 0 on m1 ledger verify --head "$KEPT"
 
 # --- moving: a local ledger into the database and back, ids and chains kept, idempotently
 LOCAL_STATE=$WORK/state-local

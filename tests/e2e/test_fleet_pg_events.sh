@@ -42,12 +42,14 @@ EOF2
 export SANDBOXER_CONFIG=$WORK/config.yaml
 stub_profile shared <<<"  root: $WORK/backend"
 
-# --- version 1 (the outbox table without its text, no sink cursors) migrates to 2 on first use
+# --- version 1 (the outbox table without its text, no sink cursors) migrates on first use
 expect_code 0 on m1 ledger migrate
 psql_at "ALTER TABLE sandboxer.events DROP COLUMN body; DROP TABLE sandboxer.event_sinks;
+         DROP TABLE sandboxer.closings; ALTER TABLE sandboxer.ledger_meta DROP COLUMN chain_head,
+           DROP COLUMN chain_lines, DROP COLUMN chain_since;
          UPDATE sandboxer.schema_version SET version = 1" >/dev/null
 expect_code 0 on m1 status
-expect_contains "$OUT" "schema version 2"
+expect_contains "$OUT" "schema version 3"
 [ "$(psql_at "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'sandboxer'
               AND table_name = 'events' AND column_name = 'body'")" = 1 ] ||
   fail "the migration to version 2 did not add events.body"

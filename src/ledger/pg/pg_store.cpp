@@ -11,6 +11,7 @@
 #include "src/ledger/codec.hpp"
 #include "src/ledger/document.hpp"
 #include "src/ledger/fields.hpp"
+#include "src/ledger/pg/closings.hpp"
 #include "src/ledger/pg/keeper.hpp"
 #include "src/ledger/pg/kept_connection.hpp"
 #include "src/ledger/pg/libpq_connection.hpp"
@@ -257,6 +258,10 @@ public:
     for (const auto& record : m_data.sandboxes) {
       remember(record);
     }
+    if (m_chain_after) {
+      m_chain = *m_chain_after;
+      m_chain_after.reset();
+    }
     m_claimed.clear();
     m_events.clear();
   }
@@ -282,7 +287,8 @@ private:
         // numbers the writer before this one committed.
         return c.run_script(fmt::format("BEGIN; SET LOCAL lock_timeout = '{}s'; SELECT "
                                         "pg_advisory_xact_lock({}); SELECT 0, ledger_id, "
-                                        "event_seq FROM sandboxer.ledger_meta",
+                                        "event_seq, chain_head, chain_lines FROM "
+                                        "sandboxer.ledger_meta",
                                         m_store.options().lock_timeout.count(), k_writer_lock));
       } catch (const PgError& e) {
         if (e.failure() == Failure::lock_timeout) {
@@ -294,13 +300,14 @@ private:
         throw;
       }
     }();
-    if (meta.values.empty() || meta.values[0].size() != 3) { // else the lock's row came last
+    if (meta.values.empty() || meta.values[0].size() != 5) { // else the lock's row came last
       throw LedgerError(fmt::format("ledger {} has no ledger_meta row: the schema was damaged; "
                                     "'sandboxer ledger verify' says more",
                                     where()));
     }
     m_data.ledger_id = meta.values[0][1].value_or("");
     m_seq_at_start = std::stoull(meta.values[0][2].value_or("0"));
+    m_chain = {meta.values[0][3].value_or(""), std::stoull(meta.values[0][4].value_or("0"))};
     m_data.event_seq = std::max(m_data.event_seq, m_seq_at_start);
   }
 
@@ -355,6 +362,7 @@ private:
   // What commit() writes: each new or changed record, its new history entries, its snapshots.
   Changes changes() {
     Changes out;
+    std::vector<ClosedRow> closed; // each write of a closed record goes on the chain
     for (auto& record : m_data.sandboxes) {
       chain::seal(record);
       auto known = m_known.find(record.id);
@@ -377,6 +385,9 @@ private:
                                     is_resident(record) ? "true" : "false",
                                     std::to_string(record.history.size()),
                                     row};
+      if (!is_resident(record)) {
+        closed.push_back({record.id, row});
+      }
       if (fresh) {
         out.add_guard({"INSERT INTO sandboxer.sandboxes (id, name, state, driver, home_host, "
                        "created_at, expires_at, last_time, resident, history_length, record) "
@@ -421,12 +432,28 @@ private:
                  {*record.idempotency_key, record.id}});
       }
     }
+    if (!closed.empty()) {
+      ChainPosition chain = m_chain;
+      auto statements = chain_closings(chain, m_data.ledger_id, "closed", closed);
+      const std::size_t guard = guard_of(statements);
+      for (std::size_t i = 0; i < statements.size(); ++i) {
+        if (i == guard) {
+          out.add_guard(std::move(statements[i]),
+                        "the chain of closed records was moved by another writer meanwhile");
+        } else {
+          out.add(std::move(statements[i]));
+        }
+      }
+      m_chain_after = chain;
+    }
     return out;
   }
 
   const PgStore& m_store;
   LedgerData m_data;
   std::uint64_t m_seq_at_start = 0;
+  ChainPosition m_chain; // where the chain of closed records is, under the writers' turn
+  std::optional<ChainPosition> m_chain_after; // where this commit leaves it
   std::map<std::string, Known> m_known;
   std::set<std::string> m_claimed;
   std::vector<KeptEvent> m_events; // the outbox's rows, written by commit()
@@ -716,8 +743,27 @@ PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
   }
   report.units = report.records.size();
   if (!dry_run && !report.records.empty()) {
-    ready().query("DELETE FROM sandboxer.sandboxes WHERE NOT resident AND last_time < $1",
-                  {unix_seconds(cutoff)});
+    // Each pruning goes on the chain of closed records, so that a record missing from it later
+    // is known to be pruned, not deleted.
+    auto gone = ready().query("SELECT id, record FROM sandboxer.sandboxes WHERE NOT resident AND "
+                              "last_time < $1 ORDER BY position",
+                              {unix_seconds(cutoff)});
+    std::vector<ClosedRow> pruned;
+    for (const auto& row : gone.values) {
+      pruned.push_back({row[0].value_or(""), row[1].value_or("")});
+    }
+    const LedgerHead head = chain_head(ready());
+    ChainPosition chain{head.head.lines == 0 ? std::string() : head.head.hash, head.head.lines};
+    auto statements = chain_closings(chain, head.ledger_id, "pruned", pruned);
+    const std::size_t guard = guard_of(statements);
+    statements.push_back({"DELETE FROM sandboxer.sandboxes WHERE NOT resident AND last_time < $1",
+                          {unix_seconds(cutoff)}});
+    auto results = ready().pipeline(statements);
+    if (results.at(guard).affected != 1) {
+      throw LedgerError(fmt::format("ledger {}: the chain of closed records moved during a prune; "
+                                    "nothing was pruned",
+                                    location()));
+    }
   }
   if (tx) {
     tx->commit();
@@ -726,16 +772,13 @@ PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
 }
 
 VerifyReport PgStore::verify(const std::optional<ChainHead>& kept) const {
-  if (kept) {
-    report.problems.push_back(
-        {"", -1, location(), "--head: this ledger does not chain its closed records yet"});
-  }
   VerifyReport report;
   try {
     scan(Records::all, ReadScope::whole, [&](SandboxRecord& record) {
       check_chain(report, record, fmt::format("{} sandboxes row {}", location(), record.id));
       return true;
     });
+    check_closings(ready(), location(), report, kept);
   } catch (const Error& e) {
     report.problems.push_back({"", -1, location(), e.what()});
   }
@@ -743,9 +786,7 @@ VerifyReport PgStore::verify(const std::optional<ChainHead>& kept) const {
 }
 
 LedgerHead PgStore::head() const {
-  throw UsageError(fmt::format("ledger head: ledger {} does not chain its closed records yet "
-                               "(issue 34.4: the local ledger does)",
-                               location()));
+  return chain_head(ready());
 }
 
 std::string PgStore::migrate() const {

@@ -78,6 +78,23 @@ CREATE TABLE sandboxer.event_sinks (
   delivered_seq bigint NOT NULL DEFAULT 0,
   holder text,
   lease_until timestamptz);
+)sql",
+                                                                    R"sql(
+-- The chain of closed records (docs/fleet.md, "The chain of closed records"): one row per
+-- closing or pruning of a record, in commit order, each hashed with the one before it. The meta
+-- row keeps the head. Records closed before this step are not on it: a record's position moves
+-- past chain_since when it closes.
+CREATE TABLE sandboxer.closings (
+  seq bigint PRIMARY KEY CHECK (seq >= 1),
+  sandbox_id text NOT NULL,
+  kind text NOT NULL CHECK (kind IN ('closed', 'pruned')),
+  digest text NOT NULL,
+  prev text NOT NULL);
+ALTER TABLE sandboxer.ledger_meta
+  ADD COLUMN chain_head text,
+  ADD COLUMN chain_lines bigint NOT NULL DEFAULT 0,
+  ADD COLUMN chain_since bigint NOT NULL DEFAULT 0;
+UPDATE sandboxer.ledger_meta SET chain_since = coalesce((SELECT max(position) FROM sandboxer.sandboxes), 0);
 )sql"};
 
 // Any number, as long as every sandboxer agrees on it: the lock that serialises migrations.
