@@ -30,7 +30,6 @@ constexpr auto k_poll_interval = std::chrono::milliseconds(250);
 // container's start by the host's clock (docker inspect's StartedAt against the host's date), so
 // the time compose up and the first read took already counts. It is most of what a create costs
 // beyond compose up itself (bench/compose-ssh.sh, docs/drivers/compose-ssh.md).
-constexpr auto k_settle_time = std::chrono::seconds(1);
 // exec runs a user's command: bounded, but by a day, as the driver protocol bounds it.
 constexpr auto k_exec_deadline = std::chrono::hours(24);
 constexpr const char* k_snapshot_repository = "sandboxer-snapshot/";
@@ -571,7 +570,8 @@ private:
   }
 
   // Polls until every container runs (and is healthy when it has a healthcheck) and has stayed
-  // so for k_settle_time. A container that exits, restarts or turns unhealthy fails the create
+  // so for the profile's `settle` time (none by default: the first look that finds all up ends
+  // it, with no remote command beyond compose up's own). A container that exits, restarts or turns unhealthy fails the create
   // at once, with its last log lines. `reading` is the first look (made with compose up); each
   // further look is one remote command for all containers. The host says how long each has run,
   // so when all are up the next look is the last one: at the end of the settle time, not a poll
@@ -610,12 +610,12 @@ private:
       } else if (!all_up_since) {
         all_up_since = now; // a host that did not tell its time: count from this look
       }
-      if (all_up_since && now - *all_up_since >= k_settle_time) {
+      if (all_up_since && now - *all_up_since >= m_spec.settle) {
         return std::move(containers);
       }
       const auto wait =
           all_up_since ? std::chrono::duration_cast<std::chrono::milliseconds>(*all_up_since +
-                                                                               k_settle_time - now)
+                                                                               m_spec.settle - now)
                        : std::chrono::duration_cast<std::chrono::milliseconds>(k_poll_interval);
       if (!all_up_since && now + wait > deadline) {
         throw DriverError(Kind::timeout,

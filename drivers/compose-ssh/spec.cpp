@@ -25,6 +25,7 @@ const std::vector<std::string> k_keys = {"host",
                                          "command_timeout",
                                          "up_timeout",
                                          "ready_timeout",
+                                         "settle",
                                          "stop_timeout"};
 
 // Where a relative path of the section resolves: the profile's directory, or the working
@@ -103,6 +104,12 @@ Spec bind_section(const json& section, const Resolve& directory_of, bool files_m
   timeout("command_timeout", spec.command_timeout);
   timeout("up_timeout", spec.up_timeout);
   timeout("ready_timeout", spec.ready_timeout);
+  if (section.contains("settle")) {
+    // Unlike a timeout, none at all is a setting (the default).
+    const json& settle = section["settle"];
+    const bool none = settle == "0" || settle == "0s" || settle == "0ms";
+    spec.settle = none ? std::chrono::milliseconds(0) : duration_at(settle, "/settle");
+  }
   if (spec.connect_timeout < std::chrono::seconds(1)) {
     throw SpecError("/connect_timeout",
                     "ssh counts its connect timeout in whole seconds: use 1s or more");
@@ -132,6 +139,7 @@ json to_json(const Spec& spec) {
               {"command_timeout", duration_text(spec.command_timeout)},
               {"up_timeout", duration_text(spec.up_timeout)},
               {"ready_timeout", duration_text(spec.ready_timeout)},
+              {"settle", duration_text(spec.settle)},
               {"stop_timeout", duration_text(spec.stop_timeout)}};
   auto put = [&](const char* key, const auto& value) {
     if (value) {

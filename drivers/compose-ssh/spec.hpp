@@ -26,6 +26,9 @@ struct Spec {
   std::chrono::milliseconds command_timeout{std::chrono::seconds(60)}; // each short call
   std::chrono::milliseconds up_timeout{std::chrono::minutes(10)};      // compose up (pulls)
   std::chrono::milliseconds ready_timeout{std::chrono::minutes(2)};    // running / healthy
+  // How long every container must have stayed up before create returns (0: running at the
+  // first look after compose up, as `up -d` by hand; docs/drivers/compose-ssh.md).
+  std::chrono::milliseconds settle{0};
   std::chrono::seconds stop_timeout{10}; // destroy: SIGTERM to SIGKILL
 };
 

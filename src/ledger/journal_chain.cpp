@@ -50,10 +50,12 @@ void ChainWalk::segment(std::uint64_t segment, const std::optional<SegmentStart>
   check_kept(*m_running, where);
 }
 
-void ChainWalk::line(std::string_view text, const std::string& where) {
+void ChainWalk::line(std::string_view text, const std::string& where, bool reported) {
+  const bool explained = m_last_reported;
+  m_last_reported = reported;
   const std::string_view prev = prev_of_line(text);
   if (prev.empty()) {
-    if (m_running) {
+    if (m_running && !reported) {
       problem(text, where,
               "this closed record has no journal_prev, but the lines before it are chained: it "
               "was added or rewritten");
@@ -66,7 +68,7 @@ void ChainWalk::line(std::string_view text, const std::string& where) {
     m_retained_from = 0;
     check_kept(*m_running, where);
   }
-  if (prev != *m_running) {
+  if (prev != *m_running && !explained) {
     problem(text, where,
             fmt::format("journal_prev is {}, expected {}: a closed record before this one was "
                         "removed, added, reordered or changed",
@@ -86,7 +88,7 @@ void ChainWalk::finish(const JournalTail& tail, const std::string& where) {
     }
   } else {
     const std::string ends = m_running.value_or(genesis(m_ledger_id));
-    if (ends != tail.head || m_lines != tail.lines) {
+    if ((ends != tail.head && !m_last_reported) || m_lines != tail.lines) {
       problem({}, where,
               fmt::format("the journal's chain ends after line {} at {}, but the live document's "
                           "head is line {} at {}: closed records at the end were removed or "

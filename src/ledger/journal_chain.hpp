@@ -21,7 +21,10 @@ public:
   // Before the segment's lines: where its header says it joins the chain.
   void segment(std::uint64_t segment, const std::optional<SegmentStart>& start,
                const std::string& where);
-  void line(std::string_view text, const std::string& where);
+  // `reported`: the line's record was already reported (it does not parse, or its own chain
+  // or seal is broken): the break it makes in the journal's chain is that same edit, not
+  // reported twice.
+  void line(std::string_view text, const std::string& where, bool reported);
   // After the last segment: the chain must end where the live document says.
   void finish(const JournalTail& tail, const std::string& where);
 
@@ -36,6 +39,7 @@ private:
   std::optional<std::string> m_running; // the hash the next line links to; unset before the chain
   std::uint64_t m_lines = 0;
   std::optional<std::uint64_t> m_retained_from;
+  bool m_last_reported = false; // the line before was reported already
 };
 
 } // namespace sandboxer::ledger_journal

@@ -701,11 +701,12 @@ VerifyReport LocalStore::verify(const std::optional<ChainHead>& kept) const {
         [&](const Line& line) {
           const std::string where =
               fmt::format("{} at byte {}", m_journal.segment_path(s).string(), line.offset);
-          chain.line(line.text, where);
+          const size_t problems = report.problems.size();
           SandboxRecord record;
           if (parse_line(m_journal, line, ReadScope::whole, record, problem)) {
             check_chain(report, record, where);
           }
+          chain.line(line.text, where, report.problems.size() > problems);
           return true;
         },
         problem);

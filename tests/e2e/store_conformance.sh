@@ -39,7 +39,7 @@ STATUS_KEYS='["backend","backend_id","created_at","driver","error","expires_at",
 CREATE_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","notices","owner","profile","restored_from","reused","seconds_left","snapshots","state"]'
 ENTRY_KEYS='["actor","details","event","event_id","from","prev","reason","time","to"]'
 EVIDENCE_KEYS='["chain","event_ids","evidence_version","execs","generated_at","ledger","owner","profile","sandbox","snapshots","transitions"]'
-VERIFY_KEYS='["entries","ledger","ok","problems","records"]'
+VERIFY_KEYS='["entries","head","kept_head","ledger","ok","problems","records"]'
 SNAPSHOT_KEYS='["backend_ref","created_at","driver","id","name","sandbox","size_bytes"]'
 
 # at MINUTE: the clock of the commands that follow, MINUTE (0-59) minutes past 2026-12-02 12:00 UTC.
@@ -407,8 +407,14 @@ destroying:running>destroying@23 destroyed:destroying>destroyed@23"
   expect_keys "ledger verify -o json" "$OUT" "$VERIFY_KEYS"
   [ "$(jq -c '[.ok, .records, .entries, .problems, .ledger]' <<<"$OUT")" = \
     "[true,10,$entries,[],\"$STORE_WHERE\"]" ] || fail "verify: $OUT"
+  [[ $(jq -r .head <<<"$OUT") =~ ^[0-9]+:sha256:[0-9a-f]{64}$ ]] || fail "verify: no head in $OUT"
   keep verify.txt 0 ledger verify
-  [ "$OUT" = "ok:  10 record(s), $entries history entries" ] || fail "verify: $OUT"
+  [ "$(head -n 1 <<<"$OUT")" = "ok:    10 record(s), $entries history entries" ] || fail "verify: $OUT"
+  expect_contains "$OUT" "head:  $(jq -r .head "$KEEP_DIR/raw/verify.json")"
+  # The chain of closed records (issue 34.4): the head kept now checks out later.
+  keep head.json 0 ledger head -o json
+  KEPT_HEAD=$(jq -r .head <<<"$OUT")
+  expect_code 0 on_store ledger verify --head "$KEPT_HEAD"
 
   # --- snapshots and events, listed the same way
   keep snapshots.json 0 snapshots -o json

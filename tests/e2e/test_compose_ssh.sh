@@ -122,8 +122,8 @@ expect_code 0 sbx destroy "$ID"
 expect_code 0 sbx status "$ID" -o json
 
 # Round trips, without a healthcheck (whose interval sets its own pace): create is one remote
-# command for upload, compose up and the first look, and one more that finds every service still
-# up at the end of the settle time; destroy is one.
+# command for upload, compose up and the first look (no settle time: the default); with
+# `settle: 1s`, one more that finds every service still up at the end of it; destroy is one.
 cat >"$PROFILES/plain.yml" <<'EOF2'
 services:
   web: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
@@ -134,10 +134,22 @@ RT=$(sessions)
 expect_code 0 sbx create --profile plain --quiet
 PLAIN=$OUT
 PROJECTS+=("$PLAIN")
-[ "$(($(sessions) - RT))" -le 2 ] || fail "create ran $(($(sessions) - RT)) remote commands, expected <= 2"
+[ "$(($(sessions) - RT))" = 1 ] || fail "create ran $(($(sessions) - RT)) remote commands, expected 1"
 RT=$(sessions)
 expect_code 0 sbx destroy "$PLAIN"
 [ "$(($(sessions) - RT))" = 1 ] || fail "destroy ran $(($(sessions) - RT)) remote commands, expected 1"
+compose_profile settled plain.yml "  settle: 1s"
+RT=$(sessions)
+expect_code 0 sbx create --profile settled --quiet
+PLAIN=$OUT
+PROJECTS+=("$PLAIN")
+[ "$(($(sessions) - RT))" -le 2 ] || fail "create with settle ran $(($(sessions) - RT)) remote commands, expected <= 2"
+# It returned only once every container had been up for the settle time, by the host's clock.
+STARTED=$(docker ps -q --filter "label=com.docker.compose.project=$PLAIN" |
+  xargs docker inspect -f '{{.State.StartedAt}}' | sort | tail -1)
+[ $(($(date +%s%N) / 1000000 - $(date -d "$STARTED" +%s%N) / 1000000)) -ge 1000 ] ||
+  fail "create with settle: 1s returned before its youngest container had been up 1 s ($STARTED)"
+expect_code 0 sbx destroy "$PLAIN"
 [ -z "$(compose_leftovers "$PLAIN")" ] || fail "destroy left: $(compose_leftovers "$PLAIN")"
 # A kept answer that is wrong (the host lost the plugin): the create asks again, once.
 echo plugin >"$CACHE"

@@ -83,7 +83,9 @@ services:
   web: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
   migrate: { image: sandboxer/busybox:local, command: ["sh", "-c", "echo schema broken; exit 3"] }
 EOF2
-compose_profile quits quits.yml
+# `settle: 1s`: create waits until every service has stayed up a second, so the exit is seen
+# whenever it comes in that second (by default create returns at the first look after up).
+compose_profile quits quits.yml "  settle: 1s"
 fails_fast quits 90 "service migrate" "exited with code 3" "127.0.0.1:$SSH_PORT" "schema broken"
 ID=$(ledger_jq '.sandboxes[-1].id')
 [ "$(record "$ID" .state)" = failed ] || fail "the record is not failed"

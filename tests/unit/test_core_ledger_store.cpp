@@ -212,13 +212,13 @@ TEST(LedgerStore, ACorruptLineIsNamedAndTheRestStillRead) {
   write_file(segment, text);
   EXPECT_EQ(all_closed(ledger).size(), 2u);
   const auto report = ledger.store().verify();
-  ASSERT_EQ(report.problems.size(), 2u);
+  // One edit, one problem: that the next line no longer links to the changed one is the same
+  // edit, not reported again.
+  ASSERT_EQ(report.problems.size(), 1u);
   EXPECT_NE(report.problems[0].where.find(segment.string() + " at byte "), std::string::npos);
   EXPECT_GE(std::stoul(report.problems[0].where.substr(report.problems[0].where.rfind(' ') + 1)),
             line);
-  // The changed line no longer hashes to what the next one links to.
-  EXPECT_EQ(report.problems[1].sandbox, c);
-  EXPECT_NE(report.problems[1].what.find("journal_prev is"), std::string::npos);
+  EXPECT_TRUE(ledger.find(c));
 }
 
 TEST(LedgerStore, AMissingOrForeignSegmentIsReported) {
@@ -255,11 +255,9 @@ TEST(LedgerStore, ARecordClosedAfterADamagedEndIsReadable) {
   const auto b = add_closed(ledger, "b", 0);
   EXPECT_EQ(all_closed(ledger).size(), 2u);
   EXPECT_TRUE(ledger.find(b));
-  // The cut line is still reported, as unreadable and as not on the chain; the records on either
-  // side of it still link to each other.
-  const auto report = ledger.store().verify();
-  ASSERT_EQ(report.problems.size(), 2u) << "the cut line is still reported";
-  EXPECT_NE(report.problems[0].what.find("journal_prev"), std::string::npos);
+  // The cut line is still reported, once; the records on either side of it still link to each
+  // other.
+  EXPECT_EQ(ledger.store().verify().problems.size(), 1u) << "the cut line is still reported";
 }
 
 // A current segment that is not readable as this ledger's (another ledger's, a newer schema's):

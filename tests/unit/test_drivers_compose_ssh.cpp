@@ -38,6 +38,14 @@ TEST(ComposeSshSpec, FillsDefaultsAndRoundTrips) {
   json stored = to_json(spec);
   EXPECT_EQ(to_json(parse_spec(stored)), stored);
   EXPECT_EQ(stored["compose_file"], "/srv/stack.yml");
+  // No settle time by default (issue 34.10); one given is kept, and none at all is a setting.
+  EXPECT_EQ(spec.settle, std::chrono::milliseconds(0));
+  stored["settle"] = "1500ms";
+  EXPECT_EQ(parse_spec(stored).settle, std::chrono::milliseconds(1500));
+  stored["settle"] = "0s";
+  EXPECT_EQ(parse_spec(stored).settle, std::chrono::milliseconds(0));
+  stored["settle"] = "-1s";
+  EXPECT_THROW(parse_spec(stored), SpecError);
 }
 
 TEST(ComposeSshSpec, RelativePathsResolveAgainstTheProfileThatWroteThem) {

@@ -79,7 +79,7 @@ void check_closings(Connection& connection, const std::string& where, VerifyRepo
     }
     expected_seq = std::stoull(seq) + 1;
     walk.line(closing_text(seq, id, row[2].value_or(""), row[3].value_or(""), row[4].value_or("")),
-              place);
+              place, false);
     latest[id] = {row[2].value_or(""), row[3].value_or(""), seq};
   }
   ledger_format::JournalTail tail;
