@@ -571,11 +571,11 @@ private:
 
   // Polls until every container runs (and is healthy when it has a healthcheck) and has stayed
   // so for the profile's `settle` time (none by default: the first look that finds all up ends
-  // it, with no remote command beyond compose up's own). A container that exits, restarts or turns unhealthy fails the create
-  // at once, with its last log lines. `reading` is the first look (made with compose up); each
-  // further look is one remote command for all containers. The host says how long each has run,
-  // so when all are up the next look is the last one: at the end of the settle time, not a poll
-  // interval at a time.
+  // it, with no remote command beyond compose up's own). A container that exits, restarts or turns
+  // unhealthy fails the create at once, with its last log lines. `reading` is the first look (made
+  // with compose up); each further look is one remote command for all containers. The host says how
+  // long each has run, so when all are up the next look is the last one: at the end of the settle
+  // time, not a poll interval at a time.
   std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file,
                                           Reading reading) {
     m_progress.update(fmt::format("waiting for the services of {} on {}", project, m_host.where()));
