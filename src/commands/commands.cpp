@@ -38,7 +38,12 @@ private:
 } // namespace
 
 std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir) {
-  if (cli_dir && !cli_dir->empty()) {
+  if (cli_dir) {
+    if (cli_dir->empty()) {
+      // An unset variable in a script or a cron line expands to "": not the default's place.
+      throw UsageError("--state-dir is empty (is the variable that should give it unset?); give "
+                       "a directory, or leave the option out for the default");
+    }
     return *cli_dir;
   }
   if (const char* env = std::getenv("SANDBOXER_STATE_DIR"); env && *env) {

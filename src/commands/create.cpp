@@ -14,6 +14,7 @@ struct CreateArgs {
   std::optional<std::string> name;
   std::optional<std::string> ttl;
   std::optional<std::string> idempotency_key;
+  bool reuse_any = false;
   std::vector<std::string> labels;
 };
 
@@ -38,6 +39,7 @@ ExitCode run_create(Context& context, const CreateArgs& args) {
     options.ttl = duration_option("--ttl", *args.ttl);
   }
   options.idempotency_key = args.idempotency_key;
+  options.reuse_any = args.reuse_any;
   options.labels = parse_labels(args.labels);
   CreateOutcome outcome =
       run_printing_failure(context, [&] { return context.engine().create(profile, options); });
@@ -93,6 +95,9 @@ void setup_create(CLI::App& app, Runner& runner) {
   app.add_option("--ttl", args->ttl, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
   app.add_option("--idempotency-key", args->idempotency_key,
                  "Return the live sandbox created with this key instead of a second one");
+  app.add_flag("--reuse-any", args->reuse_any,
+               "With --idempotency-key: return the key's sandbox even when it was made with "
+               "another profile or --ttl (else exit 7)");
   app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)")
       ->allow_extra_args(false);
   runner = [args](Context& context) { return run_create(context, *args); };

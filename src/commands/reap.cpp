@@ -144,6 +144,15 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
     options.plan = read_plan(*args.plan);
   }
 
+  // A cron line with a wrong --state-dir (or run as another user) would otherwise reap an empty
+  // ledger every minute and exit 0 forever. --orphans still looks: it is how a lost ledger's
+  // resources are found.
+  if (!args.orphans && !context.ledger().store().exists()) {
+    throw NotFoundError(fmt::format("no ledger at {}: nothing to reap, and nothing was created. "
+                                    "Check --state-dir, $SANDBOXER_STATE_DIR or --ledger (and the "
+                                    "user cron runs this as)",
+                                    context.ledger().location()));
+  }
   LockFile::Guard guard;
   if (!args.dry_run) {
     guard = lock_reaper(context, args);

@@ -193,6 +193,8 @@ public:
   // Checks every record's hash chain, the chain of closed records, and the store's own structure;
   // `kept` (an earlier head kept elsewhere) must be on that chain.
   virtual VerifyReport verify(const std::optional<ChainHead>& kept = std::nullopt) const = 0;
+  // Whether there is a ledger here at all (a first change makes one); reads nothing else.
+  virtual bool exists() const = 0;
   // The head of the chain of closed records now. Throws when there is no ledger yet.
   virtual LedgerHead head() const = 0;
   // Brings the store to the current schema now (otherwise the first write does). Returns a

@@ -719,6 +719,11 @@ VerifyReport LocalStore::verify(const std::optional<ChainHead>& kept) const {
   return report;
 }
 
+bool LocalStore::exists() const {
+  std::error_code ec;
+  return std::filesystem::exists(file(), ec);
+}
+
 LedgerHead LocalStore::head() const {
   Live live = load(ReadScope::summary);
   if (live.header.ledger_id.empty()) {

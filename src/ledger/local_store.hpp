@@ -35,6 +35,7 @@ public:
   PruneReport prune(TimePoint cutoff, bool dry_run) const override;
   VerifyReport verify(const std::optional<ChainHead>& kept) const override;
   LedgerHead head() const override;
+  bool exists() const override;
   std::string migrate() const override;
   std::string describe() const override;
 

@@ -182,9 +182,12 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
                                  const std::optional<std::string>& from_snapshot,
                                  std::vector<std::string> notices) {
   const auto started = Stopwatch::now();
-  if (options.idempotency_key && options.idempotency_key->empty()) {
-    // An unset CI variable expands to "": every job on the host would share one sandbox.
-    throw UsageError("--idempotency-key is empty (is the variable that should give it unset?); "
+  if (options.idempotency_key &&
+      options.idempotency_key->find_first_not_of(" \t\r\n") == std::string::npos) {
+    // An unset CI variable expands to "" (or to the spaces around it): every job on the host
+    // would share one sandbox.
+    throw UsageError("--idempotency-key is empty or blank (is the variable that should give it "
+                     "unset?); "
                      "give a key unique to the job, e.g. \"$CI_JOB_ID\" or "
                      "\"$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-$GITHUB_JOB\", or leave the option out");
   }
@@ -228,6 +231,9 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     auto tx = m_ledger.begin();
     if (options.idempotency_key) {
       if (const SandboxRecord* existing = tx->find_live_by_key(*options.idempotency_key)) {
+        if (!options.reuse_any) {
+          refuse_other_request(*existing, record, *options.idempotency_key);
+        }
         spdlog::info("idempotency key matches {}: returning it", existing->id);
         return {*existing, true, {}};
       }

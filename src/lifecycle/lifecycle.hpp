@@ -32,6 +32,9 @@ struct CreateOptions {
   std::optional<std::string> name;
   std::optional<Seconds> ttl;
   std::optional<std::string> idempotency_key;
+  // A key that matches a live sandbox made with another profile or TTL returns it anyway,
+  // instead of refusing (create --reuse-any).
+  bool reuse_any = false;
   Labels labels; // added to the profile's
 };
 

@@ -84,4 +84,24 @@ CreateRequest create_request(const SandboxRecord& record, const std::string& led
   return request;
 }
 
+void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wanted,
+                          const std::string& key) {
+  std::string differs;
+  if (existing.profile.hash != wanted.profile.hash) {
+    differs = fmt::format("profile {} ({}), not {} ({})", existing.profile.name,
+                          existing.profile.hash.substr(0, 19), wanted.profile.name,
+                          wanted.profile.hash.substr(0, 19));
+  } else if (existing.policy.ttl_requested != wanted.policy.ttl_requested) {
+    differs = fmt::format("--ttl {}, not {}", existing.policy.ttl_requested.value_or("(none)"),
+                          wanted.policy.ttl_requested.value_or("(none)"));
+  } else {
+    return;
+  }
+  throw PolicyError(fmt::format(
+      "idempotency key \"{}\" belongs to {} ({}, {}), made with {}: a key returns only the "
+      "sandbox its own request made. Use a key of this request, or create --reuse-any to get {} "
+      "anyway",
+      key, existing.id, existing.name, to_string(existing.state), differs, existing.id));
+}
+
 } // namespace sandboxer::lifecycle_rules

@@ -33,6 +33,12 @@ void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
 std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<std::string>& duration,
                                         const char* key);
 
+// An idempotency key names one request: a live sandbox it made with another profile (resolved
+// hash) or another --ttl is not what this create asked for. Throws PolicyError (exit 7) naming
+// it; `create --reuse-any` skips the check.
+void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wanted,
+                          const std::string& key);
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);

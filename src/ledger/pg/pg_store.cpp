@@ -785,6 +785,10 @@ VerifyReport PgStore::verify(const std::optional<ChainHead>& kept) const {
   return report;
 }
 
+bool PgStore::exists() const {
+  return schema_version(connection()) > 0;
+}
+
 LedgerHead PgStore::head() const {
   return chain_head(ready());
 }
