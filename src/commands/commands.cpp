@@ -61,6 +61,20 @@ std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_di
   return *home / ".local/state/sandboxer";
 }
 
+Seconds lock_timeout_of(const std::string& text) {
+  // A bare number is seconds, as the option always took.
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos &&
+      text.size() < 10) {
+    return Seconds(std::stol(text));
+  }
+  if (auto parsed = parse_duration(text)) {
+    return *parsed;
+  }
+  throw UsageError(fmt::format("--lock-timeout \"{}\": expected a duration such as 30s, 2m or "
+                               "0 (a bare number is seconds)",
+                               text));
+}
+
 ledger::LedgerChoice ledger_choice(const std::optional<std::string>& flag, const Config& config) {
   const char* env = std::getenv("SANDBOXER_LEDGER");
   return ledger::choose_ledger(flag, env ? std::optional<std::string>(env) : std::nullopt,
@@ -104,7 +118,7 @@ Seconds duration_option(const std::string& option, const std::string& text) {
 Context::Context(const GlobalOptions& global)
     : m_global(global), m_config(load_config_if_any()),
       m_ledger(open_ledger(global.ledger, m_config, resolve_state_dir(global.state_dir),
-                           Seconds(global.lock_timeout_s))),
+                           lock_timeout_of(global.lock_timeout))),
       m_drivers(builtin_drivers(), external_driver_path()), m_clock(system_clock()),
       m_events(m_ledger, m_config.events, {m_config.delivery_wait, false}),
       m_engine(m_ledger, m_drivers, m_clock, m_events, describe(current_owner())),

@@ -30,7 +30,7 @@ struct GlobalOptions {
   bool quiet = false;
   int verbose = 0;
   std::optional<std::string> log_level;
-  int lock_timeout_s = 30;
+  std::string lock_timeout = "30s";  // a duration; a bare number is seconds
   std::optional<std::string> ledger; // --ledger URL
 };
 
@@ -105,6 +105,8 @@ const std::vector<CommandEntry>& all_commands();
 // Where the ledger lives: --state-dir, $SANDBOXER_STATE_DIR, $XDG_STATE_HOME/sandboxer,
 // ~/.local/state/sandboxer.
 std::filesystem::path resolve_state_dir(const std::optional<std::string>& cli_dir);
+// --lock-timeout: a duration ("30s", "2m", "0"); a bare number is seconds. UsageError otherwise.
+Seconds lock_timeout_of(const std::string& text);
 
 // Runs a create or restore; when it throws after writing a failed record, prints that record
 // (json/yaml) before the error goes on.

@@ -195,6 +195,13 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
                               item->outcome, item->reason});
       }
       context.out().print(nullptr, [&] { return table; });
+    } else if (!quiet) {
+      // Silence would read as "did it run at all?"
+      context.out().print(nullptr, [&] {
+        return Table{{},
+                     {{args.dry_run ? "nothing due: a reap now would do nothing"
+                                    : "nothing due: nothing was done"}}};
+      });
     }
   } else {
     nlohmann::json data = to_json(report);

@@ -148,9 +148,9 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
   app.add_option("--ledger", global.ledger,
                  "postgresql:// URI of a shared ledger, or \"local\" for the local files (default "
                  "$SANDBOXER_LEDGER, config.yaml ledger:, else local); never with a password");
-  app.add_option("--lock-timeout", global.lock_timeout_s,
-                 "Seconds to wait for the ledger lock (default 30)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lock-timeout", global.lock_timeout,
+                 "How long to wait for the ledger lock: 30s, 2m, 0 (default 30s; a bare number "
+                 "is seconds)");
 
   std::vector<std::pair<CLI::App*, commands::Runner>> runners;
   runners.reserve(commands::all_commands().size());
@@ -180,11 +180,19 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
   // `help [COMMAND]` is `[COMMAND] --help`; a word that is no command is said so, with the closest
   // one, before CLI11 would call it a missing subcommand.
   std::vector<std::string> words(argv, argv + argc);
-  if (int at = command_index(argc, argv); at > 0) {
-    if (words[at] == "help") {
-      words.erase(words.begin() + at);
-      words.emplace_back("--help");
-    } else if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
+  const int at = command_index(argc, argv);
+  const bool asks_version = std::any_of(words.begin() + 1, words.end(), [](const auto& word) {
+    return word == "-V" || word == "--version";
+  });
+  if (at == 0 && !asks_version) {
+    words.emplace_back("--help"); // a bare `sandboxer` (perhaps with options) shows what it does
+  }
+  if (at > 0 && words[at] == "help") {
+    words.erase(words.begin() + at);
+    words.emplace_back("--help");
+  }
+  if (at > 0 && at < static_cast<int>(words.size()) && !words[at].starts_with("-")) {
+    if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
       auto guess = synonym_of(words[at]);
       if (!guess) {
         guess = closest_match(words[at], names);

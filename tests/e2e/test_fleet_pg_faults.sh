@@ -14,7 +14,7 @@ BACKEND=$WORK/backend
 # The backend call takes long enough for a fault to land inside it.
 stub_profile slow <<EOF2
   root: $BACKEND
-  latency: { create: 1500ms, destroy: 300ms }
+  latency: { create: 1500ms, destroy: 1500ms }
 EOF2
 
 # wait_for_row NAME STATE: waits until the record named NAME has STATE in the table (an intent

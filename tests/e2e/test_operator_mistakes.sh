@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Mistakes an operator or a CI script makes that must not pass silently (issue 35.5, 35.7): an
-# empty --state-dir, a cron reap pointed where there is no ledger (exit 3, nothing created), a
-# blank idempotency key, and a key reused for another request (exit 7 naming the sandbox).
+# Mistakes an operator or a CI script makes that must not pass silently (issue 35.5, 35.7, 35.9):
+# an empty --state-dir, a cron reap pointed where there is no ledger (exit 3, nothing created), a
+# blank idempotency key, a key reused for another request (exit 7 naming the sandbox); a bare
+# `sandboxer` shows help, `help crate` suggests, --lock-timeout takes a duration, and an empty
+# reap says so.
 . "$(dirname "$0")/lib.sh"
 stub_profile dev <<<'  root: '"$WORK/backend"
 stub_profile other <<<'  root: '"$WORK/backend2"
@@ -35,4 +37,20 @@ expect_code 0 sbx create --profile other --ttl 10m --idempotency-key job-1 --reu
 [ "$OUT" = "$ID" ] || fail "--reuse-any: $OUT"
 expect_code 0 sbx list -q
 [ "$OUT" = "$ID" ] || fail "a refused create left a sandbox: $OUT"
+
+# The first hour's conventions.
+expect_code 0 "$SANDBOXER"
+expect_contains "$OUT" "Usage: sandboxer [OPTIONS] SUBCOMMAND"
+expect_code 2 "$SANDBOXER" help crate
+expect_contains "$ERR" 'unknown command "crate"; did you mean create?'
+expect_code 0 "$SANDBOXER" help create
+expect_contains "$OUT" "Usage: sandboxer create"
+expect_code 0 sbx --lock-timeout 30s list -q
+expect_code 0 sbx --lock-timeout 5 list -q
+expect_code 2 sbx --lock-timeout 3x list
+expect_contains "$ERR" '--lock-timeout "3x": expected a duration'
+expect_code 0 sbx reap --dry-run
+[ "$OUT" = "nothing due: a reap now would do nothing" ] || fail "an empty dry run said: $OUT"
+expect_code 0 sbx reap -q
+[ -z "$OUT" ] || fail "reap -q with nothing due printed: $OUT"
 echo ok
