@@ -69,4 +69,8 @@ std::string sha256_hex(std::string_view data) {
   return hex;
 }
 
+std::string sha256_digest(std::string_view data) {
+  return "sha256:" + sha256_hex(data);
+}
+
 } // namespace sandboxer

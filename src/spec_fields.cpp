@@ -48,13 +48,17 @@ std::map<std::string, std::string> map_at(const json& value, const std::string& 
   return result;
 }
 
-std::chrono::milliseconds duration_at(const json& value, const std::string& pointer) {
+std::chrono::milliseconds duration_at(const json& value, const std::string& pointer,
+                                      bool zero_allowed) {
   std::optional<std::chrono::milliseconds> parsed;
-  if (value.is_string()) {
+  if (zero_allowed && value == "0") {
+    parsed = std::chrono::milliseconds(0);
+  } else if (value.is_string()) {
     parsed = parse_duration_ms(value.get<std::string>());
   }
-  if (!parsed || parsed->count() <= 0) {
-    throw SpecError(pointer, "invalid duration (use 500ms, 30s, 2m)");
+  if (!parsed || parsed->count() < (zero_allowed ? 0 : 1)) {
+    throw SpecError(pointer, zero_allowed ? "invalid duration (use 0, 500ms, 30s, 2m)"
+                                          : "invalid duration (use 500ms, 30s, 2m)");
   }
   return *parsed;
 }

@@ -106,9 +106,7 @@ Spec bind_section(const json& section, const Resolve& directory_of, bool files_m
   timeout("ready_timeout", spec.ready_timeout);
   if (section.contains("settle")) {
     // Unlike a timeout, none at all is a setting (the default).
-    const json& settle = section["settle"];
-    const bool none = settle == "0" || settle == "0s" || settle == "0ms";
-    spec.settle = none ? std::chrono::milliseconds(0) : duration_at(settle, "/settle");
+    spec.settle = duration_at(section["settle"], "/settle", true);
   }
   if (spec.connect_timeout < std::chrono::seconds(1)) {
     throw SpecError("/connect_timeout",

@@ -17,8 +17,10 @@ std::string text_at(const nlohmann::json& value, const std::string& pointer);
 std::vector<std::string> strings_at(const nlohmann::json& value, const std::string& pointer);
 // A map of name: value; numbers and booleans are kept as their text.
 std::map<std::string, std::string> map_at(const nlohmann::json& value, const std::string& pointer);
-// A duration above zero ("500ms", "30s", "2m").
-std::chrono::milliseconds duration_at(const nlohmann::json& value, const std::string& pointer);
+// A duration above zero ("500ms", "30s", "2m"); with `zero_allowed`, also none at all ("0",
+// "0s"), for a setting whose absence is a choice (a wait to skip) rather than a timeout.
+std::chrono::milliseconds duration_at(const nlohmann::json& value, const std::string& pointer,
+                                      bool zero_allowed = false);
 // An integer within [low, high], written as a number or as its digits.
 long long integer_at(const nlohmann::json& value, const std::string& pointer, long long low,
                      long long high);

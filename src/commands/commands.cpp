@@ -67,12 +67,7 @@ Seconds lock_timeout_of(const std::string& text) {
       text.size() < 10) {
     return Seconds(std::stol(text));
   }
-  if (auto parsed = parse_duration(text)) {
-    return *parsed;
-  }
-  throw UsageError(fmt::format("--lock-timeout \"{}\": expected a duration such as 30s, 2m or "
-                               "0 (a bare number is seconds)",
-                               text));
+  return duration_option("--lock-timeout", text);
 }
 
 ledger::LedgerChoice ledger_choice(const std::optional<std::string>& flag, const Config& config) {

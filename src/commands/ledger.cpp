@@ -58,12 +58,10 @@ ExitCode run_verify(Context& context, const std::optional<std::string>& kept_tex
                          {"problems", problems},
                          {"kept_head", kept ? nlohmann::json(kept->text()) : nlohmann::json()}};
   std::optional<LedgerHead> head;
-  try {
+  if (context.ledger().store().exists()) {
     head = context.ledger().store().head();
-    data["head"] = head->head.text();
-  } catch (const Error&) {
-    data["head"] = nullptr; // no ledger yet
   }
+  data["head"] = head ? nlohmann::json(head->head.text()) : nlohmann::json(); // no ledger yet
   context.out().print(data, [&] {
     Table table{{}, {}};
     for (const auto& p : report.problems) {

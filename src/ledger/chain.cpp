@@ -10,10 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string digest(const std::string& text) {
-  return "sha256:" + sha256_hex(text);
-}
-
 // The fields a record keeps from its creation on, as the ledger writes them.
 constexpr std::array<const char*, 7> k_sealed_fields = {"owner", "profile",    "policy", "driver",
                                                         "spec",  "created_at", "labels"};
@@ -56,11 +52,11 @@ std::string canonical(const HistoryEntry& entry) {
 }
 
 std::string hash_of(const HistoryEntry& entry) {
-  return digest(canonical(entry));
+  return sha256_digest(canonical(entry));
 }
 
 std::string genesis(const std::string& sandbox_id) {
-  return digest(json{{"sandbox", sandbox_id}}.dump());
+  return sha256_digest(json{{"sandbox", sandbox_id}}.dump());
 }
 
 void seal(SandboxRecord& record) {

@@ -111,11 +111,11 @@ std::filesystem::path Journal::segment_path(std::uint64_t segment) const {
 }
 
 std::string genesis(const std::string& ledger_id) {
-  return "sha256:" + sha256_hex(fmt::format(R"({{"journal":"{}"}})", ledger_id));
+  return sha256_digest(fmt::format(R"({{"journal":"{}"}})", ledger_id));
 }
 
 std::string line_hash(std::string_view line) {
-  return "sha256:" + sha256_hex(line);
+  return sha256_digest(line);
 }
 
 std::string_view prev_of_line(std::string_view line) {

@@ -735,12 +735,11 @@ LedgerHead LocalStore::head() const {
   if (tail.head.empty()) {
     head.head.hash = ledger_journal::genesis(live.header.ledger_id);
   }
+  // Where the oldest retained segment joins the chain; one from before the chain holds its
+  // beginning; no segment at all: nothing before the head was kept.
   const bool made = !(tail.first == tail.segment && tail.offset == 0);
   auto start = made ? m_journal.start_of(tail.first, live.header.ledger_id) : std::nullopt;
-  head.retained_from = start && !start->prev.empty() ? start->lines : tail.lines;
-  if (made && start && start->prev.empty()) {
-    head.retained_from = 0; // the chain began inside the retained journal
-  }
+  head.retained_from = !start ? tail.lines : start->prev.empty() ? 0 : start->lines;
   return head;
 }
 

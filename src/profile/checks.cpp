@@ -45,7 +45,7 @@ public:
     profile.events = events();
     profile.driver_spec = driver_spec(profile.driver);
     profile.resolved = resolved(profile);
-    profile.hash = "sha256:" + sha256_hex(profile.resolved.dump());
+    profile.hash = sha256_digest(profile.resolved.dump());
     for (const auto& [pointer, info] : m_doc.info) {
       profile.locations[pointer] = info.location;
     }

@@ -48,7 +48,7 @@ expect_contains "$OUT" "Usage: sandboxer create"
 expect_code 0 sbx --lock-timeout 30s list -q
 expect_code 0 sbx --lock-timeout 5 list -q
 expect_code 2 sbx --lock-timeout 3x list
-expect_contains "$ERR" '--lock-timeout "3x": expected a duration'
+expect_contains "$ERR" '--lock-timeout: invalid duration "3x" (use 90s, 15m'
 expect_code 0 sbx reap --dry-run
 [ "$OUT" = "nothing due: a reap now would do nothing" ] || fail "an empty dry run said: $OUT"
 expect_code 0 sbx reap -q

@@ -18,10 +18,6 @@ std::string closing_text(const std::string& seq, const std::string& id, const st
                      seq, kind, digest, prev);
 }
 
-std::string digest_of(const std::string& text) {
-  return "sha256:" + sha256_hex(text);
-}
-
 } // namespace
 
 std::vector<Connection::Statement> chain_closings(ChainPosition& position,
@@ -34,7 +30,7 @@ std::vector<Connection::Statement> chain_closings(ChainPosition& position,
     const std::string prev =
         position.head.empty() ? ledger_journal::genesis(ledger_id) : position.head;
     const std::string seq = std::to_string(position.lines + 1);
-    const std::string digest = digest_of(row.text);
+    const std::string digest = sha256_digest(row.text);
     out.push_back({"INSERT INTO sandboxer.closings (seq, sandbox_id, kind, digest, prev) VALUES "
                    "($1, $2, $3, $4, $5)",
                    {seq, row.id, kind, digest, prev}});
@@ -107,7 +103,8 @@ void check_closings(Connection& connection, const std::string& where, VerifyRepo
              "this closed record is not on the chain of closed records: it was added or closed "
              "by hand"});
       }
-    } else if (it->second.kind == "closed" && it->second.digest != digest_of(row[2].value_or(""))) {
+    } else if (it->second.kind == "closed" &&
+               it->second.digest != sha256_digest(row[2].value_or(""))) {
       report.problems.push_back(
           {id, -1, place,
            fmt::format("this closed record differs from what closing {} hashed: it was changed "

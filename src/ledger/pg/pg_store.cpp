@@ -101,6 +101,7 @@ auto with_reconnects(const PgStore& store, std::chrono::steady_clock::time_point
 struct Changes {
   std::vector<Connection::Statement> statements;
   std::map<size_t, std::string> guards;
+  ChainPosition chain; // where the chain of closed records is once they are written
   void add(Connection::Statement statement) { statements.push_back(std::move(statement)); }
   void add_guard(Connection::Statement statement, std::string conflict) {
     guards[statements.size()] = std::move(conflict);
@@ -258,10 +259,7 @@ public:
     for (const auto& record : m_data.sandboxes) {
       remember(record);
     }
-    if (m_chain_after) {
-      m_chain = *m_chain_after;
-      m_chain_after.reset();
-    }
+    m_chain = changes.chain;
     m_claimed.clear();
     m_events.clear();
   }
@@ -362,6 +360,7 @@ private:
   // What commit() writes: each new or changed record, its new history entries, its snapshots.
   Changes changes() {
     Changes out;
+    out.chain = m_chain;
     std::vector<ClosedRow> closed; // each write of a closed record goes on the chain
     for (auto& record : m_data.sandboxes) {
       chain::seal(record);
@@ -433,8 +432,7 @@ private:
       }
     }
     if (!closed.empty()) {
-      ChainPosition chain = m_chain;
-      auto statements = chain_closings(chain, m_data.ledger_id, "closed", closed);
+      auto statements = chain_closings(out.chain, m_data.ledger_id, "closed", closed);
       const std::size_t guard = guard_of(statements);
       for (std::size_t i = 0; i < statements.size(); ++i) {
         if (i == guard) {
@@ -444,7 +442,6 @@ private:
           out.add(std::move(statements[i]));
         }
       }
-      m_chain_after = chain;
     }
     return out;
   }
@@ -453,7 +450,6 @@ private:
   LedgerData m_data;
   std::uint64_t m_seq_at_start = 0;
   ChainPosition m_chain; // where the chain of closed records is, under the writers' turn
-  std::optional<ChainPosition> m_chain_after; // where this commit leaves it
   std::map<std::string, Known> m_known;
   std::set<std::string> m_claimed;
   std::vector<KeptEvent> m_events; // the outbox's rows, written by commit()
@@ -753,7 +749,7 @@ PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
       pruned.push_back({row[0].value_or(""), row[1].value_or("")});
     }
     const LedgerHead head = chain_head(ready());
-    ChainPosition chain{head.head.lines == 0 ? std::string() : head.head.hash, head.head.lines};
+    ChainPosition chain{head.head.hash, head.head.lines};
     auto statements = chain_closings(chain, head.ledger_id, "pruned", pruned);
     const std::size_t guard = guard_of(statements);
     statements.push_back({"DELETE FROM sandboxer.sandboxes WHERE NOT resident AND last_time < $1",
