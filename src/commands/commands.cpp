@@ -165,7 +165,8 @@ const std::vector<CommandEntry>& all_commands() {
       {"reap", "Destroy every expired sandbox (for cron)", &setup_reap,
        "sandboxer reap --no-wait --metrics-file /var/lib/node_exporter/sandboxer.prom\n"
        "sandboxer reap --dry-run -o json > plan.json && sandboxer reap --plan plan.json\n"
-       "sandboxer reap --orphans=destroy"},
+       "sandboxer reap --orphans=destroy\n"
+       "sandboxer reap --orphans --profile remote-host"},
       {"history", "Print a sandbox's whole history: every transition and its event", &setup_history,
        "sandboxer history scratch -o json"},
       {"evidence", "Print one self-contained, checkable document about a sandbox", &setup_evidence,

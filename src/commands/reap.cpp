@@ -28,6 +28,7 @@ struct ReapArgs {
   std::string claim_lease = "10m";
   std::string keep_history = "7d";
   std::optional<std::string> orphans;
+  std::vector<std::string> profiles;
   std::optional<std::string> plan;
   std::string wait = "1m";
   bool no_wait = false;
@@ -64,24 +65,16 @@ nlohmann::json read_plan(const std::string& path) {
   return plan;
 }
 
-// Every profile in the profiles directories, for `--orphans`: a backend that only a profile
-// names (no record left) is asked too. Broken profiles are skipped with a warning.
-std::vector<Profile> all_profiles(Context& context) {
+// The profiles `--orphans --profile` names, each checked in full before any backend is asked: a
+// typo or a missing secret is a usage error, not a backend the run then fails to list.
+std::vector<Profile> named_profiles(Context& context, const std::vector<std::string>& names) {
   std::vector<Profile> profiles;
   auto search = context.profile_search_path();
-  for (const auto& dir : search) {
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      auto ext = entry.path().extension();
-      if (!entry.is_regular_file() || (ext != ".yaml" && ext != ".yml")) {
-        continue;
-      }
-      try {
-        profiles.push_back(load_profile(entry.path(), search));
-      } catch (const Error& e) {
-        spdlog::warn("reap --orphans: skipping {}: {}", entry.path().string(), e.what());
-      }
-    }
+  for (const auto& name : names) {
+    Profile profile = load_profile(find_profile(name, search), search);
+    context.drivers().check_profile(profile);
+    resolve_secrets(secret_refs_of(profile));
+    profiles.push_back(std::move(profile));
   }
   return profiles;
 }
@@ -134,7 +127,10 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
     } else {
       throw UsageError(fmt::format("--orphans={}: expected report or destroy", *args.orphans));
     }
-    options.profiles = all_profiles(context);
+    options.profiles = named_profiles(context, args.profiles);
+  } else if (!args.profiles.empty()) {
+    throw UsageError("--profile names a backend for --orphans to ask; without --orphans it has "
+                     "nothing to do");
   }
   if (args.plan) {
     if (args.dry_run || args.orphans) {
@@ -250,6 +246,11 @@ void setup_reap(CLI::App& app, Runner& runner) {
                  "Reconcile with the backends: report (default) or destroy resources of this "
                  "ledger without a live record")
       ->expected(0, 1);
+  app.add_option("-p,--profile", args->profiles,
+                 "With --orphans: also ask this profile's backend (repeatable); by default only "
+                 "the backends the ledger's records used are asked")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--plan", args->plan,
                  "Execute exactly the destroys of a saved 'reap --dry-run -o json'");
   auto* wait = app.add_option("--wait", args->wait,

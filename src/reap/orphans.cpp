@@ -18,44 +18,52 @@ struct Backend {
   nlohmann::json spec;
   nlohmann::json secret_refs;
   std::string profile;
-  // Some record of the ledger uses it. A backend that only a profile names (an example profile
-  // whose key is unset) that cannot be asked is a warning, not a sandbox that could not be handled.
-  bool has_records = false;
+  // Only closed records used it: a backend that cannot be asked any more (its key was unset since)
+  // is then a warning, not a live sandbox that could not be handled.
+  bool closed_only = true;
 };
 
 std::string key_of(const std::string& driver, const nlohmann::json& spec) {
   return driver + "\n" + spec.dump();
 }
 
-// Every backend used by a record of the ledger or a profile of the profiles dir whose driver can
-// list by label.
-std::map<std::string, Backend> backends_of(const DriverCatalog& drivers, const LedgerData& data,
-                                           const std::vector<Profile>& profiles) {
+// The backends this ledger used (its resident records and the closed ones history still keeps:
+// a record closed by `destroy --forget` is exactly where an orphan is left) and those the
+// operator named with --profile. Nothing else is asked: an example profile lying in the
+// profiles directory must not cost an SSH connection or a warning at every cron run.
+std::map<std::string, Backend> backends_of(Run& run) {
+  const DriverCatalog& drivers = run.engine.drivers();
   std::map<std::string, Backend> backends;
+  std::set<std::string> unlistable;
   auto add = [&](const std::string& driver, const nlohmann::json& spec,
-                 const nlohmann::json& secret_refs, const std::string& profile, bool from_record) {
+                 const nlohmann::json& secret_refs, const std::string& profile, bool closed) {
+    if (unlistable.count(driver)) {
+      return;
+    }
     try {
       if (!drivers.find(driver).capabilities().list_by_label) {
+        unlistable.insert(driver);
         return;
       }
     } catch (const std::exception& e) {
+      unlistable.insert(driver);
       spdlog::warn("reap --orphans: {}", e.what());
       return;
     }
     auto [it, added] =
         backends.try_emplace(key_of(driver, spec), Backend{driver, spec, secret_refs, profile});
-    it->second.has_records = it->second.has_records || from_record;
+    it->second.closed_only = it->second.closed_only && closed;
   };
-  for (const auto& record : data.sandboxes) {
-    add(record.driver, record.spec, record.secret_refs, record.profile.name, true);
+  for (const auto& record : run.seen.sandboxes) {
+    add(record.driver, record.spec, record.secret_refs, record.profile.name, false);
   }
-  for (const auto& profile : profiles) {
-    try {
-      add(profile.driver, drivers.check_profile(profile), secret_refs_of(profile), profile.name,
-          false);
-    } catch (const std::exception& e) {
-      spdlog::warn("reap --orphans: skipping profile {}: {}", profile.path.string(), e.what());
-    }
+  run.ledger.scan(Records::closed, ReadScope::whole, [&](SandboxRecord& record) {
+    add(record.driver, record.spec, record.secret_refs, record.profile.name, true);
+    return true;
+  });
+  for (const auto& profile : run.options.profiles) {
+    add(profile.driver, drivers.check_profile(profile), secret_refs_of(profile), profile.name,
+        false);
   }
   return backends;
 }
@@ -143,14 +151,14 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
     item.action = "orphans";
     item.reason = fmt::format("cannot list driver {} (profile {}): {}", backend.driver,
                               backend.profile, log::redact(e.what()));
-    if (backend.has_records) {
+    if (backend.closed_only) {
+      item.outcome = "skipped";
+      spdlog::warn("reap --orphans: {}; only closed records used it, so it is skipped",
+                   item.reason);
+    } else {
       item.outcome = "failed";
       spdlog::error("reap --orphans: {}", item.reason);
       ++run.report.failures;
-    } else {
-      item.outcome = "skipped";
-      spdlog::warn("reap --orphans: {}; no sandbox of this ledger uses it, so it is skipped",
-                   item.reason);
     }
     run.report.items.push_back(std::move(item));
     return;
@@ -271,8 +279,7 @@ void reconcile_orphans(Run& run, std::vector<Work>& destroys) {
     return; // no ledger yet: no resource can carry its id
   }
   std::set<std::string> handled;
-  for (const auto& [key, backend] :
-       backends_of(run.engine.drivers(), run.seen, run.options.profiles)) {
+  for (const auto& [key, backend] : backends_of(run)) {
     reconcile_backend(run, backend, destroys, handled);
   }
 }

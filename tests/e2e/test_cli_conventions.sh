@@ -138,13 +138,37 @@ SANDBOXER_FAKE_NOW=2026-12-02T10:10:06Z expect_code 0 sbx reap --plan "$WORK/pla
   fail "the plan's item was not destroyed: $OUT"
 expect_contains "$ERR" "destroyed (destroy: ttl expired at 2026-12-02T10:10:00Z)"
 
-# 11. Profiles that cannot be used are warnings in reap --orphans, not failures.
+# 11. reap --orphans asks only the backends the ledger used, and those --profile names: example
+# profiles lying in the profiles directory cost no connection and no warning.
 printf 'driver: nosuchdriver\n' >"$PROFILES/alien.yaml"
 printf 'driver: e2b\nsecrets: { api_key: { env: SANDBOXER_TEST_UNSET_KEY } }\ne2b: { template: base }\n' \
   >"$PROFILES/keyless.yaml"
+coproc LISTENER { exec /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    open(sys.argv[1], "a").write("connection\n")
+    c.close()' "$WORK/connections"; }
+read -r PORT <&"${LISTENER[0]}"
+printf 'services: { app: { image: x } }\n' >"$PROFILES/stack.yml"
+printf 'driver: compose-ssh\ncompose-ssh: { host: 127.0.0.1, port: %s, user: nobody, compose_file: stack.yml, service: app, connect_timeout: 2s }\n' \
+  "$PORT" >"$PROFILES/remote.yaml"
 expect_code 0 sbx reap --orphans --dry-run
-expect_contains "$ERR" "alien.yaml"
 expect_code 0 sbx reap --orphans
+for name in alien keyless remote; do
+  ! grep -q "$name" <<<"$ERR" || fail "reap --orphans read the unused profile $name: $ERR"
+done
+[ ! -e "$WORK/connections" ] || fail "reap --orphans connected to a host only an unused profile names"
+expect_code 2 sbx reap --orphans --profile alien
+expect_code 2 sbx reap --orphans --profile keyless
+expect_contains "$ERR" "SANDBOXER_TEST_UNSET_KEY"
+expect_code 2 sbx reap --profile dev
+expect_code 6 sbx reap --orphans --profile remote
+[ "$(wc -l <"$WORK/connections")" -ge 1 ] || fail "reap --orphans --profile remote did not ask its host"
+kill "$LISTENER_PID"
+rm "$PROFILES/alien.yaml" "$PROFILES/keyless.yaml" "$PROFILES/remote.yaml" "$PROFILES/stack.yml"
 
 # 17. DOCKER_HOST at a server that is not a Docker Engine: a backend error (4), said so.
 coproc WEB { exec /usr/bin/python3 "$SANDBOXER_SOURCE_DIR/tests/e2e/canned_http.py" 404 \

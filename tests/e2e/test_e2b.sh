@@ -4,8 +4,6 @@
 . "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || skip "python3 is missing"
 command -v curl >/dev/null || skip "curl is missing"
-# reap --orphans reads every profile on the search path, ./profiles included: keep the repository's
-# example profiles (which name the real E2B) out of it.
 cd "$WORK"
 
 start_fake_e2b

@@ -3,8 +3,6 @@
 # lifecycle through the CLI, streamed exec, snapshot and restore, extend within Modal's fixed
 # lifetime, a sandbox that ends by itself, reap, the older exec path, and TLS with a throwaway CA.
 . "$(dirname "$0")/lib.sh"
-# reap --orphans reads every profile on the search path, ./profiles included: keep the
-# repository's example profiles (which name the real Modal) out of it.
 cd "$WORK"
 
 start_fake_modal

@@ -437,6 +437,47 @@ TEST_F(Reap, OrphansAreReportedThenDestroyedAndVanishedRecordsClosed) {
   EXPECT_EQ(report.vanished, 0);
 }
 
+// A labelled resource of this ledger in the stub root `root`, as a lost record would leave it.
+void plant(const std::filesystem::path& root, const std::string& id, const std::string& ledger_id) {
+  std::filesystem::create_directories(root / "sandboxes" / id / "fs");
+  std::ofstream(root / "sandboxes" / id / "meta.json")
+      << R"({"labels": {"sandboxer.id": ")" << id << R"(", "sandboxer.ledger": ")" << ledger_id
+      << R"("}})";
+}
+
+TEST_F(Reap, OnlyBackendsTheLedgerUsedOrNamedAreAsked) {
+  create(1h);
+  auto ledger_id = ledger.read().ledger_id;
+  auto unused = dir / "unused-root";
+  plant(unused, "sbx-lost00000000", ledger_id);
+
+  ReapOptions o = options();
+  o.orphans = OrphanMode::report;
+  auto report = reaper.run(o);
+  EXPECT_EQ(report.orphans, 0) << "a backend no record uses was asked";
+
+  o.profiles.push_back(profile("{root: " + unused.string() + "}"));
+  report = reaper.run(o);
+  EXPECT_EQ(report.orphans, 1);
+  EXPECT_TRUE(item(report, "sbx-lost00000000", "orphan"));
+}
+
+TEST_F(Reap, AClosedRecordsBackendIsStillAsked) {
+  auto other = dir / "other-root";
+  auto id = create(1h, "{root: " + other.string() + "}");
+  engine.destroy(id, "done");
+  create(1h); // a live record in the default root: the other root is used by the closed one only
+  auto ledger_id = ledger.read().ledger_id;
+  plant(other, "sbx-left00000000", ledger_id);
+
+  ReapOptions o = options();
+  o.orphans = OrphanMode::report;
+  auto report = reaper.run(o);
+  EXPECT_EQ(report.orphans, 1);
+  EXPECT_TRUE(item(report, "sbx-left00000000", "orphan"));
+  EXPECT_EQ(report.failures, 0);
+}
+
 TEST_F(Reap, DestroyedRecordsArePrunedAfterKeepHistory) {
   auto old_one = create(1h), recent = create(1h);
   engine.destroy(old_one, "test");
