@@ -120,7 +120,7 @@ json get(const std::string& name, const DriverCatalog& drivers) {
   } else {
     message += " ('sandboxer schema' lists them)";
   }
-  throw UsageError(message);
+  throw NotFoundError(message);
 }
 
 } // namespace sandboxer::schemas

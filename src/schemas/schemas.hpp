@@ -22,7 +22,7 @@ std::vector<std::string> names();
 
 // The schema named `name`, self-contained. `profile` includes the section of every driver
 // `drivers` knows (built-in, and external ones that publish a schema in their handshake). Throws
-// UsageError with a did-you-mean for an unknown name.
+// NotFoundError with a did-you-mean for an unknown name.
 nlohmann::json get(const std::string& name, const DriverCatalog& drivers);
 
 } // namespace sandboxer::schemas

@@ -24,7 +24,7 @@ cmp <(jq -S . "$S/ledger.json") <(jq -S . "$SANDBOXER_SOURCE_DIR/schemas/ledger.
   || fail "sandboxer schema ledger differs from schemas/ledger.schema.json"
 jq -e '.properties.stub and .properties.docker and .properties.pydir and ."$defs".drivers.pydir.properties.root' \
   "$S/profile.json" >/dev/null || fail "the profile schema lacks a driver's section"
-expect_code 2 sbx schema lst
+expect_code 3 sbx schema lst
 expect_contains "$ERR" "did you mean 'list'?"
 
 # Every shipped profile, as written (YAML) and as resolved.
