@@ -1,6 +1,7 @@
 #include "src/schemas/schemas.hpp"
 
 #include <fmt/format.h>
+#include <set>
 #include <spdlog/spdlog.h>
 
 #include <sandboxer/error.hpp>
@@ -48,13 +49,33 @@ json protocol_bundle() {
 
 json profile_with_drivers(const DriverCatalog& drivers) {
   json schema = *find_embedded("profile");
-  auto add = [&](const std::string& name, const json& section) {
-    schema["$defs"]["drivers"][name] = section;
-    schema["properties"][name] = {
-        {"anyOf", {{{"type", "null"}}, {{"$ref", "#/$defs/drivers/" + name}}}}};
+  json known = json::array();
+  std::set<std::string> ids;
+  // Each section is its own schema resource in $defs (a 2020-12 compound document), referred to
+  // by its $id: its own "#/$defs/..." refs then resolve inside it, not against the profile.
+  auto add = [&](const std::string& name, json section) {
+    std::string id = fmt::format("{}drivers/{}.schema.json", k_base, name);
+    if (section.is_object()) {
+      const json* own = section.contains("$id") ? &section["$id"] : nullptr;
+      if (own && own->is_string() && !ids.contains(own->get<std::string>())) {
+        id = own->get<std::string>();
+      } else if (own) {
+        spdlog::warn("schema profile: driver {}'s schema $id {} replaced by {} (one resource "
+                     "per id)",
+                     name, own->dump(), id);
+      }
+      section["$id"] = id;
+    } else {
+      // A boolean schema cannot carry an $id: wrapped, so that it is still a resource.
+      section = {{"$id", id}, {"allOf", json::array({section})}};
+    }
+    ids.insert(id);
+    schema["$defs"]["driver-" + name] = std::move(section);
+    schema["properties"][name] = {{"anyOf", {{{"type", "null"}}, {{"$ref", id}}}}};
   };
   for (const auto* factory : drivers.builtin()) {
     std::string name(factory->name());
+    known.push_back(name);
     if (const json* published = find_embedded("drivers/" + name)) {
       add(name, *published);
     } else if (json own = factory->schema(); !own.is_null()) {
@@ -62,6 +83,7 @@ json profile_with_drivers(const DriverCatalog& drivers) {
     }
   }
   for (const auto& file : drivers.external()) {
+    known.push_back(file.name);
     try {
       const auto& description = external::describe(drivers.find(file.name));
       add(file.name, description.schema.is_null() ? json{{"type", "object"}} : description.schema);
@@ -69,6 +91,13 @@ json profile_with_drivers(const DriverCatalog& drivers) {
       spdlog::warn("schema profile: driver {} left out: {}", file.name, e.what());
     }
   }
+  // The drivers found now: a driver installed later needs the schema made again.
+  json& driver = schema["properties"]["driver"];
+  driver.erase("minLength");
+  driver["anyOf"] = {{{"enum", known}}, {{"pattern", "\\$\\{"}}};
+  driver["description"] = "a driver this sandboxer knew when the schema was made (sandboxer "
+                          "schema profile: make it again after installing a driver), or a value "
+                          "holding ${VAR}, checked after expansion";
   return schema;
 }
 
@@ -120,7 +149,7 @@ json get(const std::string& name, const DriverCatalog& drivers) {
   } else {
     message += " ('sandboxer schema' lists them)";
   }
-  throw UsageError(message);
+  throw NotFoundError(message);
 }
 
 } // namespace sandboxer::schemas

@@ -21,8 +21,9 @@ const std::vector<Embedded>& embedded();
 std::vector<std::string> names();
 
 // The schema named `name`, self-contained. `profile` includes the section of every driver
-// `drivers` knows (built-in, and external ones that publish a schema in their handshake). Throws
-// UsageError with a did-you-mean for an unknown name.
+// `drivers` knows (built-in, and external ones that publish a schema in their handshake), each as
+// $defs/driver-NAME under its own $id, and lists their names in `driver`. Throws NotFoundError
+// with a did-you-mean for an unknown name.
 nlohmann::json get(const std::string& name, const DriverCatalog& drivers);
 
 } // namespace sandboxer::schemas

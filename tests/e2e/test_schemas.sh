@@ -6,6 +6,16 @@
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 "$PY" -c 'import jsonschema, yaml' 2>/dev/null || skip "python3-jsonschema or python3-yaml is missing"
+# The profile schema also goes through a second validator: a jsonschema that resolves references
+# through `referencing` (>= 4.18; Debian 12's 4.10 pushes every $id it meets and so misses a $ref
+# that points nowhere). The machine image's python3 (pyenv's) has it: docs/profile-format.md,
+# "The schema".
+PY2=""
+for candidate in $(type -ap python3 python3.13 python3.12 python3.11) \
+  "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/python3; do
+  if "$candidate" -c 'import jsonschema, referencing' 2>/dev/null; then PY2=$candidate; break; fi
+done
+[ -n "$PY2" ] || skip "no python3 whose jsonschema has referencing (>= 4.18)"
 VALIDATE="$SANDBOXER_SOURCE_DIR/tests/validate_json.py"
 export SANDBOXER_DRIVER_PATH="$SANDBOXER_SOURCE_DIR/tests/data/recording:$SANDBOXER_SOURCE_DIR/examples/python"
 export RECORD_TARGET="$SANDBOXER_SOURCE_DIR/examples/python/sandboxer-driver-pydir"
@@ -22,17 +32,96 @@ done
 [ -s "$S/driver-protocol.json" ] && [ -s "$S/drivers-test.json" ] && [ -s "$S/event.json" ] || fail "schemas missing"
 cmp <(jq -S . "$S/ledger.json") <(jq -S . "$SANDBOXER_SOURCE_DIR/schemas/ledger.schema.json") \
   || fail "sandboxer schema ledger differs from schemas/ledger.schema.json"
-jq -e '.properties.stub and .properties.docker and .properties.pydir and ."$defs".drivers.pydir.properties.root' \
+jq -e '.properties.stub and .properties.docker and .properties.pydir and ."$defs"["driver-pydir"].properties.root' \
   "$S/profile.json" >/dev/null || fail "the profile schema lacks a driver's section"
-expect_code 2 sbx schema lst
+jq -e '.properties.driver | tostring | contains("\"pydir\"") and contains("\"stub\"")' "$S/profile.json" \
+  >/dev/null || fail "the profile schema's driver does not list the drivers"
+expect_code 3 sbx schema lst
 expect_contains "$ERR" "did you mean 'list'?"
+# A $id starts a schema resource only where a schema stands: in $defs, a driver's section is one;
+# anywhere else (under a keyword that is not a schema) it is not, and the refs inside it resolve
+# against the root (what python-jsonschema 4.18+ refused on modal profiles).
+jq -e '[paths(type == "object" and has("$id")) | select(length > 0 and (length != 2 or .[0] != "$defs"))]
+  | if length == 0 then true else error("$id below the root at \(map(join("/")))") end' \
+  "$S/profile.json" >/dev/null || fail "a \$id where no schema resource can start"
+
+to_json() { "$PY" -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' "$1"; }
+# both SCHEMA FILE...: every FILE is valid in both validators.
+both() { "$PY" "$VALIDATE" "$@" && "$PY2" "$VALIDATE" "$@"; }
+# neither SCHEMA FILE...: every FILE is invalid in both (and neither validator broke on the schema).
+neither() { "$PY" "$VALIDATE" --invalid "$@" && "$PY2" "$VALIDATE" --invalid "$@"; }
 
 # Every shipped profile, as written (YAML) and as resolved.
 for file in "$SANDBOXER_SOURCE_DIR"/profiles/*.yaml; do
-  "$PY" -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' "$file" \
-    >"$WORK/out/profile-$(basename "$file" .yaml).json"
+  to_json "$file" >"$WORK/out/profile-$(basename "$file" .yaml).json"
 done
-"$PY" "$VALIDATE" "$S/profile.json" "$WORK"/out/profile-*.json || fail "a shipped profile"
+both "$S/profile.json" "$WORK"/out/profile-*.json || fail "a shipped profile"
+
+# Wrong profiles that sandboxer refuses fail in both validators; each has a right twin, the same
+# file with @ replaced by a value sandboxer takes, which passes (so each fails for its one value).
+mkdir -p "$WORK/good" "$WORK/bad"
+touch "$WORK/good/c.compose" "$WORK/bad/c.compose"
+case_of() { # NAME GOOD BAD TEMPLATE
+  sed "s|@|$2|" <<<"$4" >"$WORK/good/$1.yaml"
+  sed "s|@|$3|" <<<"$4" >"$WORK/bad/$1.yaml"
+}
+case_of ttl-unit 45m 45mins $'driver: stub\nttl: @'
+case_of ttl-max 2h '2 hours' $'driver: stub\nttl: { default: 30m, max: @ }'
+case_of ttl-zero 1s 0s $'driver: stub\nttl: @'
+case_of driver-typo stub dokcer $'driver: @\nttl: 30m'
+case_of modal-timeout 2h '2 hours' $'driver: modal\nmodal: { image: x, timeout: @ }'
+case_of docker-stop 10s '10 secs' $'driver: docker\ndocker: { image: x, stop_timeout: @ }'
+case_of compose-ssh-command 500ms '5 sec' \
+  $'driver: compose-ssh\ncompose-ssh: { host: h, compose_file: c.compose, command_timeout: @ }'
+# External drivers' schemas are resources too: the first to claim an $id keeps it, a second one
+# with the same $id gets its own (two resources cannot share one), and the "#/$defs/n" of each
+# resolves inside itself (n is an integer for ida, text for idb).
+mkdir -p "$WORK/drivers"
+for name in ida idb; do
+  [ "$name" = ida ] && n_type=integer || n_type=string
+  cat >"$WORK/drivers/sandboxer-driver-$name" <<EOF2
+#!/usr/bin/env python3
+import sys
+sys.path.insert(0, "$SANDBOXER_SOURCE_DIR/tests/data/drivers")
+import pydir_variant
+pydir = pydir_variant.load("$name")
+initialize = pydir.METHODS["initialize"]
+def with_schema(params):
+    result = initialize(params)
+    result["schema"] = {"\$id": "https://example.test/shared.schema.json", "type": "object",
+                        "properties": {"n": {"\$ref": "#/\$defs/n"}},
+                        "\$defs": {"n": {"type": "$n_type"}}}
+    return result
+pydir.METHODS["initialize"] = with_schema
+pydir.main()
+EOF2
+  chmod +x "$WORK/drivers/sandboxer-driver-$name"
+done
+SANDBOXER_DRIVER_PATH="$WORK/drivers" expect_code 0 sbx schema profile
+printf '%s\n' "$OUT" >"$S/profile-ids.json"
+expect_contains "$ERR" "driver idb's schema \$id \"https://example.test/shared.schema.json\" replaced"
+jq -e '."$defs"["driver-ida"]."$id" == "https://example.test/shared.schema.json"
+  and ."$defs"["driver-idb"]."$id" == "https://sandboxer.dev/schemas/drivers/idb.schema.json"' \
+  "$S/profile-ids.json" >/dev/null || fail "external drivers' \$id"
+printf 'driver: ida\nida: { n: 1 }\nidb: { n: x }\n' >"$WORK/good/ids.yaml"
+printf 'driver: ida\nida: { n: x }\n' >"$WORK/bad/ida.yaml"
+printf 'driver: idb\nidb: { n: 1 }\n' >"$WORK/bad/idb.yaml"
+for file in "$WORK"/good/ids.yaml "$WORK"/bad/id?.yaml; do to_json "$file" >"${file%.yaml}.json"; done
+both "$S/profile-ids.json" "$WORK/good/ids.json" || fail "external drivers' sections"
+neither "$S/profile-ids.json" "$WORK"/bad/id?.json || fail "a wrong external section passed"
+rm "$WORK"/good/ids.* "$WORK"/bad/id?.*
+
+# Files are validated as written: a value from ${VAR} is checked after expansion, by sandboxer.
+printf 'driver: ${DRIVER:-stub}\nttl: { default: "${TTL:-30m}", max: 2h }\n' >"$WORK/good/expanded.yaml"
+for file in "$WORK"/good/*.yaml "$WORK"/bad/*.yaml; do to_json "$file" >"${file%.yaml}.json"; done
+for file in "$WORK"/good/*.yaml; do
+  sbx profiles validate "$file" >/dev/null || fail "sandboxer refuses the right twin $file"
+done
+for file in "$WORK"/bad/*.yaml; do
+  expect_code 2 sbx profiles validate "$file"
+done
+both "$S/profile.json" "$WORK"/good/*.json || fail "a right profile"
+neither "$S/profile.json" "$WORK"/bad/*.json || fail "a wrong profile passed"
 
 # A real run with the stub driver: each output against its schema.
 out() { local name=$1; shift; sbx "$@" -o json >"$WORK/out/$name.json" || fail "$*"; check "$name" "$WORK/out/$name.json"; }

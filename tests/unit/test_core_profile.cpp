@@ -1,11 +1,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <regex>
 #include <set>
 
+#include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 
 #include "src/profile/profile.hpp"
+#include "src/schemas/schemas.hpp"
 #include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 
@@ -958,6 +961,112 @@ TEST(ProfileClosestMatch, LongWordsAllowAThird) {
   // 12 letters: up to 4 edits, but not 5.
   EXPECT_EQ(closest_match("abcdefghijkl", {"abcdefghwxyz"}), "abcdefghwxyz");
   EXPECT_EQ(closest_match("abcdefghijkl", {"abcdefgvwxyz"}), std::nullopt);
+}
+
+// The published profile schema's durations ($defs/duration, lifetime, duration_ms) and the parsers
+// must agree on every spelling: a validator that passes what sandboxer refuses (ttl: 45mins) or
+// refuses what it takes is the bug of issue 35. So the patterns are read from the schema itself.
+
+json embedded_schema(std::string_view name) {
+  for (const auto& file : schemas::embedded()) {
+    if (file.name == name) {
+      return json::parse(file.text);
+    }
+  }
+  ADD_FAILURE() << "no embedded schema " << name;
+  return json::object();
+}
+
+// Whether `schema` accepts the string `text`: the keywords these definitions use, evaluated as a
+// validator does (a pattern is searched, not matched whole); any other keyword fails the test, so
+// that a new one cannot be silently ignored here.
+bool accepts(const json& defs, const json& schema, const std::string& text) {
+  bool ok = true;
+  for (const auto& [keyword, value] : schema.items()) {
+    if (keyword == "$ref") {
+      const std::string ref = value.get<std::string>();
+      ok = ok && ref.starts_with("#/$defs/") && accepts(defs, defs.at(ref.substr(8)), text);
+    } else if (keyword == "pattern") {
+      ok = ok && std::regex_search(text, std::regex(value.get<std::string>()));
+    } else if (keyword == "minLength") {
+      ok = ok && text.size() >= value.get<size_t>();
+    } else if (keyword == "not") {
+      ok = ok && !accepts(defs, value, text);
+    } else if (keyword == "anyOf") {
+      ok = ok && std::any_of(value.begin(), value.end(),
+                             [&](const json& branch) { return accepts(defs, branch, text); });
+    } else if (keyword != "type" && keyword != "description") {
+      ADD_FAILURE() << "keyword " << keyword << " is not evaluated by this test";
+    }
+  }
+  return ok;
+}
+
+TEST(ProfileSchema, DurationPatternsAcceptExactlyWhatTheParsersRead) {
+  const json defs = embedded_schema("profile")["$defs"];
+  // Past 100 years (36500d) parse_duration refuses a value the pattern cannot count: a bound, like
+  // ttl.max, not the grammar, so the table stays below it.
+  const std::vector<std::string> table = {
+      "1h30m", "90s",    "1w2d",    "30m1h",       "45mins",  "1.5h",    "0s",         "",
+      "5",     "1h 30m", " 1h",     "-1h",         "1H",      "+1h",     "1d2h3m4s",   "2w",
+      "h",     "1hh",    "1h1h",    "01h",         "00s",     "0h0m",    "0w0d0h0m0s", "1m0s",
+      "500ms", "0ms",    "1s500ms", "ms",          "5 ms",    "1m5ms",   "1ms1s",      "36500d",
+      "1w1w",  "1s1m",   "${TTL}",  "${TTL:-30m}", "2 hours", "10 secs", "1h\n",       "\n1h"};
+  for (const auto& text : table) {
+    // A value holding ${VAR} is checked after expansion: the schema lets it through as written.
+    const bool expanded = text.find("${") != std::string::npos;
+    auto seconds = parse_duration(text);
+    EXPECT_EQ(accepts(defs, defs["duration"], text), seconds.has_value() || expanded)
+        << "duration \"" << text << "\"";
+    EXPECT_EQ(accepts(defs, defs["lifetime"], text),
+              (seconds && *seconds >= Seconds(1)) || expanded)
+        << "lifetime \"" << text << "\"";
+    EXPECT_EQ(accepts(defs, defs["duration_ms"], text),
+              parse_duration_ms(text).has_value() || expanded)
+        << "duration_ms \"" << text << "\"";
+  }
+}
+
+// Each driver's schema stands alone (`sandboxer schema drivers/docker`), and so carries its own
+// copy of the definitions it uses: the copies are the profile's, and every "#/$defs/..." it
+// refers to is its own.
+void collect_refs(const json& node, std::vector<std::string>& out) {
+  if (node.is_object()) {
+    if (node.contains("$ref") && node["$ref"].is_string()) {
+      out.push_back(node["$ref"].get<std::string>());
+    }
+    for (const auto& [key, value] : node.items()) {
+      collect_refs(value, out);
+    }
+  } else if (node.is_array()) {
+    for (const auto& value : node) {
+      collect_refs(value, out);
+    }
+  }
+}
+
+TEST(ProfileSchema, DriverSchemasCarryTheProfilesDurationDefinitions) {
+  const json profile_defs = embedded_schema("profile")["$defs"];
+  int drivers = 0;
+  for (const auto& file : schemas::embedded()) {
+    if (!file.name.starts_with("drivers/")) {
+      continue;
+    }
+    ++drivers;
+    const json schema = json::parse(file.text);
+    const json defs = schema.value("$defs", json::object());
+    for (const auto& [name, definition] : defs.items()) {
+      ASSERT_TRUE(profile_defs.contains(name)) << file.name << ": $defs/" << name;
+      EXPECT_EQ(definition, profile_defs[name]) << file.name << ": $defs/" << name;
+    }
+    std::vector<std::string> refs;
+    collect_refs(schema, refs);
+    for (const auto& ref : refs) {
+      ASSERT_TRUE(ref.starts_with("#/$defs/")) << file.name << ": " << ref;
+      EXPECT_TRUE(defs.contains(ref.substr(8))) << file.name << ": " << ref << " points nowhere";
+    }
+  }
+  EXPECT_GE(drivers, 5);
 }
 
 } // namespace
