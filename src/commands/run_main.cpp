@@ -22,6 +22,7 @@
 #include "commands/cli_app.hpp"
 #include "commands/cli_values.hpp"
 #include "commands/commands.hpp"
+#include "commands/complete.hpp"
 #include "src/profile/profile.hpp"
 
 using namespace sandboxer;
@@ -140,6 +141,10 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
     names.emplace_back(entry.name);
   }
   commands::set_cli_root(&app);
+  // A TAB in a shell (completion_scripts.cpp): before anything that could log, lock or write.
+  if (argc > 1 && std::string_view(argv[1]) == "__complete") {
+    return commands::run_complete(app, std::vector<std::string>(argv + 2, argv + argc));
+  }
 
   // `help [COMMAND]` is `[COMMAND] --help`; a word that is no command is said so, with the closest
   // one, before CLI11 would call it a missing subcommand.
