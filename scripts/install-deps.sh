@@ -3,7 +3,8 @@
 # Usage: scripts/install-deps.sh [build | all]
 #   build: what configuring and building the binary needs (scripts/demo.sh: the main job)
 #   all (the default): also what the tests run: the sanitizer and fuzz compilers, QEMU and
-#   Packer, PostgreSQL, sshd and compose, and the tools the end-to-end tests call
+#   Packer, PostgreSQL, sshd and compose, and the tools the end-to-end tests call (zsh and fish:
+#   tests/e2e/test_completion.sh drives each shell's completion)
 set -euo pipefail
 build=(
   build-essential cmake ninja-build pkg-config git
@@ -20,6 +21,7 @@ tests=(
   openssh-client openssh-server docker-compose
   qemu-system-x86 qemu-utils seabios packer busybox-static e2fsprogs dropbear-bin iproute2
   postgresql
+  zsh fish man-db
 )
 case "${1:-all}" in
 build) packages=("${build[@]}") ;;

@@ -85,8 +85,8 @@ struct CommandEntry {
 void setup_completion(CLI::App& app, Runner& runner);
 void setup_man(CLI::App& app, Runner& runner);
 void setup_schema(CLI::App& app, Runner& runner);
-// The completion script of `shell` (bash, zsh or fish) for every command and option of `root`.
-std::string completion_script(const CLI::App& root, const std::string& shell);
+// The completion script of `shell` (bash, zsh or fish): it asks `sandboxer __complete`.
+std::string completion_script(const std::string& shell);
 // The manual page (roff, section 1) of `root`: every command, option and example.
 std::string man_page(const CLI::App& root);
 // What --version and `version` print: version, commit, compiler, drivers and the libcurl in use.

@@ -19,7 +19,10 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
+#include "commands/cli_app.hpp"
+#include "commands/cli_values.hpp"
 #include "commands/commands.hpp"
+#include "commands/complete.hpp"
 #include "src/profile/profile.hpp"
 
 using namespace sandboxer;
@@ -47,24 +50,23 @@ int fail(const std::string& message, const std::string& hint = "") {
   return 0;
 }
 
-// Global options that take a value: their value is not a command name.
-bool takes_value(std::string_view arg) {
-  static const std::vector<std::string_view> k_with_value = {
-      "--state-dir", "--profiles-dir", "-o",      "--output",
-      "--log-level", "--lock-timeout", "--ledger"};
-  return std::find(k_with_value.begin(), k_with_value.end(), arg) != k_with_value.end();
+// A global option that takes a value (cli_values.cpp): its value is not a command name.
+bool takes_value(const CLI::App& app, std::string_view arg) {
+  const CLI::Option* option = app.get_option_no_throw(std::string(arg));
+  return option && !option->get_positional() &&
+         commands::value_kind(app, *option) != commands::ValueKind::none;
 }
 
 // The index in argv of the command word (the first argument that is not a global option or its
 // value), or 0 when there is none.
-int command_index(int argc, char** argv) {
+int command_index(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--") {
       return 0;
     }
     if (arg.starts_with("-")) {
-      i += takes_value(arg) ? 1 : 0;
+      i += takes_value(app, arg) ? 1 : 0;
       continue;
     }
     return i;
@@ -116,11 +118,11 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
     allow_fake_now(); // tests/CMakeLists.txt: the sandboxer-testclock build only
   }
 
-  CLI::App app{"sandboxer: provision sandboxes from profiles, track their TTL, reap the expired"};
-  app.name("sandboxer");
-  app.require_subcommand(1);
+  CLI::App app;
+  commands::GlobalOptions global;
+  commands::Runners runners;
   // The version flag is answered while parsing: what -v asks for is read from argv itself.
-  app.set_version_flag("-V,--version", [argc, argv] {
+  commands::build_app(app, global, runners, [argc, argv] {
     std::string text = commands::version_text();
     bool verbose = false;
     std::optional<std::string> ledger, state_dir;
@@ -134,53 +136,20 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
     }
     return verbose ? text + "\nledger: " + commands::ledger_in_use(ledger, state_dir) : text;
   });
-  commands::GlobalOptions global;
-  app.add_option("--state-dir", global.state_dir,
-                 "Directory of the ledger (default $SANDBOXER_STATE_DIR, "
-                 "$XDG_STATE_HOME/sandboxer)");
-  app.add_option("--profiles-dir", global.profiles_dir, "Directory searched first for profiles");
-  app.add_option("-o,--output", global.output, "Output format: table, wide, json or yaml")
-      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
-  app.add_flag("-q,--quiet", global.quiet, "Print only what was done (and errors)");
-  app.add_flag("-v,--verbose", global.verbose, "More logging on stderr (-vv for trace)");
-  app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_option("--ledger", global.ledger,
-                 "postgresql:// URI of a shared ledger, or \"local\" for the local files (default "
-                 "$SANDBOXER_LEDGER, config.yaml ledger:, else local); never with a password");
-  app.add_option("--lock-timeout", global.lock_timeout,
-                 "How long to wait for the ledger lock: 30s, 2m, 0 (default 30s; a bare number "
-                 "is seconds)");
-
-  std::vector<std::pair<CLI::App*, commands::Runner>> runners;
-  runners.reserve(commands::all_commands().size());
   std::vector<std::string> names;
   for (const auto& entry : commands::all_commands()) {
-    auto* sub = app.add_subcommand(entry.name, entry.description);
-    // Global options work after the subcommand too: `sandboxer list -o json`.
-    sub->fallthrough();
-    runners.emplace_back(sub, nullptr);
-    entry.setup(*sub, runners.back().second);
-    std::string footer = sub->get_footer();
-    if (entry.examples && *entry.examples) {
-      std::string examples = entry.examples;
-      for (size_t at = 0; (at = examples.find('\n', at)) != std::string::npos; at += 3) {
-        examples.replace(at, 1, "\n  ");
-      }
-      footer += (footer.empty() ? "" : "\n\n") + std::string("Examples:\n  ") + examples;
-    }
-    sub->footer(footer);
     names.emplace_back(entry.name);
   }
-  // Set after the subcommands, which would inherit it.
-  app.footer("Run 'sandboxer help COMMAND' for a command's options and examples; 'sandboxer man' "
-             "prints the manual.");
   commands::set_cli_root(&app);
+  // A TAB in a shell (completion_scripts.cpp): before anything that could log, lock or write.
+  if (argc > 1 && std::string_view(argv[1]) == "__complete") {
+    return commands::run_complete(app, std::vector<std::string>(argv + 2, argv + argc));
+  }
 
   // `help [COMMAND]` is `[COMMAND] --help`; a word that is no command is said so, with the closest
   // one, before CLI11 would call it a missing subcommand.
   std::vector<std::string> words(argv, argv + argc);
-  const int at = command_index(argc, argv);
+  const int at = command_index(app, argc, argv);
   const bool asks_version = std::any_of(words.begin() + 1, words.end(), [](const auto& word) {
     return word == "-V" || word == "--version";
   });

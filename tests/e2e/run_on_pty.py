@@ -4,11 +4,12 @@ output (without carriage returns) then "exit=N" to OUTPUT. Gives up after 60 s."
 import fcntl
 import os
 import pty
-import select
 import struct
 import sys
 import termios
 import time
+
+from pty_io import read_until
 
 output, argv = sys.argv[1], sys.argv[2:]
 pid, fd = pty.fork()
@@ -21,21 +22,11 @@ def set_size(rows, cols):
 
 
 set_size(33, 111)
-text, resized, deadline = b"", False, time.time() + 60
-while time.time() < deadline:
-    ready, _, _ = select.select([fd], [], [], 0.1)
-    if not ready:
-        continue
-    try:
-        chunk = os.read(fd, 4096)
-    except OSError:  # EIO: the child closed the terminal
-        break
-    if not chunk:
-        break
-    text += chunk
-    if not resized and b"first=" in text:
-        set_size(44, 132)
-        resized = True
+deadline = time.time() + 60
+text = read_until(fd, lambda t: b"first=" in t, deadline)
+if b"first=" in text:
+    set_size(44, 132)
+    text += read_until(fd, lambda t: False, deadline)
 _, status = os.waitpid(pid, 0)
 with open(output, "w") as f:
     f.write(text.decode(errors="replace").replace("\r", ""))

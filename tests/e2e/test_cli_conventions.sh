@@ -28,16 +28,17 @@ expect_contains "$OUT" "commit: "
 expect_contains "$OUT" "drivers: "
 expect_contains "$OUT" "libcurl"
 expect_code 0 sbx completion bash
-COMPLETED=$(bash -c 'source /dev/stdin; COMP_WORDS=(sandboxer cre); COMP_CWORD=1; _sandboxer;
+# The script asks the binary (`COMP_WORDS[0]`) for the candidates (test_completion.sh: the rest).
+COMPLETED=$(bash -c 'source /dev/stdin; COMP_WORDS=("$SANDBOXER" cre); COMP_CWORD=1; _sandboxer;
   echo "${COMPREPLY[*]}"' <<<"$OUT")
 [ "$COMPLETED" = create ] || fail "bash completion of 'cre': $COMPLETED"
-COMPLETED=$(bash -c 'source /dev/stdin; COMP_WORDS=(sandboxer destroy --fo); COMP_CWORD=2;
+COMPLETED=$(bash -c 'source /dev/stdin; COMP_WORDS=("$SANDBOXER" destroy --fo); COMP_CWORD=2;
   _sandboxer; echo "${COMPREPLY[*]}"' <<<"$OUT")
 [ "$COMPLETED" = --force ] || fail "bash completion of 'destroy --fo': $COMPLETED"
 expect_code 0 sbx completion zsh
 expect_contains "$OUT" "compdef _sandboxer sandboxer"
 expect_code 0 sbx completion fish
-expect_contains "$OUT" "complete -c sandboxer -n __fish_use_subcommand -a reap"
+expect_contains "$OUT" "complete -c sandboxer -f -a '(__sandboxer_complete)'"
 expect_code 2 sbx completion tcsh
 expect_code 0 sbx man
 expect_contains "$OUT" ".TH SANDBOXER 1"

@@ -17,6 +17,7 @@
 
 #include "drivers/docker/docker_driver.hpp"
 #include "drivers/docker/hijack.hpp"
+#include "support/collect_io.hpp"
 #include "support/silent_server.hpp"
 
 namespace sandboxer {
@@ -95,12 +96,7 @@ public:
   void update(std::string_view) override {}
 };
 
-class CollectIo : public ExecIo {
-public:
-  void out(std::string_view bytes) override { stdout_text.append(bytes); }
-  void err(std::string_view bytes) override { stderr_text.append(bytes); }
-  std::string stdout_text, stderr_text;
-};
+using testing::CollectIo;
 
 // One frame of the engine's multiplexed stream.
 std::string frame(char stream, std::string_view payload) {

@@ -9,6 +9,7 @@
 #include <sandboxer/http.hpp>
 
 #include "support/catalog.hpp"
+#include "support/collect_io.hpp"
 #include "support/fake_clock.hpp"
 #include "support/local_server.hpp"
 #include "support/temp_dir.hpp"
@@ -62,12 +63,7 @@ private:
   std::string m_url;
 };
 
-class CollectIo : public ExecIo {
-public:
-  void out(std::string_view bytes) override { stdout_text.append(bytes); }
-  void err(std::string_view bytes) override { stderr_text.append(bytes); }
-  std::string stdout_text, stderr_text;
-};
+using testing::CollectIo;
 
 class E2bFakeTest : public ::testing::Test {
 protected:
