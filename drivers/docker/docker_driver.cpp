@@ -167,10 +167,22 @@ int exec_start_failure(const std::string& text, const ExecRequest& request, Exec
   return unstartable_command(request.argv.empty() ? "" : request.argv.front(), missing, io);
 }
 
+// The engine the record names, else where a new sandbox goes (engine_address).
+std::string engine_of(const Spec& spec, const DriverContext& context) {
+  auto recorded = context.location.find("engine");
+  if (recorded != context.location.end() && recorded->is_string()) {
+    return engine_address(recorded->get<std::string>());
+  }
+  return engine_address(spec.host);
+}
+
 class DockerDriver : public Driver {
 public:
   DockerDriver(Spec spec, const DriverContext& context, http::Transport& transport)
-      : m_spec(std::move(spec)), m_api(resolve_endpoint(m_spec.host), transport),
+      : m_spec(std::move(spec)),
+        // The engine the record names: a sandbox is destroyed where it was made, whatever
+        // DOCKER_HOST says today (DriverContext::location).
+        m_api(resolve_endpoint(engine_of(m_spec, context)), transport),
         m_progress(*context.progress), m_data_dir(context.data_dir) {}
 
   CreateResult create(const CreateRequest& request) override {
@@ -798,9 +810,10 @@ public:
   }
   bool host_local(const json& spec) const override {
     // A unix socket is this machine's engine; tcp:// may be shared by the fleet.
-    const char* env = std::getenv("DOCKER_HOST");
-    std::string host = spec.value("host", std::string(env ? env : ""));
-    return !host.starts_with("tcp://");
+    return !engine_address(docker::parse_spec(spec).host).starts_with("tcp://");
+  }
+  json location(const json& spec, const DriverContext&) const override {
+    return {{"engine", engine_address(docker::parse_spec(spec).host)}};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return open_docker_driver(spec, context, http::curl_transport());

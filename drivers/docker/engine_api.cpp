@@ -74,33 +74,40 @@ std::string id_in(const http::Response& response, std::string_view call) {
 } // namespace
 
 std::string Endpoint::describe() const {
-  return socket_path ? "unix://" + *socket_path : base_url;
+  return socket_path ? "unix://" + *socket_path : "tcp://" + base_url.substr(7);
 }
 
-Endpoint resolve_endpoint(const std::optional<std::string>& host) {
+std::string engine_address(const std::optional<std::string>& host) {
   std::string value = host.value_or("");
   if (value.empty()) {
     const char* env = std::getenv("DOCKER_HOST");
     value = env && *env ? env : "unix:///var/run/docker.sock";
   }
-  if (value.starts_with("unix://")) {
-    return {value.substr(7), "http://docker"};
+  if (value.starts_with("http://")) {
+    value = "tcp://" + value.substr(7); // how records before 0.2 wrote a tcp engine
   }
-  if (value.starts_with("tcp://")) {
+  return value;
+}
+
+Endpoint resolve_endpoint(const std::string& address) {
+  if (address.starts_with("unix://")) {
+    return {address.substr(7), "http://docker"};
+  }
+  if (address.starts_with("tcp://")) {
     const char* tls = std::getenv("DOCKER_TLS_VERIFY");
     if (tls && *tls && std::string(tls) != "0") {
       throw DriverError(Kind::unsupported,
                         fmt::format("docker: DOCKER_TLS_VERIFY is set for {}, and sandboxer does "
                                     "not speak TLS to the engine yet; use a unix socket or an "
                                     "ssh tunnel to one",
-                                    value));
+                                    address));
     }
-    return {std::nullopt, "http://" + value.substr(6)};
+    return {std::nullopt, "http://" + address.substr(6)};
   }
   throw DriverError(Kind::invalid_spec,
                     fmt::format("docker: cannot use DOCKER_HOST \"{}\": expected unix:///path or "
                                 "tcp://host:port",
-                                value));
+                                address));
 }
 
 EngineApi::EngineApi(Endpoint endpoint, http::Transport& transport)

@@ -17,12 +17,16 @@ namespace sandboxer::drivers::docker {
 struct Endpoint {
   std::optional<std::string> socket_path;
   std::string base_url; // "http://docker" for a socket, "http://host:port" for tcp
+  // As DOCKER_HOST spells it (unix:///path, tcp://host:port): what a record keeps.
   std::string describe() const;
 };
 
-// DOCKER_HOST, or the profile's `host`, or the default socket. Throws DriverError for a form we
-// cannot use (ssh://, or tcp with TLS).
-Endpoint resolve_endpoint(const std::optional<std::string>& host);
+// The engine a new sandbox goes to: the profile's `host`, else DOCKER_HOST, else the default
+// socket, spelled as DOCKER_HOST is. Never throws: resolve_endpoint judges it.
+std::string engine_address(const std::optional<std::string>& host);
+// The endpoint of an engine_address. Throws DriverError for a form we cannot use (ssh://, or tcp
+// with TLS).
+Endpoint resolve_endpoint(const std::string& address);
 
 // A thin client of the Docker Engine HTTP API (v1.41 and later), one method per call sandboxer
 // makes. Every failure is a DriverError whose message says what to do about it.

@@ -464,6 +464,10 @@ public:
     return {.snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true};
   }
   json parse_spec(const json& section) const override { return to_json(e2b::parse_spec(section)); }
+  json location(const json& spec, const DriverContext&) const override {
+    Endpoints endpoints = resolve_endpoints(e2b::parse_spec(spec));
+    return {{"api_url", endpoints.api_url}, {"domain", endpoints.domain}};
+  }
   std::unique_ptr<Driver> open(const json& spec_json, const DriverContext& context) const override {
     Spec spec = e2b::parse_spec(spec_json);
     auto key = context.secrets.find("api_key");
@@ -473,6 +477,13 @@ public:
                         "E2B_API_KEY}}\" (or {file: PATH}) to the profile");
     }
     check_api_key(key->second);
+    // Where the record says the sandbox lives, over E2B_API_URL/E2B_DOMAIN of today.
+    if (auto api_url = context.location.find("api_url"); api_url != context.location.end()) {
+      spec.api_url = api_url->get<std::string>();
+    }
+    if (auto domain = context.location.find("domain"); domain != context.location.end()) {
+      spec.domain = domain->get<std::string>();
+    }
     Endpoints endpoints = resolve_endpoints(spec);
     return std::make_unique<E2bDriver>(std::move(spec), std::move(endpoints), key->second,
                                        context.clock ? *context.clock : system_clock());

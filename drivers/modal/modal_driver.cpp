@@ -150,10 +150,8 @@ public:
                    {"server_url", m_api.url()},
                    {"created_at", unix_seconds(now)},
                    {"timeout_secs", timeout.count()},
-                   {"network", m_spec.network}};
-      if (!m_environment.empty()) {
-        info["environment"] = m_environment;
-      }
+                   {"network", m_spec.network},
+                   {"environment", m_environment}};
       if (!request.env.empty()) {
         info["env"] = request.env; // given to every exec: a Modal sandbox has no env of its own
       }

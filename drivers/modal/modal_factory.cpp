@@ -39,8 +39,11 @@ public:
   json parse_spec(const json& section) const override {
     return to_json(modal::parse_spec(section));
   }
+  json location(const json& spec, const DriverContext&) const override {
+    return location_of(modal::parse_spec(spec));
+  }
   std::unique_ptr<Driver> open(const json& spec_json, const DriverContext& context) const override {
-    Spec spec = modal::parse_spec(spec_json);
+    Spec spec = located(modal::parse_spec(spec_json), context.location);
     auto id = context.secrets.find("token_id");
     auto secret = context.secrets.find("token_secret");
     if (id == context.secrets.end() || secret == context.secrets.end()) {

@@ -21,5 +21,7 @@ extern "C" __attribute__((visibility("default"))) sandboxer::Driver*
 SANDBOXER_MODAL_OPEN_SYMBOL(const sandboxer::drivers::modal::ModuleRequest* request) {
   using namespace sandboxer::drivers::modal;
   Token token{request->token_id, request->token_secret};
-  return open_driver(parse_spec(*request->spec), token, *request->context).release();
+  return open_driver(located(parse_spec(*request->spec), request->context->location), token,
+                     *request->context)
+      .release();
 }

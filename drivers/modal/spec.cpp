@@ -265,6 +265,22 @@ std::string resolve_server_url(const Spec& spec) {
   return checked_endpoint(url, "MODAL_SERVER_URL", "token");
 }
 
+json location_of(const Spec& spec) {
+  return {{"server_url", resolve_server_url(spec)}, {"environment", resolve_environment(spec)}};
+}
+
+Spec located(Spec spec, const json& location) {
+  if (auto url = location.find("server_url"); url != location.end() && url->is_string()) {
+    spec.server_url = url->get<std::string>();
+  }
+  // Recorded even when empty: "" is the workspace's default environment, whatever
+  // MODAL_ENVIRONMENT says today.
+  if (auto env = location.find("environment"); env != location.end() && env->is_string()) {
+    spec.environment = env->get<std::string>();
+  }
+  return spec;
+}
+
 std::string resolve_environment(const Spec& spec) {
   return spec.environment.value_or(env_or_empty("MODAL_ENVIRONMENT"));
 }

@@ -47,6 +47,12 @@ nlohmann::json to_json(const Spec& spec);
 // to be https://, or http:// to a loopback address (a local test server).
 std::string resolve_server_url(const Spec& spec);
 std::string resolve_environment(const Spec& spec);
+// Where a sandbox of `spec` made now would live (DriverFactory::location): the server and the
+// environment.
+nlohmann::json location_of(const Spec& spec);
+// `spec` bound to a recorded location: the record, not today's MODAL_SERVER_URL or
+// MODAL_ENVIRONMENT, says where the sandbox is.
+Spec located(Spec spec, const nlohmann::json& location);
 
 // Whether `reference` names an image by its Modal id rather than by a registry reference.
 bool is_image_id(const std::string& reference);

@@ -354,10 +354,14 @@ public:
   nlohmann::json parse_spec(const nlohmann::json& section) const override {
     return to_json(bind(section));
   }
+  nlohmann::json location(const nlohmann::json& spec, const DriverContext& context) const override {
+    Spec bound = bind(spec);
+    return {{"root", (bound.root ? fs::path(*bound.root) : context.data_dir).string()}};
+  }
   std::unique_ptr<Driver> open(const nlohmann::json& spec,
                                const DriverContext& context) const override {
     Spec bound = bind(spec);
-    fs::path root = bound.root ? fs::path(*bound.root) : context.data_dir;
+    fs::path root = context.root_or(bound.root ? fs::path(*bound.root) : context.data_dir);
     return std::make_unique<StubDriver>(std::move(bound), root);
   }
 };

@@ -74,7 +74,8 @@ void copy_disk(const fs::path& from, const fs::path& to) {
 class VmDriver : public Driver {
 public:
   VmDriver(Spec spec, const DriverContext& context)
-      : m_spec(std::move(spec)), m_root(context.data_dir), m_progress(*context.progress) {}
+      : m_spec(std::move(spec)), m_root(context.root_or(context.data_dir)),
+        m_progress(*context.progress) {}
 
   CreateResult create(const CreateRequest& request) override {
     VmDir dir{m_root / "vms" / request.sandbox_id};
@@ -496,6 +497,9 @@ public:
   }
   json parse_profile_section(const json& section, const SpecOrigin& origin) const override {
     return to_json(vm_packer::parse_profile_section(section, origin));
+  }
+  json location(const json&, const DriverContext& context) const override {
+    return {{"root", context.data_dir.string()}};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return std::make_unique<VmDriver>(vm_packer::parse_spec(spec), context);

@@ -161,6 +161,21 @@ struct DriverContext {
   const Clock* clock = nullptr;
   Progress* progress = nullptr; // never null
   std::map<std::string, std::string> secrets;
+  // Where the sandbox lives, as DriverFactory::location() described it when it was made and the
+  // ledger recorded it (its keys are in the record's info). For a new sandbox it is where this
+  // environment points now. A driver that reaches more than one backend opens this one, never
+  // today's environment's: a sandbox is destroyed on the engine that made it.
+  nlohmann::json location = nlohmann::json::object();
+
+  // For drivers whose sandboxes live under a directory: the recorded {"root": ...}, else `now`
+  // (the root a new sandbox would get). A ledger read from another state dir (a fleet ledger,
+  // `ledger export`/`import`) still finds its sandboxes where they are.
+  std::filesystem::path root_or(const std::filesystem::path& now) const {
+    auto root = location.find("root");
+    return root != location.end() && root->is_string()
+               ? std::filesystem::path(root->get<std::string>())
+               : now;
+  }
 };
 
 // The live half of a driver, bound to one spec. Every failure is a DriverError; a resource that is
@@ -212,6 +227,15 @@ public:
   virtual bool host_local(const nlohmann::json& spec) const {
     (void)spec;
     return false;
+  }
+  // Where a sandbox of `spec` made from this environment now would live, as the few keys of its
+  // info that say so (docker: {"engine": "unix:///var/run/docker.sock"}); the default, an empty
+  // object, means the spec alone decides. The core records it before the create and hands the
+  // recorded one back in DriverContext::location ever after. Throws what open would.
+  virtual nlohmann::json location(const nlohmann::json& spec, const DriverContext& context) const {
+    (void)spec;
+    (void)context;
+    return nlohmann::json::object();
   }
   virtual std::unique_ptr<Driver> open(const nlohmann::json& spec,
                                        const DriverContext& context) const = 0;

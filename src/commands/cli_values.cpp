@@ -63,6 +63,7 @@ const std::vector<Entry>& table() {
       {"reap", "stuck-after", K::duration},
       {"reap", "keep-history", K::duration},
       {"reap", "orphans", K::orphans_mode},
+      {"reap", "profile", K::profile},
       {"reap", "plan", K::file},
       {"reap", "wait", K::duration},
       {"reap", "expiring-window", K::duration},

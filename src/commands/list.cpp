@@ -19,6 +19,7 @@ struct ListArgs {
   std::vector<std::string> states;
   bool expired = false;
   std::optional<std::string> expiring_within;
+  bool no_backend = false;
 };
 
 // --expired: live sandboxes whose deadline has passed by this host's clock (reap also waits for
@@ -107,6 +108,23 @@ ExitCode run_list(Context& context, const ListArgs& args) {
                   return true;
                 });
   };
+  // What each live sandbox's backend says, one listing per backend: a container stopped or
+  // removed behind sandboxer's back must not be shown as running.
+  std::map<std::string, BackendStatus> backend;
+  const bool ids_only = context.out().format() == Format::table && context.out().quiet();
+  if (!args.no_backend && !ids_only) {
+    LedgerData resident = ledger.read();
+    std::erase_if(resident.sandboxes,
+                  [&](const SandboxRecord& r) { return !is_live(r.state) || !keep(r); });
+    if (!resident.sandboxes.empty()) {
+      backend = context.engine().backend_states(resident.sandboxes, resident.ledger_id);
+    }
+  }
+  auto disagreement = [&](const SandboxRecord& record) -> std::optional<std::string> {
+    auto found = backend.find(record.id);
+    return found == backend.end() ? std::nullopt
+                                  : backend_disagrees(record.state, found->second.state);
+  };
   switch (context.out().format()) {
   case Format::json: {
     // Streamed: a large ledger is printed in pieces and never held whole, in memory or as text.
@@ -123,6 +141,12 @@ ExitCode run_list(Context& context, const ListArgs& args) {
       }
       first = false;
       write_public_json(text, record, now, false);
+      if (auto found = backend.find(record.id); found != backend.end()) {
+        text.pop_back(); // the object's closing brace: one member more
+        text += ",\"backend_state\":\"";
+        text += to_string(found->second.state);
+        text += "\"}";
+      }
       if (text.size() >= k_flush_at) {
         std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
         text.clear();
@@ -135,7 +159,12 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   }
   case Format::yaml: {
     nlohmann::json items = nlohmann::json::array();
-    each([&](const SandboxRecord& record) { items.push_back(public_json(record, now, false)); });
+    each([&](const SandboxRecord& record) {
+      items.push_back(public_json(record, now, false));
+      if (auto found = backend.find(record.id); found != backend.end()) {
+        items.back()["backend_state"] = to_string(found->second.state);
+      }
+    });
     context.out().print(items, nullptr);
     return ExitCode::ok;
   }
@@ -161,9 +190,20 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     table.headers.insert(table.headers.end(), {"EXPIRES", "BACKEND ID", "OWNER", "LABELS"});
   }
   each([&](const SandboxRecord& r) {
-    std::vector<std::string> row = {
-        r.id,           r.name == r.id ? "-" : r.name, to_string(r.state), r.driver,
-        r.profile.name, age(r.created_at, now),        time_left(r, now)};
+    std::string state = to_string(r.state);
+    if (auto word = disagreement(r)) {
+      spdlog::warn("{}: recorded {}, but its backend says {} ({}): destroy it, or 'sandboxer "
+                   "reap --orphans' closes it once it is gone",
+                   r.id, state, *word, backend.at(r.id).detail);
+      state = *word;
+    }
+    std::vector<std::string> row = {r.id,
+                                    r.name == r.id ? "-" : r.name,
+                                    state,
+                                    r.driver,
+                                    r.profile.name,
+                                    age(r.created_at, now),
+                                    time_left(r, now)};
     if (fleet) {
       row.push_back(r.home_host.empty() ? "any" : r.home_host);
     }
@@ -174,8 +214,8 @@ ExitCode run_list(Context& context, const ListArgs& args) {
       }
       row.insert(row.end(),
                  {r.expires_at ? format_time(*r.expires_at) : "-",
-                  r.backend_id.empty() ? "-" : r.backend_id.substr(0, 12),
-                  r.owner.user + "@" + r.owner.host, labels_text.empty() ? "-" : labels_text});
+                  r.backend_id.empty() ? "-" : r.backend_id, r.owner.user + "@" + r.owner.host,
+                  labels_text.empty() ? "-" : labels_text});
     }
     table.rows.push_back(std::move(row));
   });
@@ -197,6 +237,9 @@ void setup_list(CLI::App& app, Runner& runner) {
       ->allow_extra_args(false);
   app.add_option("--name", args->names, "Only the sandboxes of this name (repeatable)")
       ->allow_extra_args(false);
+  app.add_flag("--no-backend", args->no_backend,
+               "Do not ask the backends: show what the ledger records, without checking that "
+               "running sandboxes still run");
   app.add_option("--driver", args->drivers, "Only sandboxes of this driver (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--no-headers", args->no_headers, "Tables without their header line");

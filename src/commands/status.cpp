@@ -51,6 +51,13 @@ ExitCode run_status(Context& context, const StatusArgs& args) {
   }
   context.out().print(data, [&] {
     Table table = record_table(record, now);
+    if (auto word = backend ? backend_disagrees(record.state, backend->state) : std::nullopt) {
+      for (auto& row : table.rows) {
+        if (row.front() == "state:") {
+          row.back() = *word + " (recorded " + row.back() + ")";
+        }
+      }
+    }
     if (!data["backend"].is_null()) {
       table.rows.push_back({"backend:", data["backend"]["state"].get<std::string>() + " (" +
                                             data["backend"]["detail"].get<std::string>() + ")"});

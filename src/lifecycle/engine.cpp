@@ -12,6 +12,7 @@
 #include "src/files.hpp"
 #include "src/lifecycle/checked_driver.hpp"
 #include "src/lifecycle/lifecycle.hpp"
+#include "src/lifecycle/location.hpp"
 #include "src/lifecycle/rules.hpp"
 #include "src/names.hpp"
 #include "src/owner.hpp"
@@ -113,15 +114,28 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   }
   Opened opened;
   opened.factory = &m_drivers.find(record.driver);
+  DriverContext context = context_of(record);
+  context.secrets = resolve_secrets(record.secret_refs);
+  Location location = location_of(*opened.factory, record, context);
+  warn_if_moved(record, location);
+  context.location = location.used;
+  opened.location = std::move(location.used);
+  opened.driver =
+      checked_driver(opened.factory->open(record.spec, context), record.driver, record.spec);
+  return opened;
+}
+
+DriverContext Engine::context_of(const SandboxRecord& record) const {
   DriverContext context;
   context.data_dir = m_ledger.state_dir() / "drivers" / record.driver;
   make_private_dirs(context.data_dir);
   context.clock = &m_clock;
   context.progress = m_progress ? m_progress : &g_null_progress;
-  context.secrets = resolve_secrets(record.secret_refs);
-  opened.driver =
-      checked_driver(opened.factory->open(record.spec, context), record.driver, record.spec);
-  return opened;
+  return context;
+}
+
+nlohmann::json Engine::location(const SandboxRecord& record) const {
+  return location_of(m_drivers.find(record.driver), record, context_of(record)).used;
 }
 
 void Engine::commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry) {
@@ -216,6 +230,8 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   }
   // Opening first means a usage problem (a missing secret, say) leaves no record behind.
   Opened opened = open_driver(record);
+  // Recorded with the intent: a create killed before its outcome is still found where it went.
+  record.info = opened.location;
 
   TimePoint now = m_clock.now();
   record.created_at = now;
@@ -261,7 +277,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     bool destroyed_meanwhile = false;
     record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
       r.backend_id = result.backend_id;
-      r.info = result.info;
+      r.info.update(result.info); // what the driver says, over where it was told to go
       destroyed_meanwhile = r.state != State::creating;
       if (!destroyed_meanwhile) {
         nlohmann::json outcome = driver_time.details(started);
@@ -583,6 +599,8 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   record.env = source->env;
   record.secret_refs = source->secret_refs;
   record.restored_from = snap->id;
+  // The snapshot is where its source lives: the new sandbox goes there too.
+  record.info = source->info;
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().snapshot, "restore");
   // The original create's policy, so a restored sandbox lives by the same rules.
@@ -659,7 +677,8 @@ SandboxRecord Engine::restore_in_place(const std::string& snapshot_ref,
                     {"previous_backend_id", r.backend_id},
                     {"backend_id", result.backend_id}});
     r.backend_id = result.backend_id;
-    r.info = result.info;
+    r.info = opened.location;
+    r.info.update(result.info);
     r.restored_from = snapshot_id;
     r.error.reset();
     destroyed_meanwhile = r.state != State::creating;
@@ -818,6 +837,17 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
 BackendStatus Engine::status(const std::string& id_or_name) {
   SandboxRecord record = get(id_or_name);
   if (record.backend_id.empty()) {
+    if (is_live(record.state) && m_drivers.find(record.driver).capabilities().list_by_label) {
+      // A create killed before its outcome: what it made carries the sandbox's id.
+      auto found = list_remote(record, {{"sandboxer.id", record.id}});
+      if (!found.empty()) {
+        return {found.front().state == "running" ? BackendStatus::State::running
+                                                 : BackendStatus::State::unknown,
+                fmt::format("create interrupted: {} ({}) found by its labels; 'sandboxer reap' "
+                            "settles it",
+                            found.front().backend_id, found.front().state)};
+      }
+    }
     return {BackendStatus::State::missing, "no backend resource was recorded"};
   }
   return open_driver(record).driver->status(handle_of(record));
@@ -947,15 +977,9 @@ void Engine::destroy_duplicate(const SandboxRecord& record, const std::string& b
   }
 }
 
-std::vector<RemoteResource> Engine::list_remote(const std::string& driver,
-                                                const nlohmann::json& spec,
-                                                const nlohmann::json& secret_refs,
+std::vector<RemoteResource> Engine::list_remote(const SandboxRecord& where,
                                                 const Labels& selector) {
-  SandboxRecord probe;
-  probe.driver = driver;
-  probe.spec = spec;
-  probe.secret_refs = secret_refs;
-  return open_driver(probe).driver->list_remote(selector);
+  return open_driver(where).driver->list_remote(selector);
 }
 
 std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
@@ -988,6 +1012,7 @@ std::optional<SandboxRecord> Engine::destroy_orphan(const OrphanTarget& target,
       fresh.driver = target.driver;
       fresh.spec = target.spec;
       fresh.secret_refs = target.secret_refs;
+      fresh.info = target.location;
       fresh.backend_id = target.backend_id;
       fresh.state = State::orphaned;
       fresh.created_at = now;

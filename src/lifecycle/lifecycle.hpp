@@ -85,9 +85,14 @@ struct OrphanTarget {
   std::string driver;
   nlohmann::json spec;        // of the profile or record whose driver listed it
   nlohmann::json secret_refs; // idem
+  nlohmann::json location;    // where it was listed (Engine::location)
   std::string profile;        // its sandboxer.profile label
   Labels labels;
 };
+
+// The backend's word when it contradicts a record that says the sandbox runs (its container was
+// stopped or removed behind sandboxer's back), else none.
+std::optional<std::string> backend_disagrees(State recorded, BackendStatus::State backend);
 
 // The profile's secrets as references ({name: {env|file: ...}}), never values.
 nlohmann::json secret_refs_of(const Profile& profile);
@@ -143,10 +148,9 @@ public:
   // Destroys `backend_id`, a resource that carries `record`'s id but is not the one it recorded
   // (a create repeated after its answer was lost); the record itself is left as it is.
   void destroy_duplicate(const SandboxRecord& record, const std::string& backend_id);
-  // Resources of `driver` (opened with `spec`) whose labels include `selector`.
-  std::vector<RemoteResource> list_remote(const std::string& driver, const nlohmann::json& spec,
-                                          const nlohmann::json& secret_refs,
-                                          const Labels& selector);
+  // Resources whose labels include `selector`, on the backend where `where` lives (its driver,
+  // spec, secrets and the location in its info: a record, or a probe made of those).
+  std::vector<RemoteResource> list_remote(const SandboxRecord& where, const Labels& selector);
   // Records the orphan (a new `orphaned` record, or its old destroyed/failed one moved to
   // `orphaned`) and destroys it. Returns none without touching anything when a live record
   // appeared meanwhile. Throws the driver's error after recording it.
@@ -167,10 +171,21 @@ public:
   struct Opened {
     const DriverFactory* factory = nullptr;
     std::unique_ptr<Driver> driver;
+    nlohmann::json location; // where it was opened (DriverContext::location)
   };
   Opened open_driver(const SandboxRecord& record) const;
+  // Where `record`'s sandbox lives (src/lifecycle/location.hpp): what groups records by backend.
+  nlohmann::json location(const SandboxRecord& record) const;
+  // One backend: the driver, spec and location; records with the same key are listed together.
+  std::string backend_key(const SandboxRecord& record) const;
+  // The backend's state of each live record with a resource, by id: one listing per backend
+  // (src/lifecycle/backend_states.cpp). A record its backend did not list is `missing`; the records
+  // of a backend that cannot be asked are left out, with one warning.
+  std::map<std::string, BackendStatus> backend_states(const std::vector<SandboxRecord>& records,
+                                                      const std::string& ledger_id);
 
 private:
+  DriverContext context_of(const SandboxRecord& record) const;
   // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
   SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
   // update() of the outcome of a backend call that succeeded (`done`: "created", "destroyed").

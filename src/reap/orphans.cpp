@@ -12,19 +12,25 @@
 namespace sandboxer::reap {
 namespace {
 
-// One backend to ask: a driver opened with one spec (two stub roots are two backends).
+// One backend to ask: a driver opened with one spec at one location (two stub roots, or two
+// Docker engines, are two backends), as a record that names it.
 struct Backend {
-  std::string driver;
-  nlohmann::json spec;
-  nlohmann::json secret_refs;
+  SandboxRecord where; // driver, spec, secret_refs and the location in info
+  std::string key;     // Engine::backend_key
   std::string profile;
   // Only closed records used it: a backend that cannot be asked any more (its key was unset since)
   // is then a warning, not a live sandbox that could not be handled.
   bool closed_only = true;
 };
 
-std::string key_of(const std::string& driver, const nlohmann::json& spec) {
-  return driver + "\n" + spec.dump();
+// The backend `record` lives on, as a record naming nothing else.
+SandboxRecord backend_of(const Run& run, const SandboxRecord& record) {
+  SandboxRecord where;
+  where.driver = record.driver;
+  where.spec = record.spec;
+  where.secret_refs = record.secret_refs;
+  where.info = run.engine.location(record);
+  return where;
 }
 
 // The backends this ledger used (its resident records and the closed ones history still keeps:
@@ -35,35 +41,38 @@ std::map<std::string, Backend> backends_of(Run& run) {
   const DriverCatalog& drivers = run.engine.drivers();
   std::map<std::string, Backend> backends;
   std::set<std::string> unlistable;
-  auto add = [&](const std::string& driver, const nlohmann::json& spec,
-                 const nlohmann::json& secret_refs, const std::string& profile, bool closed) {
-    if (unlistable.count(driver)) {
+  auto add = [&](const SandboxRecord& record, bool closed) {
+    if (unlistable.count(record.driver)) {
       return;
     }
     try {
-      if (!drivers.find(driver).capabilities().list_by_label) {
-        unlistable.insert(driver);
+      if (!drivers.find(record.driver).capabilities().list_by_label) {
+        unlistable.insert(record.driver);
         return;
       }
+      std::string key = run.engine.backend_key(record);
+      auto [it, added] =
+          backends.try_emplace(key, Backend{backend_of(run, record), key, record.profile.name});
+      it->second.closed_only = it->second.closed_only && closed;
     } catch (const std::exception& e) {
-      unlistable.insert(driver);
+      unlistable.insert(record.driver);
       spdlog::warn("reap --orphans: {}", e.what());
-      return;
     }
-    auto [it, added] =
-        backends.try_emplace(key_of(driver, spec), Backend{driver, spec, secret_refs, profile});
-    it->second.closed_only = it->second.closed_only && closed;
   };
   for (const auto& record : run.seen.sandboxes) {
-    add(record.driver, record.spec, record.secret_refs, record.profile.name, false);
+    add(record, false);
   }
   run.ledger.scan(Records::closed, ReadScope::whole, [&](SandboxRecord& record) {
-    add(record.driver, record.spec, record.secret_refs, record.profile.name, true);
+    add(record, true);
     return true;
   });
   for (const auto& profile : run.options.profiles) {
-    add(profile.driver, drivers.check_profile(profile), secret_refs_of(profile), profile.name,
-        false);
+    SandboxRecord probe;
+    probe.driver = profile.driver;
+    probe.spec = drivers.check_profile(profile);
+    probe.secret_refs = secret_refs_of(profile);
+    probe.profile.name = profile.name;
+    add(probe, false);
   }
   return backends;
 }
@@ -89,7 +98,7 @@ ReapItem item_for(const Backend& backend, const RemoteResource& resource, const 
   ReapItem item;
   item.id = id.empty() ? resource.backend_id : id;
   item.name = record ? record->name : item.id;
-  item.driver = backend.driver;
+  item.driver = backend.where.driver;
   item.state = record ? to_string(record->state) : "none";
   item.action = "orphan";
   item.backend_id = resource.backend_id;
@@ -142,14 +151,13 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
                        std::set<std::string>& handled) {
   std::vector<RemoteResource> resources;
   try {
-    resources = run.engine.list_remote(backend.driver, backend.spec, backend.secret_refs,
-                                       {{"sandboxer.ledger", run.ledger_id}});
+    resources = run.engine.list_remote(backend.where, {{"sandboxer.ledger", run.ledger_id}});
   } catch (const std::exception& e) {
     ReapItem item;
     item.id = "-";
-    item.driver = backend.driver;
+    item.driver = backend.where.driver;
     item.action = "orphans";
-    item.reason = fmt::format("cannot list driver {} (profile {}): {}", backend.driver,
+    item.reason = fmt::format("cannot list driver {} (profile {}): {}", backend.where.driver,
                               backend.profile, log::redact(e.what()));
     if (backend.closed_only) {
       item.outcome = "skipped";
@@ -186,19 +194,16 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
     }
     if (record && is_live(record->state) && record->state != State::orphaned) {
       if (is_duplicate(*record, resource) &&
-          handled.insert(backend.driver + "\n" + resource.backend_id).second) {
+          handled.insert(backend.where.driver + "\n" + resource.backend_id).second) {
         remove_duplicate(run, backend, resource, *record);
       }
       continue;
     }
-    if (!handled.insert(backend.driver + "\n" + resource.backend_id).second) {
+    if (!handled.insert(backend.where.driver + "\n" + resource.backend_id).second) {
       continue;
     }
     ReapItem item = item_for(backend, resource, id, record);
-    SandboxRecord probe;
-    probe.driver = backend.driver;
-    probe.spec = backend.spec;
-    probe.secret_refs = backend.secret_refs;
+    SandboxRecord probe = backend.where;
     probe.id = item.id;
     probe.backend_id = resource.backend_id;
     try {
@@ -213,9 +218,10 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
       item.outcome = "planned";
       OrphanTarget target{id.empty() ? new_sandbox_id() : id,
                           resource.backend_id,
-                          backend.driver,
-                          backend.spec,
-                          backend.secret_refs,
+                          backend.where.driver,
+                          backend.where.spec,
+                          backend.where.secret_refs,
+                          backend.where.info,
                           resource.labels.count("sandboxer.profile")
                               ? resource.labels.at("sandboxer.profile")
                               : backend.profile,
@@ -234,8 +240,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
   }
 
   for (auto& record : run.seen.sandboxes) {
-    if (!can_vanish(record) ||
-        key_of(record.driver, record.spec) != key_of(backend.driver, backend.spec)) {
+    if (!can_vanish(record) || run.engine.backend_key(record) != backend.key) {
       continue;
     }
     if (seen_ids.count(record.id) || seen_backend_ids.count(record.backend_id)) {

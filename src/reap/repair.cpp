@@ -30,9 +30,8 @@ Settlement settle_create(Run& run, const SandboxRecord& record) {
                         record.driver, record.id),
             ""};
   }
-  auto found =
-      run.engine.list_remote(record.driver, record.spec, record.secret_refs,
-                             {{"sandboxer.id", record.id}, {"sandboxer.ledger", run.ledger_id}});
+  auto found = run.engine.list_remote(
+      record, {{"sandboxer.id", record.id}, {"sandboxer.ledger", run.ledger_id}});
   if (found.empty()) {
     return {State::failed, "interrupted create: the backend has no resource with its label", ""};
   }

@@ -45,6 +45,12 @@ done
 start_slow_create killed container_runs
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true
 [ "$(record "$ID" .backend_id)" = "" ] || fail "a backend id was recorded"
+[ "$(record "$ID" .info.engine)" = unix:///var/run/docker.sock ] ||
+  fail "the intent did not record its engine: $(record "$ID" .info)"
+# status finds what the killed create made by its labels, instead of "nothing was recorded".
+expect_code 0 sbx status killed -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = running ] || fail "status of a killed create: $OUT"
+expect_contains "$(jq -r .backend.detail <<<"$OUT")" "found by its labels"
 expect_code 0 sbx destroy killed
 [ "$(record "$ID" .state)" = destroyed ] || fail "destroy left $(record "$ID" .state)"
 [ "$(containers_of "$ID")" = 0 ] || fail "destroy said destroyed with the container still there"

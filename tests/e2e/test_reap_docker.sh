@@ -72,6 +72,13 @@ docker inspect "$(sbx status "$KEEP" -o json | jq -r .backend_id)" >/dev/null ||
 
 # A container removed behind sandboxer's back: its record is closed as vanished.
 docker rm -f "$(sbx status "$KEEP" -o json | jq -r .backend_id)" >/dev/null
+# list shows what the engine says, not the record's "running".
+expect_code 0 sbx list -o json
+[ "$(jq -r --arg id "$KEEP" '.[] | select(.id == $id) | .state + "/" + .backend_state' <<<"$OUT")" = \
+  running/missing ] || fail "list of a removed container: $OUT"
+expect_code 0 sbx list
+expect_contains "$(grep "$KEEP" <<<"$OUT")" missing
+expect_contains "$ERR" "$KEEP: recorded running, but its backend says missing"
 expect_code 0 sbx reap --skew 0s --orphans -o json
 [ "$(ledger_jq --arg id "$KEEP" '.sandboxes[] | select(.id == $id) | .history[-1].reason')" = \
   vanished ] || fail "vanished: $OUT"
