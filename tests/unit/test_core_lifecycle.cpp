@@ -154,6 +154,24 @@ TEST_F(Lifecycle, DestroyCountsAVanishedBackendAsDestroyed) {
   EXPECT_EQ(engine.destroy(id, "test").state, State::destroyed);
 }
 
+// The record says where a sandbox lives: a ledger read from another state dir (a fleet ledger, an
+// imported one) reaches its sandboxes at their recorded root, not at today's.
+TEST_F(Lifecycle, ASandboxIsReachedWhereItsRecordSaysItLives) {
+  auto id = engine.create(profile(), {}).record.id;
+  EXPECT_EQ(engine.get(id).info.value("root", ""), (dir / "state" / "drivers" / "stub").string());
+  auto elsewhere = dir / "elsewhere";
+  std::filesystem::create_directories(elsewhere / "sandboxes");
+  std::filesystem::rename(backend(id), elsewhere / "sandboxes" / id);
+  {
+    auto tx = ledger.begin();
+    tx.data().find(id)->info["root"] = elsewhere.string();
+    tx.commit();
+  }
+  EXPECT_EQ(engine.status(id).state, BackendStatus::State::running);
+  EXPECT_EQ(engine.destroy(id, "test").state, State::destroyed);
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / "sandboxes" / id));
+}
+
 TEST_F(Lifecycle, FailedDestroyGoesBackWithTheError) {
   auto id = engine.create(profile("{ fail: { destroy: always } }"), {}).record.id;
   EXPECT_THROW(engine.destroy(id, "test"), DriverError);

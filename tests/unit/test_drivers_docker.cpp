@@ -16,6 +16,7 @@
 #include <sandboxer/lock_file.hpp>
 
 #include "drivers/docker/docker_driver.hpp"
+#include "drivers/docker/engine_api.hpp"
 #include "drivers/docker/hijack.hpp"
 #include "support/collect_io.hpp"
 #include "support/silent_server.hpp"
@@ -114,8 +115,8 @@ protected:
   }
   void TearDown() override { std::filesystem::remove_all(data_dir); }
 
-  std::unique_ptr<Driver> open(json section = json::object()) {
-    if (!section.contains("host")) {
+  std::unique_ptr<Driver> open(json section = json::object(), json location = nullptr) {
+    if (!section.contains("host") && location.is_null()) {
       section["host"] = "unix:///fake/docker.sock";
     }
     if (!section.contains("image")) {
@@ -125,6 +126,9 @@ protected:
     DriverContext context;
     context.progress = &progress;
     context.data_dir = data_dir;
+    if (!location.is_null()) {
+      context.location = location;
+    }
     return drivers::docker::open_docker_driver(factory.parse_spec(section), context, engine);
   }
 
@@ -329,6 +333,32 @@ TEST_F(DockerDriverTest, DestroyWithoutGraceIsOneForcedRemove) {
   expect_leftover_list();
   driver->destroy(handle());
   EXPECT_TRUE(engine.done());
+}
+
+// A sandbox is destroyed on the engine that made it: another engine in DOCKER_HOST today (rootless
+// docker, docker-in-docker) would answer 404 and the record would be closed with the container
+// still running.
+TEST_F(DockerDriverTest, TheRecordedEngineWinsOverDockerHost) {
+  ::setenv("DOCKER_HOST", "unix:///fake/other.sock", 1);
+  const auto& factory = drivers::docker::docker_factory();
+  EXPECT_EQ(factory.location(factory.parse_spec({{"image", "x"}}), {}),
+            json({{"engine", "unix:///fake/other.sock"}}));
+  auto driver = open({{"stop_timeout", "0s"}}, {{"engine", "unix:///fake/docker.sock"}});
+  engine.expect("DELETE", "/containers/c1?v=1&force=1", 204);
+  expect_leftover_list();
+  driver->destroy(handle()); // FakeEngine checks each request's socket
+  ::unsetenv("DOCKER_HOST");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST(DockerEndpoint, EnginesAreSpelledAsDockerHostIs) {
+  using drivers::docker::engine_address;
+  EXPECT_EQ(engine_address("http://10.0.0.1:2375"), "tcp://10.0.0.1:2375"); // records before 0.2
+  EXPECT_EQ(engine_address("unix:///run/d.sock"), "unix:///run/d.sock");
+  EXPECT_EQ(drivers::docker::resolve_endpoint("tcp://10.0.0.1:2375").describe(),
+            "tcp://10.0.0.1:2375");
+  EXPECT_EQ(drivers::docker::resolve_endpoint("unix:///run/d.sock").describe(),
+            "unix:///run/d.sock");
 }
 
 TEST_F(DockerDriverTest, RestoreInPlaceSwapsTheContainer) {
