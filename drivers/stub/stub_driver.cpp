@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <fstream>
 #include <sstream>
 #include <sys/file.h>
@@ -102,6 +103,12 @@ public:
 
   CreateResult create(const CreateRequest& request) override {
     enter("create");
+    // Said at every create, where a CI log shows it: a job that meant to isolate its tests must
+    // not believe it did.
+    spdlog::warn("stub: {} isolates nothing: its commands run on this machine, as this user, in "
+                 "a directory; the stub is for trying sandboxer out and for tests (use a docker "
+                 "profile, e.g. --profile ci, to isolate)",
+                 request.sandbox_id);
     fs::path final_dir = sandbox_dir(request.sandbox_id);
     fs::path staging = m_root / "sandboxes" / (".staging-" + request.sandbox_id);
     std::error_code ec;
@@ -339,7 +346,8 @@ class StubFactory : public DriverFactory {
 public:
   std::string_view name() const override { return "stub"; }
   std::string_view doc() const override {
-    return "local directories with injectable latency and faults (for testing the core)";
+    return "local directories with injectable latency and faults, for testing: it isolates "
+           "nothing (commands run on this machine)";
   }
   // Under the state directory by default; a `root:` shared by several machines plays a remote
   // backend.

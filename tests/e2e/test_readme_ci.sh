@@ -7,8 +7,9 @@ source "$(dirname "$0")/lib.sh"
 SNIPPET=$(awk '/^In CI/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && /^$/ && seen++ {exit}' \
   "$SANDBOXER_SOURCE_DIR/README.md")
 expect_contains "$SNIPPET" "sandboxer create --profile ci"
-# The create line alone (the exec and destroy are run separately below).
-CREATE=$(grep -v '^sandboxer ' <<<"$SNIPPET")
+expect_contains "$SNIPPET" "trap 'sandboxer destroy \"\$ID\"' EXIT"
+# The snippet up to the create (the trap and the exec are run as a whole below).
+CREATE=$(sed '/^ID=/q' <<<"$SNIPPET")
 
 mkdir -p "$WORK/bin"
 ln -s "$SANDBOXER" "$WORK/bin/sandboxer"
@@ -45,13 +46,46 @@ a=$(in_ci)
 b=$(in_ci)
 [ "$a" != "$b" ] || fail "runs without CI variables shared a sandbox"
 
-# The rest of the snippet: exec and destroy work on the id.
-ID=${FIRST[CI_JOB_ID=4242]}
-OUT=$(env PATH="$WORK/bin:$PATH" SANDBOXER_STATE_DIR="$STATE" SANDBOXER_PROFILES="$PROFILES" \
-  ID="$ID" bash -euo pipefail -c "$(grep '^sandboxer ' <<<"$SNIPPET")")
-expect_contains "$OUT" "make ran in $ID"
-[ "$(ledger_jq --arg id "$ID" '.sandboxes[] | select(.id == $id) | .state')" = destroyed ] ||
-  fail "the snippet's destroy did not destroy"
+# The whole snippet: the tests' code is the script's, and the sandbox is destroyed either way.
+# whole MAKE_EXIT VAR=VALUE...: runs it with a `make` that exits MAKE_EXIT; prints its output.
+whole() {
+  local code=$1
+  shift
+  env -i PATH="$WORK/bin:$PATH" HOME="$WORK" SANDBOXER_STATE_DIR="$STATE" \
+    SANDBOXER_PROFILES="$PROFILES" MAKE_EXIT="$code" "$@" bash -c "$SNIPPET"
+}
+printf '#!/bin/sh\necho "make ran in $SANDBOXER_ID"\nexit "${MAKE_EXIT:-0}"\n' >"$WORK/bin/make"
+for code in 0 3; do
+  rc=0
+  OUT=$(whole "$code" CI_JOB_ID="whole-$code" 2>"$WORK/whole.err") || rc=$?
+  [ "$rc" = "$code" ] || fail "the snippet exited $rc, its tests $code: $(cat "$WORK/whole.err")"
+  ID=$(ledger_jq '.sandboxes[] | select(.idempotency_key == "whole-'"$code"'") | .id')
+  expect_contains "$OUT" "make ran in $ID"
+  [ "$(record "$ID" .state)" = destroyed ] || fail "tests exiting $code left $ID $(record "$ID" .state)"
+done
+# A failed create stops the script with its code; nothing runs, nothing is left.
+stub_profile ci <<EOF2
+  root: $WORK/backend
+  fail: { create: always }
+EOF2
+rc=0
+OUT=$(whole 0 CI_JOB_ID=broken 2>"$WORK/whole.err") || rc=$?
+[ "$rc" = 4 ] || fail "a failed create: the snippet exited $rc: $(cat "$WORK/whole.err")"
+! grep -q "make ran" <<<"$OUT" || fail "the tests ran after a failed create"
+[ "$(ledger_jq '[.sandboxes[] | select(.idempotency_key == "broken") | .state] | join(",")')" = failed ] ||
+  fail "a failed create left: $(ledger_jq '.sandboxes[] | select(.idempotency_key == "broken")')"
+stub_profile ci <<EOF2
+  root: $WORK/backend
+EOF2
+
+# The shipped ci profile isolates: a docker container with the checkout at /src.
+(cd "$WORK" && "$SANDBOXER" --profiles-dir "$SANDBOXER_SOURCE_DIR/profiles" profiles show ci -o json) \
+  >"$WORK/ci.json"
+[ "$(jq -r '.profile | .driver + " " + .docker.workdir + " " + .docker.mounts[0].source' "$WORK/ci.json")" = \
+  "docker /src $WORK" ] || fail "the shipped ci profile: $(cat "$WORK/ci.json")"
+# The stub says at each create that it isolates nothing.
+expect_code 0 sbx create --profile ci
+expect_contains "$ERR" "isolates nothing"
 
 # An empty key is a usage error, never a shared sandbox.
 expect_code 2 sbx create --profile ci --idempotency-key ""
