@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <fstream>
+#include <spdlog/spdlog.h>
 #include <sstream>
 #include <sys/file.h>
 #include <thread>
