@@ -158,7 +158,9 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
     // at DOCKER_HOST) answers 404 to everything, which must not read as "the sandbox is gone".
     auto answer = json::parse(response.body, nullptr, false);
     if (!answer.is_object() || !answer.contains("message")) {
-      throw DriverError(Kind::error,
+      // `unsupported`, not `error`: such a server made nothing, so a create has nothing to undo
+      // and its message stays one line.
+      throw DriverError(Kind::unsupported,
                         fmt::format("docker: {} answered {} {} with HTTP 404 and no engine "
                                     "message: it is not a Docker Engine API (check DOCKER_HOST "
                                     "or the profile's docker.host)",

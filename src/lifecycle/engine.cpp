@@ -171,7 +171,11 @@ SandboxRecord Engine::get(const std::string& id_or_name) const {
 
 CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
   SandboxRecord record;
-  record.profile = {profile.name, profile.path.string(), profile.hash};
+  // Absolute: the record outlives the directory this command ran in (cron, another shell).
+  std::error_code absolute_error;
+  fs::path stored_path = fs::absolute(profile.path, absolute_error).lexically_normal();
+  record.profile = {profile.name, (absolute_error ? profile.path : stored_path).string(),
+                    profile.hash};
   record.driver = profile.driver;
   record.spec = m_drivers.check_profile(profile);
   if (m_drivers.find(record.driver).host_local(record.spec)) {

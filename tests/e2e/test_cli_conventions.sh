@@ -178,5 +178,7 @@ read -r PORT <&"${WEB[0]}"
 printf 'driver: docker\ndocker: { image: sandboxer/busybox:local, pull: never }\n' >"$PROFILES/dock.yaml"
 DOCKER_HOST="tcp://127.0.0.1:$PORT" expect_code 4 sbx create --profile dock
 expect_contains "$ERR" "is not a Docker Engine API"
+[ "$(wc -l <<<"$ERR")" = 1 ] || fail "a web server at DOCKER_HOST: more than one line: $ERR"
+case "$ERR" in *"<html"* | *"could not be removed"*) fail "a web server at DOCKER_HOST: $ERR" ;; esac
 kill "$WEB_PID"
 echo ok

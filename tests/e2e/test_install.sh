@@ -12,6 +12,9 @@ cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 ||
   fail "cmake --install: $(cat "$WORK/install.log")"
 [ -x "$PREFIX/bin/sandboxer" ] || fail "no binary installed"
 [ -f "$PREFIX/share/sandboxer/profiles/default.yaml" ] || fail "no default profile installed"
+[ -f "$PREFIX/share/sandboxer/profiles/compose/stack.yml" ] ||
+  fail "compose-remote.yaml's compose file is not installed"
+[ ! -e "$PREFIX/share/sandboxer/profiles/images" ] || fail "a VM image built in the tree was installed"
 [ -f "$PREFIX/share/doc/sandboxer/README.md" ] || fail "no README installed"
 [ -f "$PREFIX/share/doc/sandboxer/exit-codes.md" ] || fail "no docs installed"
 [ -f "$PREFIX/share/man/man1/sandboxer.1" ] || fail "no man page installed"

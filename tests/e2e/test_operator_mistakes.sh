@@ -53,4 +53,10 @@ expect_code 0 sbx reap --dry-run
 [ "$OUT" = "nothing due: a reap now would do nothing" ] || fail "an empty dry run said: $OUT"
 expect_code 0 sbx reap -q
 [ -z "$OUT" ] || fail "reap -q with nothing due printed: $OUT"
+# A profile given by a relative path is recorded by its absolute one: the record outlives the
+# directory the command ran in.
+stub_profile rel </dev/null
+ID=$(cd "$WORK" && sbx create --profile ./profiles/rel.yaml --quiet)
+[ "$(record "$ID" .profile.path)" = "$PROFILES/rel.yaml" ] ||
+  fail "stored profile path: $(record "$ID" .profile.path)"
 echo ok
