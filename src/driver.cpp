@@ -2,6 +2,7 @@
 
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
 
 namespace sandboxer {
 
@@ -41,7 +42,8 @@ const char* to_string(BackendStatus::State state) {
 }
 
 int unstartable_command(std::string_view program, bool missing, ExecIo& io) {
-  io.err(fmt::format("sandboxer: exec: {}: {}\n", program,
+  // log::prefix(): off a terminal the line carries its time, as every other stderr line does.
+  io.err(fmt::format("{}exec: {}: {}\n", log::prefix(), program,
                      missing ? "command not found in the sandbox"
                              : "cannot be executed in the sandbox (permission denied or not a "
                                "program)"));

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sandboxer/interrupt.hpp>
@@ -19,6 +20,50 @@ thread_local int t_shields = 0;
 
 // The third signal: the operator wants out now, cleanup or not.
 constexpr int k_signals_before_exit = 3;
+// Off a terminal every stderr line starts with its time, as the log's do (decided at install()).
+bool g_stamp = false;
+
+// Writes `value` as `width` digits at `out`.
+char* digits(char* out, long value, int width) {
+  for (int i = width - 1; i >= 0; --i) {
+    out[i] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  }
+  return out + width;
+}
+
+// "YYYY-MM-DDTHH:MM:SS.mmmZ " in `out` (at least 25 bytes), from clock_gettime and arithmetic
+// alone: a signal handler may call neither gmtime nor malloc. Returns the length.
+size_t utc_stamp(char* out) {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  long days = static_cast<long>(now.tv_sec / 86400), second_of_day = now.tv_sec % 86400;
+  // Civil date from days since 1970-01-01 (the proleptic Gregorian calendar, in 400-year eras).
+  long z = days + 719468, era = z / 146097, day_of_era = z - era * 146097;
+  long year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+  long day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+  long month_index = (5 * day_of_year + 2) / 153;
+  long day = day_of_year - (153 * month_index + 2) / 5 + 1;
+  long month = month_index < 10 ? month_index + 3 : month_index - 9;
+  long year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
+  char* p = out;
+  p = digits(p, year, 4);
+  *p++ = '-';
+  p = digits(p, month, 2);
+  *p++ = '-';
+  p = digits(p, day, 2);
+  *p++ = 'T';
+  p = digits(p, second_of_day / 3600, 2);
+  *p++ = ':';
+  p = digits(p, second_of_day / 60 % 60, 2);
+  *p++ = ':';
+  p = digits(p, second_of_day % 60, 2);
+  *p++ = '.';
+  p = digits(p, now.tv_nsec / 1000000, 3);
+  *p++ = 'Z';
+  *p++ = ' ';
+  return static_cast<size_t>(p - out);
+}
 
 void on_signal(int signal) {
   int saved = errno;
@@ -31,7 +76,10 @@ void on_signal(int signal) {
   }
   if (seen >= k_signals_before_exit) {
     static const char k_message[] = "sandboxer: third signal: exiting now without cleanup\n";
-    [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
+    char line[sizeof k_message + 32];
+    size_t length = g_stamp ? utc_stamp(line) : 0;
+    std::memcpy(line + length, k_message, sizeof k_message - 1);
+    [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, line, length + sizeof k_message - 1);
     ::_exit(128 + signal);
   }
   errno = saved;
@@ -43,6 +91,7 @@ void install() {
   if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     g_pipe[0] = g_pipe[1] = -1;
   }
+  g_stamp = ::isatty(STDERR_FILENO) != 1;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);

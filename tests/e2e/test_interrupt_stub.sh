@@ -67,4 +67,32 @@ skipped=$(jq '[.items[] | select(.reason == "interrupted by SIGTERM")] | length'
 [ "$destroyed" = 1 ] && [ "$skipped" = 2 ] || fail "reap after SIGTERM: $(cat "$WORK/reap-out")"
 [ "$(ledger_jq '[.sandboxes[] | select(.profile.name == "slowdestroy" and .state == "running")] | length')" = 2 ] ||
   fail "the sandboxes reap did not start on are not left as they were"
+# Off a terminal every stderr line carries its time, as the log's do: exec's own 127 line, and the
+# third signal's, written from the signal handler.
+STAMP='^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9][.][0-9]{3}Z sandboxer: '
+Q=$(sbx create --profile quick --quiet)
+expect_code 127 sbx exec "$Q" -- nosuchprog
+[[ "$ERR" =~ ${STAMP}exec:\ nosuchprog:\ command\ not\ found ]] || fail "exec's 127 line: $ERR"
+stub_profile slowundo <<EOF2
+  root: $WORK/backend
+  latency: { ready: 60s, destroy: 60s }
+EOF2
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile slowundo \
+  --name thrice >/dev/null 2>"$WORK/err-thrice" &
+PID=$!
+for _ in $(seq 600); do
+  T=$(ledger_jq '.sandboxes[] | select(.name == "thrice") | .id' 2>/dev/null || true)
+  [ -n "$T" ] && stub_made "$T" && break
+  sleep 0.05
+done
+kill -INT "$PID"
+sleep 0.5 # in the slow undo now
+kill -INT "$PID"
+sleep 0.3 # two signals sent at once may reach the process as one
+kill -INT "$PID"
+rc=0
+wait "$PID" || rc=$?
+[ "$rc" = 130 ] || fail "the third signal: exit $rc ($(cat "$WORK/err-thrice"))"
+grep -Eq "${STAMP}third signal: exiting now without cleanup" "$WORK/err-thrice" ||
+  fail "the third signal's line: $(cat "$WORK/err-thrice")"
 echo "ok"
