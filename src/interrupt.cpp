@@ -40,7 +40,8 @@ size_t utc_stamp(char* out) {
   long days = static_cast<long>(now.tv_sec / 86400), second_of_day = now.tv_sec % 86400;
   // Civil date from days since 1970-01-01 (the proleptic Gregorian calendar, in 400-year eras).
   long z = days + 719468, era = z / 146097, day_of_era = z - era * 146097;
-  long year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+  long year_of_era =
+      (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
   long day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
   long month_index = (5 * day_of_year + 2) / 153;
   long day = day_of_year - (153 * month_index + 2) / 5 + 1;
