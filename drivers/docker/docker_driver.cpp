@@ -282,7 +282,7 @@ public:
       m_api.start_container(id);
       wait_running(id);
       if (m_spec.readiness) {
-        wait_ready(id, *m_spec.readiness);
+        wait_ready(id, request.sandbox_id, *m_spec.readiness);
       }
     } catch (const DriverError& e) {
       // Remove what this create made, so that a failed create leaves nothing behind.
@@ -644,7 +644,9 @@ private:
     }
   }
 
-  void wait_ready(const std::string& id, const Readiness& readiness) {
+  // `sandbox_id` names it in the progress line: the operator knows the sandbox, not the container.
+  void wait_ready(const std::string& id, const std::string& sandbox_id,
+                  const Readiness& readiness) {
     auto deadline = std::chrono::steady_clock::now() + readiness.timeout;
     BufferIo io;
     int status = -1;
@@ -670,7 +672,7 @@ private:
         break;
       }
       m_progress.update(
-          fmt::format("waiting for {} to be ready ({}s of {}s)", id.substr(0, 12),
+          fmt::format("waiting for {} to be ready ({}s of {}s)", sandbox_id,
                       std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::steady_clock::now() - (deadline - readiness.timeout))
                           .count(),

@@ -19,9 +19,12 @@ namespace {
 // watches a terminal: logs and CI output stay clean.
 class TerminalProgress : public Progress {
 public:
-  ~TerminalProgress() override {
+  ~TerminalProgress() override { clear(); }
+  void clear() {
     if (m_shown) {
       std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+      m_shown = false;
     }
   }
   void update(std::string_view what) override {
@@ -127,7 +130,9 @@ Context::Context(const GlobalOptions& global)
                                              dir.string()));
   }
   if (!global.quiet && isatty(STDERR_FILENO)) {
-    m_progress = std::make_unique<TerminalProgress>();
+    auto progress = std::make_unique<TerminalProgress>();
+    m_out.set_before_print([shown = progress.get()] { shown->clear(); });
+    m_progress = std::move(progress);
     m_engine.set_progress(m_progress.get());
   }
 }

@@ -194,6 +194,9 @@ Format parse_format(const std::string& text) {
 }
 
 void Output::print(const nlohmann::json& data, const std::function<Table()>& table) const {
+  if (m_before_print) {
+    m_before_print();
+  }
   switch (m_format) {
   case Format::json:
     std::cout << data.dump() << "\n";

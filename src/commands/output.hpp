@@ -31,6 +31,9 @@ public:
   void set_wide(bool wide) { m_wide = wide; }
   // --no-headers: tables without their header line, for scripts that read columns.
   void set_headers(bool headers) { m_headers = headers; }
+  // Called before anything is printed: the terminal's progress line is erased first, so that the
+  // table does not start in the middle of it.
+  void set_before_print(std::function<void()> before) { m_before_print = std::move(before); }
 
   // JSON and YAML print `data`; table format prints what `table` builds (only called then).
   void print(const nlohmann::json& data, const std::function<Table()>& table) const;
@@ -42,6 +45,7 @@ private:
   bool m_quiet;
   bool m_wide = false;
   bool m_headers = true;
+  std::function<void()> m_before_print;
 };
 
 // A key/value table of one record, for `create`, `status`, ...

@@ -9,12 +9,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <spdlog/spdlog.h>
 #include <thread>
 #include <unistd.h>
 
 #include <sandboxer/base64.hpp>
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/log.hpp>
 #include <sandboxer/sdk.hpp>
 
 #include "src/protocol/protocol.hpp"
@@ -414,6 +416,12 @@ private:
 } // namespace
 
 int serve(const DriverFactory& factory, const ServeOptions& options) {
+  // stdout carries the protocol alone: whatever the driver's code logs goes to stderr, which
+  // sandboxer keeps (spdlog's default logger would write it to stdout and break the stream).
+  // A driver that set up a logger of its own (a named one) keeps it.
+  if (spdlog::default_logger_raw()->name().empty()) {
+    log::init("info");
+  }
   return Server(factory, options).run();
 }
 

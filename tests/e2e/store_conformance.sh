@@ -264,13 +264,14 @@ conformance_scenario() {
 
   # --- what the ledger holds now, at one instant
   at 30
-  keep list.json 0 list -o json
+  # The ledger alone (--no-backend): what the store holds, not what the backends say.
+  keep list.json 0 list --no-backend -o json
   expect_keys "list -o json" "$OUT" "$RECORD_KEYS"
   [ "$(jq -c '[.[] | .name + " " + .state]' <<<"$OUT")" = \
     "[\"copy running\",\"$IDEM2 running\",\"agent running\"]" ] || fail "list: $OUT"
   [ "$(jq -c '[.[].seconds_left]' <<<"$OUT")" = '[1200,1260,1320]' ] ||
     fail "list seconds_left: $(jq -c '[.[].seconds_left]' <<<"$OUT")"
-  keep list-all.json 0 list --all -o json
+  keep list-all.json 0 list --all --no-backend -o json
   ALL=$OUT
   expect_keys "list --all -o json" "$OUT" "$RECORD_KEYS"
   [ "$(jq -c 'map(.id) | sort' <<<"$OUT")" = \
@@ -284,10 +285,10 @@ conformance_scenario() {
     "$(jq -nc --arg a "$AGENT" --arg c "$GONE" --arg e "$IDEM" --arg f "$SHORT" --arg i "$TWIN1" \
       --arg j "$TWIN2" '[$a,$c,$e,$f,$i,$j] | sort')" ] ||
     fail "list --all --state destroyed: $OUT"
-  keep list-label.json 0 list --all --label job=e2e -o json
+  keep list-label.json 0 list --all --no-backend --label job=e2e -o json
   # A restore keeps its snapshot's sandbox's labels.
   [ "$(jq -c 'map(.id)' <<<"$OUT")" = "[\"$AGENT\",\"$COPY\"]" ] || fail "list --label: $OUT"
-  keep list-name.json 0 list --all --name agent -o json
+  keep list-name.json 0 list --all --no-backend --name agent -o json
   [ "$(jq -c 'map(.id) | sort' <<<"$OUT")" = "$(jq -nc --arg a "$AGENT" --arg b "$AGENT2" '[$a,$b] | sort')" ] ||
     fail "list --all --name agent: $OUT"
   keep list-ids.txt 0 list --all -q
