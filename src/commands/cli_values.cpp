@@ -32,6 +32,7 @@ const std::vector<Entry>& table() {
       {"destroy", "ids", K::live_sandbox},
       {"destroy", "reason", K::text, "TEXT"},
       {"destroy", "timeout", K::duration},
+      {"destroy", "label", K::key_value},
       {"list", "label", K::key_value},
       {"list", "profile", K::profile},
       {"list", "name", K::text, "NAME"},

@@ -480,7 +480,7 @@ private:
         }
         if (record.state != State::destroyed && record.state != State::failed) {
           try {
-            m_engine.destroy(record.id, "conformance kit cleanup", {.force = true});
+            m_engine.destroy(record.id, "conformance kit cleanup", {.force = true, .forget = true});
           } catch (const std::exception& e) {
             spdlog::warn("conformance kit: {}: {}", record.id, e.what());
           }

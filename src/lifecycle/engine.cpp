@@ -455,20 +455,20 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
   } catch (const OutcomeNotRecorded&) {
     throw;
   } catch (const Error& e) {
-    if (options.force) {
+    if (options.forget) {
       // The operator closes the record whatever the backend says; its labels let
       // `reap --orphans` find what it may still hold.
       const std::string message = log::redact(e.what());
-      spdlog::warn("{}: --force: recorded as destroyed although the backend failed: {}; "
+      spdlog::warn("{}: --forget: recorded as destroyed although the backend failed: {}; "
                    "'sandboxer reap --orphans' finds what it still has",
                    record.id, message);
       nlohmann::json details = driver_time.details(started);
-      details["forced"] = true;
+      details["forgotten"] = true;
       details["backend_error"] = message;
       return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
         r.error = message;
         r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor,
-                     reason + " (forced)", details);
+                     reason + " (forgotten)", details);
       });
     }
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
