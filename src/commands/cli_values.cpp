@@ -44,6 +44,7 @@ const std::vector<Entry>& table() {
       {"exec", "command", K::text, "COMMAND"},
       {"exec", "env", K::key_value},
       {"exec", "workdir", K::text, "DIR"},
+      {"exec", "user", K::text, "USER"},
       {"snapshot", "id", K::live_sandbox},
       {"snapshot", "name", K::text, "NAME"},
       {"snapshots", "id", K::sandbox},

@@ -218,13 +218,6 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
       }
     }
     return static_cast<int>(ExitCode::usage);
-  } catch (const UsageError& e) {
-    std::string command;
-    for (auto* sub : app.get_subcommands()) {
-      command = " " + sub->get_name();
-    }
-    fail(e.what(), "Try 'sandboxer" + command + " --help'.");
-    return static_cast<int>(e.code());
   } catch (const Error& e) {
     fail(e.what());
     return static_cast<int>(e.code());
