@@ -33,6 +33,10 @@ const std::vector<Entry>& table() {
       {"destroy", "reason", K::text, "TEXT"},
       {"destroy", "timeout", K::duration},
       {"destroy", "label", K::key_value},
+      {"wait", "id", K::sandbox},
+      {"wait", "for", K::wait_condition},
+      {"wait", "timeout", K::duration},
+      {"exec", "user", K::text, "USER"},
       {"list", "label", K::key_value},
       {"list", "profile", K::profile},
       {"list", "name", K::text, "NAME"},
@@ -44,7 +48,6 @@ const std::vector<Entry>& table() {
       {"exec", "command", K::text, "COMMAND"},
       {"exec", "env", K::key_value},
       {"exec", "workdir", K::text, "DIR"},
-      {"exec", "user", K::text, "USER"},
       {"snapshot", "id", K::live_sandbox},
       {"snapshot", "name", K::text, "NAME"},
       {"snapshots", "id", K::sandbox},
@@ -119,6 +122,8 @@ std::string_view name_of(ValueKind kind) {
     return "SHELL";
   case ValueKind::orphans_mode:
     return "MODE";
+  case ValueKind::wait_condition:
+    return "CONDITION";
   case ValueKind::key_value:
     return "KEY=VALUE";
   case ValueKind::count:

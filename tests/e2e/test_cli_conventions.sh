@@ -15,9 +15,9 @@ EOF2
 # 14. Unknown commands, help, -V, completion, man, examples.
 expect_code 2 sbx crate
 expect_contains "$ERR" 'unknown command "crate"; did you mean create?'
-expect_code 2 sbx ls
-expect_contains "$ERR" "did you mean list?"
-for command in create destroy list status exec snapshot snapshots restore extend reap history \
+expect_code 2 sbx delete
+expect_contains "$ERR" "did you mean destroy?"
+for command in create destroy list status exec wait snapshot snapshots restore extend reap history \
   events profiles drivers version completion man; do
   expect_code 0 sbx help "$command"
   expect_contains "$OUT" "Examples:"
