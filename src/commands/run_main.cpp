@@ -220,6 +220,11 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
   }
   if (at > 0 && at < static_cast<int>(words.size()) && !words[at].starts_with("-")) {
     if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
+      // `--stat-dir x list`: the word taken for the command is the value of a mistyped option.
+      if (auto unknown = unknown_option({words.begin(), words.begin() + at}, app)) {
+        fail(*unknown, "Run 'sandboxer help' for the list of commands and options.");
+        return static_cast<int>(ExitCode::usage);
+      }
       auto guess = synonym_of(words[at]);
       if (!guess) {
         guess = closest_match(words[at], names);
@@ -247,8 +252,11 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
     while (deepest && !deepest->get_subcommands().empty()) {
       deepest = deepest->get_subcommands().back();
     }
-    fail(explain_parse_error(e, words, app, sub, deepest),
-         "Try 'sandboxer" + (sub ? " " + sub->get_name() : std::string()) + " --help'.");
+    std::string path; // the command whose --help is meant: "ledger verify"
+    for (const CLI::App* cmd = deepest; cmd && cmd->get_parent(); cmd = cmd->get_parent()) {
+      path = " " + cmd->get_name() + path;
+    }
+    fail(explain_parse_error(e, words, app, sub, deepest), "Try 'sandboxer" + path + " --help'.");
     return static_cast<int>(ExitCode::usage);
   }
 

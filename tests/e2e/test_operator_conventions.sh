@@ -48,6 +48,12 @@ expect_code 2 sbx destroy --dryrun --all
 expect_contains "$ERR" "did you mean --dry-run?"
 expect_code 2 sbx list --lables team=red
 expect_contains "$ERR" "did you mean --label?"
+expect_code 2 sbx ledger verify --hed x
+expect_contains "$ERR" "unknown option --hed for ledger verify; did you mean --head?"
+expect_contains "$ERR" "Try 'sandboxer ledger verify --help'."
+# A mistyped global option before the command: its value is not taken for an unknown command.
+expect_code 2 "$SANDBOXER" --stat-dir "$STATE" list
+expect_contains "$ERR" "unknown option --stat-dir; did you mean --state-dir?"
 
 # 9. A taken name is a conflict (10), and an error that is no parse error has no "Try --help".
 expect_code 10 sbx create --profile dev --name a
@@ -125,8 +131,40 @@ expect_contains "$OUT" "$A"
 expect_contains "$OUT" "$C"
 expect_code 0 sbx rm "$C" </dev/null
 [ "$(record "$C" .state)" = destroyed ] || fail "rm did not destroy"
-expect_code 0 sbx destroy --all --yes
-[ "$(record "$A" .state)" = destroyed ] || fail "--all --yes left $A"
+# On a terminal the selection is listed and asked about: "n" destroys nothing (exit 7), "y" goes.
+confirm_on_pty() {
+  python3 - "$1" "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" destroy --all <<'PY'
+import os, pty, sys, time
+answer, argv = sys.argv[1], sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+text, deadline = b"", time.time() + 30
+while b"[y/N]" not in text and time.time() < deadline:
+    try:
+        text += os.read(fd, 4096)
+    except OSError:
+        break
+os.write(fd, answer.encode() + b"\n")
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    text += chunk
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(text.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}
+expect_code 7 confirm_on_pty n
+expect_contains "$OUT" "$A"
+expect_contains "$OUT" "Destroy these 1 sandbox(es)? [y/N]"
+[ "$(record "$A" .state)" = running ] || fail "an unconfirmed destroy --all destroyed"
+expect_code 0 confirm_on_pty y
+[ "$(record "$A" .state)" = destroyed ] || fail "a confirmed destroy --all left $A"
 expect_code 0 sbx destroy --all --yes
 expect_contains "$ERR" "nothing to do"
 
