@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -38,9 +39,21 @@ const std::string& self_command() {
   return command;
 }
 
+// The kernel's name for this machine, as the holder line records it: what decides whether the
+// holder's pid can be checked here (not owner.cpp's SANDBOXER_HOST, a name for the ledger's
+// readers).
+const std::string& kernel_host() {
+  static const std::string host = [] {
+    char buffer[256] = {};
+    return ::gethostname(buffer, sizeof(buffer) - 1) == 0 ? std::string(buffer) : std::string();
+  }();
+  return host;
+}
+
 struct Holder {
   long pid = 0;
   std::string command;
+  std::string host; // "" when the line is older than issue 35 (it was this machine's then)
 };
 
 // What the current holder wrote into the lock file ("pid 1234 sandboxer\n"); nullopt when the
@@ -51,8 +64,8 @@ std::optional<Holder> read_holder(int fd) {
   if (size <= 0) {
     return std::nullopt;
   }
-  std::string_view text(buffer, static_cast<size_t>(size));
-  text = text.substr(0, text.find('\n'));
+  std::string_view whole(buffer, static_cast<size_t>(size));
+  std::string_view text = whole.substr(0, whole.find('\n'));
   if (!text.starts_with("pid ")) {
     return std::nullopt;
   }
@@ -66,27 +79,52 @@ std::optional<Holder> read_holder(int fd) {
   if (text.starts_with(' ')) {
     holder.command = std::string(text.substr(1));
   }
+  if (const size_t at = whole.find("\nhost "); at != std::string_view::npos) {
+    std::string_view host = whole.substr(at + 6);
+    holder.host = std::string(host.substr(0, host.find('\n')));
+  }
   return holder;
 }
 
 // Tells waiters who holds the lock. Failing to write it (a full disk) does not make the lock any
 // less held, so errors are ignored: the waiter's message then just cannot name the holder.
 void record_holder(int fd) {
-  const std::string line = fmt::format("pid {} {}\n", ::getpid(), self_command());
+  const std::string line =
+      fmt::format("pid {} {}\nhost {}\n", ::getpid(), self_command(), kernel_host());
   if (::ftruncate(fd, 0) == 0) {
     [[maybe_unused]] const ssize_t ignored = ::pwrite(fd, line.data(), line.size(), 0);
   }
 }
 
-std::string describe_holder(int fd, const std::filesystem::path& path) {
+// Who holds the lock and whether it still runs, then what to do: wait for a live holder; for one
+// that is gone, whatever it started still has the file open (a flock lives as long as its open
+// file description).
+std::string describe_holder(int fd, const std::filesystem::path& path, const std::string& waited) {
   const auto holder = read_holder(fd);
   if (!holder) {
-    return fmt::format("another process (its pid is not recorded in {} yet)", path.string());
+    return fmt::format("locked by another process (its pid is not recorded in {} yet); {}; "
+                       "retry, or raise",
+                       path.string(), waited);
   }
-  if (holder->command.empty()) {
-    return fmt::format("pid {}", holder->pid);
+  std::string who = fmt::format("pid {}", holder->pid);
+  if (!holder->command.empty()) {
+    who += fmt::format(" ({})", holder->command);
   }
-  return fmt::format("pid {} ({})", holder->pid, holder->command);
+  if (!holder->host.empty()) {
+    who += " on " + holder->host;
+  }
+  if (!holder->host.empty() && holder->host != kernel_host()) {
+    return fmt::format("locked by {}, another machine (whether it still runs cannot be seen from "
+                       "here); {}; retry, or raise",
+                       who, waited);
+  }
+  if (::kill(static_cast<pid_t>(holder->pid), 0) != 0 && errno == ESRCH) {
+    return fmt::format("locked, but its holder {} is gone: a process it started still has {} open "
+                       "('fuser -v {}' names it); {}; end that process, or raise",
+                       who, path.string(), path.string(), waited);
+  }
+  return fmt::format("locked by {}, which is still running; {}; wait for it to finish, or raise",
+                     who, waited);
 }
 
 } // namespace
@@ -163,9 +201,9 @@ LockFile::Guard LockFile::acquire() const {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       throw LockTimeoutError(fmt::format(
-          "{} is locked by {}; waited {}s; if that process is gone, the lock is released "
-          "automatically — retry, or raise {}",
-          m_what, describe_holder(fd.get(), m_path), m_timeout.count(), m_wait_option));
+          "{} is {} {}", m_what,
+          describe_holder(fd.get(), m_path, fmt::format("waited {}s", m_timeout.count())),
+          m_wait_option));
     }
     interrupt::sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(
         std::min<std::chrono::steady_clock::duration>(pause, deadline - now)));

@@ -54,6 +54,36 @@ struct Pipe {
   }
 };
 
+// Command::terminal: a pseudo-terminal whose slave side becomes the program's stdout and stderr
+// (and stdin when it is given none); the master side is read as its output.
+struct Pty {
+  int master = -1;
+  int slave = -1;
+  Pty() {
+    char name[128];
+    master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0 ||
+        ptsname_r(master, name, sizeof name) != 0 ||
+        (slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+      const int error = errno;
+      close_both();
+      throw Error(ExitCode::runtime,
+                  fmt::format("cannot open a pseudo-terminal: {}", strerror(error)));
+    }
+  }
+  ~Pty() { close_both(); }
+  Pty(const Pty&) = delete;
+  Pty& operator=(const Pty&) = delete;
+  void close_both() {
+    for (int* fd : {&master, &slave}) {
+      if (*fd >= 0) {
+        ::close(*fd);
+        *fd = -1;
+      }
+    }
+  }
+};
+
 std::vector<std::string> build_environment(const Command& command) {
   std::map<std::string, std::string> merged;
   if (!command.clear_env) {
@@ -186,22 +216,40 @@ Result run(const Command& command) {
   // it otherwise); every other one gets its own group.
   const bool own_group = !(command.stdin_fd >= 0 && isatty(command.stdin_fd));
   Pipe out_pipe, err_pipe, in_pipe;
+  std::optional<Pty> pty;
+  if (command.terminal) {
+    pty.emplace();
+  }
   Spawner spawner(own_group);
   auto* actions = &spawner.m_actions;
   if (command.stdin_fd >= 0) {
     check_spawn(posix_spawn_file_actions_adddup2(actions, command.stdin_fd, STDIN_FILENO), "stdin");
   } else if (command.stdin_data) {
     check_spawn(posix_spawn_file_actions_adddup2(actions, in_pipe.fds[0], STDIN_FILENO), "stdin");
+  } else if (pty) {
+    check_spawn(posix_spawn_file_actions_adddup2(actions, pty->slave, STDIN_FILENO), "stdin");
   } else {
     check_spawn(posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0),
                 "stdin");
   }
-  check_spawn(posix_spawn_file_actions_adddup2(actions, out_pipe.fds[1], STDOUT_FILENO), "stdout");
-  check_spawn(posix_spawn_file_actions_adddup2(actions, err_pipe.fds[1], STDERR_FILENO), "stderr");
+  check_spawn(
+      posix_spawn_file_actions_adddup2(actions, pty ? pty->slave : out_pipe.fds[1], STDOUT_FILENO),
+      "stdout");
+  check_spawn(
+      posix_spawn_file_actions_adddup2(actions, pty ? pty->slave : err_pipe.fds[1], STDERR_FILENO),
+      "stderr");
   const pid_t pid = spawn(command, spawner);
   out_pipe.close_write();
   err_pipe.close_write();
   in_pipe.close_read();
+  if (pty) {
+    // One stream, as a terminal has: the master is read in place of the stdout pipe, and the
+    // slave is the program's alone (its end is then EIO on the master).
+    ::close(std::exchange(pty->slave, -1));
+    out_pipe.close_read();
+    out_pipe.fds[0] = std::exchange(pty->master, -1);
+    err_pipe.close_read();
+  }
 
   Result result;
   std::string_view to_write = command.stdin_data ? std::string_view(*command.stdin_data) : "";

@@ -395,6 +395,9 @@ public:
     if (request.workdir) {
       argv.insert(argv.end(), {"-w", *request.workdir});
     }
+    if (request.user) {
+      argv.insert(argv.end(), {"-u", *request.user});
+    }
     argv.push_back(container);
     argv.insert(argv.end(), request.argv.begin(), request.argv.end());
 
@@ -708,7 +711,8 @@ public:
             .exec = true,
             .native_ttl = false,
             .list_by_label = true,
-            .restore_in_place = false};
+            .restore_in_place = false,
+            .exec_user = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(compose_ssh::parse_spec(section));

@@ -706,6 +706,9 @@ private:
     if (request.workdir) {
       body["WorkingDir"] = *request.workdir;
     }
+    if (request.user) {
+      body["User"] = *request.user; // the engine's own form: name, uid, uid:gid
+    }
     std::string exec_id = m_api.create_exec(container, body);
     StartFailureFilter filtered(caller_io);
     ExecIo& io = filtered;
@@ -805,7 +808,8 @@ public:
             .exec = true,
             .native_ttl = false,
             .list_by_label = true,
-            .restore_in_place = true};
+            .restore_in_place = true,
+            .exec_user = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(docker::parse_spec(section));

@@ -230,6 +230,8 @@ public:
       fs::create_directories(*command.cwd, ec);
     }
     command.stdin_fd = request.attach_stdin ? io.stdin_fd() : -1;
+    // -t: a terminal of the stub's own, as docker allocates one in the container.
+    command.terminal = request.tty;
     command.on_stdout = [&](std::string_view bytes) { io.out(bytes); };
     command.on_stderr = [&](std::string_view bytes) { io.err(bytes); };
     command.on_interrupt = proc::Command::OnInterrupt::forward;

@@ -25,6 +25,7 @@ struct Capabilities {
   bool native_ttl = false;       // the backend keeps its own deadline; extend() moves it
   bool list_by_label = false;    // list_remote() finds resources by ownership label
   bool restore_in_place = false; // create() honours CreateRequest::replaces
+  bool exec_user = false;        // exec() honours ExecRequest::user (exec -u)
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -118,7 +119,12 @@ struct ExecRequest {
   std::map<std::string, std::string> env;
   std::optional<std::string> workdir;
   bool attach_stdin = false;
+  // A terminal in the backend for the command (docker exec -t), whether or not sandboxer is on
+  // one: stdout and stderr then arrive as one stream, as a terminal's do.
   bool tty = false;
+  // exec -u: the user (name or uid, uid:gid where the backend takes it) to run as; nullopt: the
+  // sandbox's default. Only sent to a driver whose Capabilities::exec_user says it honours it.
+  std::optional<std::string> user;
 };
 
 // A terminal's size in character cells.

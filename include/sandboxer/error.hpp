@@ -18,6 +18,9 @@ enum class ExitCode : int {
   policy = 7,             // refused by policy (TTL cap, max-destroy, ...)
   unverified = 8,         // evidence does not verify: a hash chain is broken, a segment unreadable
   ledger_unavailable = 9, // the shared ledger's server could not be reached within the deadline
+  conflict = 10,          // the sandbox's state or name conflicts with the request (exec of a
+                          // sandbox that is not running, a name already taken)
+  wait_timeout = 11,      // `wait`: the condition did not hold within --timeout
   hangup = 129,           // SIGHUP: the terminal went away mid-operation
   interrupted = 130,      // SIGINT: Ctrl-C
   terminated = 143        // SIGTERM: a CI cancel, systemd, kill

@@ -21,6 +21,9 @@ struct Command {
   std::optional<std::chrono::milliseconds> timeout; // SIGTERM, then SIGKILL 2s later
   std::optional<std::string> stdin_data;            // written to the child's stdin, then closed
   int stdin_fd = -1;                                // or: this fd becomes the child's stdin
+  // A new pseudo-terminal as the program's stdout and stderr (and stdin when none is given):
+  // one stream, as `docker exec -t` gives (run() only).
+  bool terminal = false;
   // On SIGINT/SIGTERM/SIGHUP to sandboxer (interrupt.hpp): `stop` ends the program (SIGTERM, then
   // SIGKILL) and throws Interrupted; `forward` sends each signal on to the program and waits for
   // its end (a user's command in `exec`).

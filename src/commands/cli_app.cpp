@@ -48,6 +48,9 @@ void build_app(CLI::App& app, GlobalOptions& global, Runners& runners,
   runners.reserve(all_commands().size());
   for (const auto& entry : all_commands()) {
     auto* sub = app.add_subcommand(entry.name, entry.description);
+    for (const auto& alias : entry.aliases) {
+      sub->alias(alias);
+    }
     // Global options work after the subcommand too: `sandboxer list -o json`.
     sub->fallthrough();
     runners.emplace_back(sub, nullptr);

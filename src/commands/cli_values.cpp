@@ -32,6 +32,11 @@ const std::vector<Entry>& table() {
       {"destroy", "ids", K::live_sandbox},
       {"destroy", "reason", K::text, "TEXT"},
       {"destroy", "timeout", K::duration},
+      {"destroy", "label", K::key_value},
+      {"wait", "id", K::sandbox},
+      {"wait", "for", K::wait_condition},
+      {"wait", "timeout", K::duration},
+      {"exec", "user", K::text, "USER"},
       {"list", "label", K::key_value},
       {"list", "profile", K::profile},
       {"list", "name", K::text, "NAME"},
@@ -117,6 +122,8 @@ std::string_view name_of(ValueKind kind) {
     return "SHELL";
   case ValueKind::orphans_mode:
     return "MODE";
+  case ValueKind::wait_condition:
+    return "CONDITION";
   case ValueKind::key_value:
     return "KEY=VALUE";
   case ValueKind::count:

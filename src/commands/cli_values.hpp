@@ -29,11 +29,12 @@ enum class ValueKind {
   driver,
   schema,
   shell,
-  orphans_mode, // report, destroy
-  key_value,    // KEY=VALUE
-  count,        // a whole number
-  command,      // one of sandboxer's commands (`sandboxer help COMMAND`)
-  text,         // anything: nothing to complete
+  orphans_mode,   // report, destroy
+  wait_condition, // running, gone (`wait --for`)
+  key_value,      // KEY=VALUE
+  count,          // a whole number
+  command,        // one of sandboxer's commands (`sandboxer help COMMAND`)
+  text,           // anything: nothing to complete
 };
 
 // The kind of `option` of `command` (the command path, "" for the root, "ledger verify" for a

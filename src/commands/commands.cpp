@@ -146,18 +146,32 @@ const std::vector<CommandEntry>& all_commands() {
       {"create", "Create a sandbox from a profile", &setup_create,
        "sandboxer create --profile default --name scratch --ttl 45m\n"
        "ID=$(sandboxer create --profile ci --idempotency-key \"$CI_JOB_ID\" -o json | jq -r .id)"},
-      {"destroy", "Destroy sandboxes (their records stay as history)", &setup_destroy,
+      {"destroy",
+       "Destroy sandboxes (their records stay as history)",
+       &setup_destroy,
        "sandboxer destroy scratch\n"
-       "sandboxer destroy --timeout 30s --force sbx-k3v7q2m4xw5a"},
-      {"list", "List sandboxes in the ledger", &setup_list,
+       "sandboxer destroy --timeout 30s sbx-k3v7q2m4xw5a\n"
+       "sandboxer destroy --label team=infra --dry-run\n"
+       "sandboxer destroy --all --yes   # no terminal to confirm on (CI)\n"
+       "sandboxer destroy --force --forget sbx-k3v7q2m4xw5a   # the backend is gone for good",
+       {"rm"}},
+      {"list",
+       "List sandboxes in the ledger",
+       &setup_list,
        "sandboxer list\n"
        "sandboxer list -a --label team=infra -o wide\n"
-       "sandboxer list -q --profile ci | xargs -r sandboxer destroy"},
+       "sandboxer list -q --profile ci | xargs -r sandboxer destroy",
+       {"ls", "ps"}},
       {"status", "Show a sandbox: its record, backend state and history", &setup_status,
        "sandboxer status scratch\nsandboxer status sbx-k3v7q2m4xw5a -o json"},
       {"exec", "Run a command inside a sandbox", &setup_exec,
        "sandboxer exec scratch -- make test\n"
-       "sandboxer exec -it scratch -- sh"},
+       "sandboxer exec -it scratch -- sh\n"
+       "sandboxer exec -u root scratch -- apt-get install -y jq\n"
+       "sandboxer exec -t scratch -- top -bn1   # a terminal in the sandbox, even from CI"},
+      {"wait", "Wait until a sandbox is running, or gone", &setup_wait,
+       "sandboxer wait scratch --for running --timeout 2m\n"
+       "sandboxer wait sbx-k3v7q2m4xw5a --for gone -o json"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

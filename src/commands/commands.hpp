@@ -78,6 +78,9 @@ struct CommandEntry {
   const char* description;
   void (*setup)(CLI::App& app, Runner& runner);
   const char* examples; // shown under "Examples:" in its --help and its man page section
+  // Other names that run it (CLI11 alias()): docker's and kubectl's words for it. Shown in --help
+  // ("list, ls, ps"), the man page and completion (docs/completion.md).
+  std::vector<std::string> aliases = {};
 };
 
 // Commands that describe the CLI itself (completion scripts, the man page): they read the parsed
@@ -127,6 +130,7 @@ void setup_snapshots(CLI::App& app, Runner& runner);
 void setup_restore(CLI::App& app, Runner& runner);
 void setup_extend(CLI::App& app, Runner& runner);
 void setup_exec(CLI::App& app, Runner& runner);
+void setup_wait(CLI::App& app, Runner& runner);
 void setup_reap(CLI::App& app, Runner& runner);
 void setup_profiles(CLI::App& app, Runner& runner);
 void setup_drivers(CLI::App& app, Runner& runner);

@@ -26,11 +26,28 @@ std::vector<Candidate> states() {
 
 const CLI::App* nested_named(const CLI::App& command, const std::string& word) {
   for (const CLI::App* nested : nested_commands(command)) {
-    if (nested->get_name() == word) {
+    if (nested->check_name(word)) { // its name or an alias (`ls`, `rm`)
       return nested;
     }
   }
   return nullptr;
+}
+
+// Aliases (`ls`, `ps`, `rm`) are offered only for a word that begins no command's own name:
+// offered always, each would double the list; offered never, `rm<TAB>` would complete nothing.
+void append_aliases(const CLI::App& command, const std::string& typed,
+                    std::vector<Candidate>& out) {
+  const auto nested = nested_commands(command);
+  if (typed.empty() || std::any_of(nested.begin(), nested.end(), [&](const CLI::App* sub) {
+        return sub->get_name().starts_with(typed);
+      })) {
+    return;
+  }
+  for (const CLI::App* sub : nested) {
+    for (const std::string& alias : sub->get_aliases()) {
+      out.push_back({alias, "alias of " + sub->get_name()});
+    }
+  }
 }
 
 // An option of `command` or of a command above it (the globals work after any command).
@@ -150,6 +167,9 @@ Completions values_of(ValueKind kind, const std::string& typed, const CLI::App& 
   case ValueKind::orphans_mode:
     return {words_of({{"report", "list what the backends hold without a live record (default)"},
                       {"destroy", "destroy it"}})};
+  case ValueKind::wait_condition:
+    return {words_of({{"running", "recorded running and the backend says so"},
+                      {"gone", "destroyed, failed or no longer in the ledger"}})};
   case ValueKind::command: {
     std::vector<Candidate> out;
     for (const CLI::App* sub : nested_commands(root)) {
@@ -251,6 +271,7 @@ Completions complete(const CLI::App& root, const std::vector<std::string>& words
     for (const CLI::App* nested : nested_commands(*at.command)) {
       out.candidates.push_back({nested->get_name(), nested->get_description()});
     }
+    append_aliases(*at.command, typed, out.candidates);
   }
   if (at.command == &root) {
     out.candidates.push_back({"help", "Show a command's options and examples"});

@@ -38,7 +38,7 @@ ExitCode run_list(Context& context, bool only_pending) {
       items.push_back(
           {{"event", entry.event}, {"pending_sinks", sinks}, {"committed", !entry.prepared}});
       std::string type = entry.event.value("type", "");
-      table.rows.push_back({entry.event.value("time", ""), type.substr(type.rfind('.') + 1),
+      table.rows.push_back({entry.event.value("time", ""), events::short_event_type(type),
                             entry.event.value("subject", ""), entry.event.value("id", ""),
                             fmt::format("{}", fmt::join(sinks, ", "))});
     }
@@ -52,11 +52,12 @@ ExitCode run_list(Context& context, bool only_pending) {
         auto it = pending.find(entry.event_id);
         std::vector<std::string> sinks =
             it == pending.end() ? std::vector<std::string>{} : it->second;
-        items.push_back({{"id", entry.event_id},
-                         {"type", std::string("dev.sandboxer.sandbox.") + to_string(entry.event)},
-                         {"subject", record.id},
-                         {"time", format_time(entry.time)},
-                         {"pending_sinks", sinks}});
+        items.push_back(
+            {{"id", entry.event_id},
+             {"type", std::string(events::k_event_type_prefix) + to_string(entry.event)},
+             {"subject", record.id},
+             {"time", format_time(entry.time)},
+             {"pending_sinks", sinks}});
         table.rows.push_back({format_time(entry.time), to_string(entry.event), record.id,
                               entry.event_id,
                               sinks.empty() ? "-" : fmt::format("{}", fmt::join(sinks, ", "))});

@@ -17,6 +17,7 @@ struct ExecArgs {
   std::vector<std::string> command;
   std::vector<std::string> env;
   std::optional<std::string> workdir;
+  std::optional<std::string> user;
   bool interactive = false;
   bool tty = false;
 };
@@ -139,12 +140,16 @@ ExitCode run_exec(Context& context, const ExecArgs& args) {
     request.env[item.substr(0, eq)] = item.substr(eq + 1);
   }
   request.workdir = args.workdir;
+  request.user = args.user;
   request.attach_stdin = args.interactive;
-  // A tty only makes sense when we are on one; in CI the flag is harmlessly ignored.
-  request.tty = args.tty && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  // -t allocates a terminal in the backend whether or not we are on one, as `docker exec -t`
+  // does (a CI job running `top` or a test that checks `[ -t 1 ]`); only the local side (raw
+  // mode, resizes) needs a local terminal.
+  request.tty = args.tty;
+  const bool local_terminal = args.tty && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   std::optional<WindowChanges> window;
   std::optional<RawTerminal> raw;
-  if (request.tty) {
+  if (local_terminal) {
     window.emplace();
     raw.emplace(STDIN_FILENO);
   }
@@ -163,7 +168,12 @@ void setup_exec(CLI::App& app, Runner& runner) {
       ->allow_extra_args(false);
   app.add_option("-w,--workdir", args->workdir, "Working directory inside the sandbox");
   app.add_flag("-i,--interactive", args->interactive, "Attach stdin");
-  app.add_flag("-t,--tty", args->tty, "Allocate a terminal (when stdin and stdout are terminals)");
+  app.add_option("-u,--user", args->user,
+                 "Run as this user (name or uid; uid:gid where the backend takes it), as docker "
+                 "exec -u; refused (exit 4) by a driver that cannot");
+  app.add_flag("-t,--tty", args->tty,
+               "Allocate a terminal in the sandbox (also without a local one; stderr then "
+               "arrives with stdout)");
   app.footer("The exit code is the command's own (127: not found), or sandboxer's when it could "
              "not run it.");
   runner = [args](Context& context) { return run_exec(context, *args); };

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.hpp"
+#include "commands/label_filter.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -63,16 +64,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   if (args.expiring_within) {
     within = duration_option("--expiring-within", *args.expiring_within);
   }
-  std::vector<std::pair<std::string, std::optional<std::string>>> labels;
-  for (const auto& item : args.labels) {
-    auto eq = item.find('=');
-    if (eq == 0 || item.empty()) {
-      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE or KEY", item));
-    }
-    labels.emplace_back(item.substr(0, eq), eq == std::string::npos
-                                                ? std::nullopt
-                                                : std::optional(item.substr(eq + 1)));
-  }
+  const LabelFilter labels = parse_label_filter(args.labels);
   auto one_of = [](const std::vector<std::string>& wanted_values, const std::string& value) {
     return wanted_values.empty() ||
            std::find(wanted_values.begin(), wanted_values.end(), value) != wanted_values.end();
@@ -84,11 +76,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     const bool state_ok =
         wanted.empty() ? (args.all || !settled)
                        : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
-    const bool labels_ok = std::all_of(labels.begin(), labels.end(), [&](const auto& wanted_label) {
-      auto it = record.labels.find(wanted_label.first);
-      return it != record.labels.end() &&
-             (!wanted_label.second || it->second == *wanted_label.second);
-    });
+    const bool labels_ok = matches(labels, record.labels);
     return state_ok && labels_ok && one_of(args.profiles, record.profile.name) &&
            one_of(args.names, record.name) && one_of(args.drivers, record.driver) &&
            matches_deadline(record, now, args.expired, within);

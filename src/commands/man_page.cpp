@@ -92,6 +92,13 @@ std::string positionals(const CLI::App& command) {
 std::string command_section(const CLI::App& command, const char* examples) {
   std::string text = fmt::format(".SS {}\n{}\n.br\n{}\n", command.get_name(), synopsis(command),
                                  roff(command.get_description()));
+  if (!command.get_aliases().empty()) {
+    std::string aliases;
+    for (const std::string& alias : command.get_aliases()) {
+      aliases += (aliases.empty() ? "" : ", ") + ("\\fB" + alias + "\\fR");
+    }
+    text += ".br\nAliases: " + aliases + "\n";
+  }
   text += positionals(command) + roff_options(command, false);
   for (const CLI::App* nested : nested_commands(command)) {
     text += ".TP\n" + synopsis(*nested) + "\n" + roff(nested->get_description()) + "\n";

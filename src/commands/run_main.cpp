@@ -5,6 +5,7 @@
 #include "commands/run_main.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fmt/format.h>
@@ -77,18 +78,74 @@ int command_index(const CLI::App& app, int argc, char** argv) {
 // Names people type for our commands (docker, kubectl and gh words), for "did you mean".
 std::optional<std::string> synonym_of(const std::string& word) {
   static const std::map<std::string, std::string> k_synonyms = {
-      {"ls", "list"},      {"ps", "list"},      {"rm", "destroy"},     {"delete", "destroy"},
-      {"kill", "destroy"}, {"run", "create"},   {"new", "create"},     {"up", "create"},
-      {"down", "destroy"}, {"logs", "history"}, {"inspect", "status"}, {"describe", "status"},
-      {"get", "status"},   {"show", "status"},  {"gc", "reap"},        {"prune", "reap"}};
+      {"delete", "destroy"},  {"kill", "destroy"}, {"run", "create"},   {"new", "create"},
+      {"up", "create"},       {"down", "destroy"}, {"logs", "history"}, {"inspect", "status"},
+      {"describe", "status"}, {"get", "status"},   {"show", "status"},  {"gc", "reap"},
+      {"prune", "reap"}};
   auto it = k_synonyms.find(word);
   return it == k_synonyms.end() ? std::nullopt : std::optional(it->second);
 }
 
+// The first word before `--` that is no option of `command` or of a command above it (their options
+// work after it: fallthrough), said with the closest one: "unknown option --profle for create; did
+// you mean --profile?".
+std::optional<std::string> unknown_option(const std::vector<std::string>& words,
+                                          const CLI::App& command) {
+  std::vector<const CLI::App*> chain;
+  for (const CLI::App* at = &command; at; at = at->get_parent()) {
+    chain.push_back(at);
+  }
+  auto known = [&](const std::string& name) {
+    return name == "--help" || name == "-h" ||
+           std::any_of(chain.begin(), chain.end(),
+                       [&](const CLI::App* at) { return at->get_option_no_throw(name); });
+  };
+  for (size_t i = 1; i < words.size() && words[i] != "--"; ++i) {
+    const std::string& word = words[i];
+    if (!word.starts_with("-") || word == "-") {
+      continue;
+    }
+    std::string name = word.substr(0, word.find('='));
+    if (!name.starts_with("--") && name.size() > 2) {
+      name = name.substr(0, 2); // -it: CLI11 reads each letter; the first one says enough
+    }
+    if (known(name)) {
+      continue;
+    }
+    std::vector<std::string> candidates;
+    for (const CLI::App* at : chain) {
+      for (const CLI::Option* option : at->get_options()) {
+        for (const std::string& lname : option->get_lnames()) {
+          candidates.push_back("--" + lname);
+        }
+      }
+    }
+    auto guess = closest_match(name, candidates);
+    std::string path; // "ledger verify"; empty at the root
+    for (const CLI::App* at : chain) {
+      if (at->get_parent()) {
+        path = at->get_name() + (path.empty() ? "" : " " + path);
+      }
+    }
+    return fmt::format("unknown option {}{}{}", name, path.empty() ? "" : " for " + path,
+                       guess ? fmt::format("; did you mean {}?", *guess) : "");
+  }
+  return std::nullopt;
+}
+
 // A parse error in the words of the command line, said once and plainly.
-std::string explain_parse_error(const CLI::ParseError& e, CLI::App* sub) {
+std::string explain_parse_error(const CLI::ParseError& e, const std::vector<std::string>& words,
+                                CLI::App& app, CLI::App* sub, CLI::App* deepest) {
   std::string message = e.what();
   const std::string command = sub ? sub->get_name() : "";
+  // A typo in an option is said first: CLI11 would call it a missing required option or an
+  // extra argument, whichever it checks first.
+  if (auto unknown = unknown_option(words, deepest ? *deepest : app)) {
+    message = *unknown;
+    if (command != "exec") {
+      return message;
+    }
+  }
   if (dynamic_cast<const CLI::RequiredError*>(&e) && sub) {
     for (const CLI::Option* option : sub->get_options()) {
       if (option->get_required() && option->count() == 0) {
@@ -139,6 +196,7 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
   std::vector<std::string> names;
   for (const auto& entry : commands::all_commands()) {
     names.emplace_back(entry.name);
+    names.insert(names.end(), entry.aliases.begin(), entry.aliases.end());
   }
   commands::set_cli_root(&app);
   // A TAB in a shell (completion_scripts.cpp): before anything that could log, lock or write.
@@ -162,6 +220,11 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
   }
   if (at > 0 && at < static_cast<int>(words.size()) && !words[at].starts_with("-")) {
     if (std::find(names.begin(), names.end(), words[at]) == names.end()) {
+      // `--stat-dir x list`: the word taken for the command is the value of a mistyped option.
+      if (auto unknown = unknown_option({words.begin(), words.begin() + at}, app)) {
+        fail(*unknown, "Run 'sandboxer help' for the list of commands and options.");
+        return static_cast<int>(ExitCode::usage);
+      }
       auto guess = synonym_of(words[at]);
       if (!guess) {
         guess = closest_match(words[at], names);
@@ -184,8 +247,16 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
     for (auto* parsed : app.get_subcommands()) {
       sub = parsed;
     }
-    fail(explain_parse_error(e, sub),
-         "Try 'sandboxer" + (sub ? " " + sub->get_name() : std::string()) + " --help'.");
+    // The deepest command given (`ledger verify`), whose options the words may name.
+    CLI::App* deepest = sub;
+    while (deepest && !deepest->get_subcommands().empty()) {
+      deepest = deepest->get_subcommands().back();
+    }
+    std::string path; // the command whose --help is meant: "ledger verify"
+    for (const CLI::App* cmd = deepest; cmd && cmd->get_parent(); cmd = cmd->get_parent()) {
+      path = " " + cmd->get_name() + path;
+    }
+    fail(explain_parse_error(e, words, app, sub, deepest), "Try 'sandboxer" + path + " --help'.");
     return static_cast<int>(ExitCode::usage);
   }
 
@@ -218,13 +289,6 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
       }
     }
     return static_cast<int>(ExitCode::usage);
-  } catch (const UsageError& e) {
-    std::string command;
-    for (auto* sub : app.get_subcommands()) {
-      command = " " + sub->get_name();
-    }
-    fail(e.what(), "Try 'sandboxer" + command + " --help'.");
-    return static_cast<int>(e.code());
   } catch (const Error& e) {
     fail(e.what());
     return static_cast<int>(e.code());

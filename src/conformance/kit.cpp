@@ -289,6 +289,25 @@ private:
              fmt::format("pwd in workdir /tmp printed \"{}\" (status {})", dir, r.code));
       return fmt::format("pwd printed {}", dir);
     });
+    check("exec user", [&] {
+      needs_exec();
+      // Another user than the default, by uid (every backend with users takes one): the command
+      // runs as it, or the core refuses before any backend call (a driver without exec_user);
+      // never as the default user, silently.
+      ExecResult r;
+      try {
+        r = exec(m_record->id, {.argv = {"id", "-u"}, .user = "65534"});
+      } catch (const DriverError& e) {
+        if (e.kind() == DriverError::Kind::unsupported && !m_caps.exec_user) {
+          return fmt::format("refused, as the driver declares no exec_user: {}", e.what());
+        }
+        throw;
+      }
+      const std::string uid = r.out.substr(0, r.out.find_last_not_of("\r\n") + 1);
+      expect(r.code == 0 && uid == "65534",
+             fmt::format("id -u as user 65534 printed \"{}\" (status {})", uid, r.code));
+      return std::string("the command ran as uid 65534");
+    });
   }
 
   std::string snapshot() {
@@ -480,7 +499,7 @@ private:
         }
         if (record.state != State::destroyed && record.state != State::failed) {
           try {
-            m_engine.destroy(record.id, "conformance kit cleanup", {.force = true});
+            m_engine.destroy(record.id, "conformance kit cleanup", {.force = true, .forget = true});
           } catch (const std::exception& e) {
             spdlog::warn("conformance kit: {}: {}", record.id, e.what());
           }

@@ -29,7 +29,7 @@ nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std:
       {"specversion", "1.0"},
       {"id", entry.event_id},
       {"source", fmt::format("sandboxer://{}/{}", host_name(), ledger_id)},
-      {"type", std::string("dev.sandboxer.sandbox.") + to_string(entry.event)},
+      {"type", std::string(k_event_type_prefix) + to_string(entry.event)},
       {"subject", record.id},
       {"time", format_time(entry.time)},
       {"datacontenttype", "application/json"},

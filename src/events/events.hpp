@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sandboxer/http.hpp>
@@ -20,6 +21,15 @@ namespace sandboxer::events {
 
 // The CloudEvents 1.0 structured-mode JSON of a committed history entry (its event and event_id
 // set), with the record's public fields as data.
+// Every event's type is this prefix and the history entry's event name ("exec.started"): one
+// place, so that `events list` and `events list --pending` name events alike (issue 35).
+inline constexpr std::string_view k_event_type_prefix = "dev.sandboxer.sandbox.";
+// "dev.sandboxer.sandbox.exec.started" -> "exec.started"; another type is left whole.
+inline std::string short_event_type(std::string_view type) {
+  return std::string(type.starts_with(k_event_type_prefix) ? type.substr(k_event_type_prefix.size())
+                                                           : type);
+}
+
 nlohmann::json cloud_event(const SandboxRecord& record, size_t index, const std::string& ledger_id,
                            std::uint64_t sequence);
 

@@ -284,6 +284,7 @@ public:
                    {"workdir", request.workdir ? json(*request.workdir) : json(nullptr)},
                    {"tty", request.tty},
                    {"stdin", request.attach_stdin},
+                   {"user", request.user ? json(*request.user) : json(nullptr)},
                    {"spec", m_spec}};
     Connection::Call call{"exec", params, timeout_of("exec")};
     call.on_output = [&](const json& output) {

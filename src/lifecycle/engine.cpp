@@ -98,6 +98,21 @@ bool may_have_made_something(const Error& e) {
                           driver_error->kind() == DriverError::Kind::timeout);
 }
 
+// What to do about a sandbox exec cannot use, by its state: the next step, not just the refusal.
+std::string not_running_hint(const SandboxRecord& record) {
+  switch (record.state) {
+  case State::failed:
+    return fmt::format(" ({}); 'sandboxer status {}' tells why",
+                       record.error.value_or("its create failed"), record.id);
+  case State::destroyed:
+    return "; create another";
+  case State::creating:
+    return fmt::format("; 'sandboxer wait {} --for running' waits until it is", record.id);
+  default:
+    return fmt::format("; 'sandboxer status {}' shows it", record.id);
+  }
+}
+
 } // namespace
 
 Engine::Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& clock,
@@ -262,9 +277,10 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     record.name = options.name.value_or(record.id);
     if (options.name) {
       if (const SandboxRecord* existing = tx->find_live_by_name(*options.name)) {
-        throw UsageError(fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
-                                     "destroy that one first",
-                                     *options.name, existing->id, to_string(existing->state)));
+        throw Error(ExitCode::conflict,
+                    fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
+                                "destroy that one first",
+                                *options.name, existing->id, to_string(existing->state)));
       }
     }
     SandboxRecord& added = tx->insert(record);
@@ -459,20 +475,20 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
   } catch (const OutcomeNotRecorded&) {
     throw;
   } catch (const Error& e) {
-    if (options.force) {
+    if (options.forget) {
       // The operator closes the record whatever the backend says; its labels let
       // `reap --orphans` find what it may still hold.
       const std::string message = log::redact(e.what());
-      spdlog::warn("{}: --force: recorded as destroyed although the backend failed: {}; "
+      spdlog::warn("{}: --forget: recorded as destroyed although the backend failed: {}; "
                    "'sandboxer reap --orphans' finds what it still has",
                    record.id, message);
       nlohmann::json details = driver_time.details(started);
-      details["forced"] = true;
+      details["forgotten"] = true;
       details["backend_error"] = message;
       return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
         r.error = message;
         r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor,
-                     reason + " (forced)", details);
+                     reason + " (forgotten)", details);
       });
     }
     // An expired sandbox stays expired so the next reap retries it; a user's destroy goes back to
@@ -781,11 +797,23 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().exec, "exec");
   if (record.state != State::running) {
-    throw Error(ExitCode::runtime, fmt::format("sandbox {} is {}; exec needs a running sandbox",
-                                               record.id, to_string(record.state)));
+    // Its own code (docs/exit-codes.md): a CI script tells "the sandbox never ran" from "the
+    // command failed".
+    throw Error(ExitCode::conflict,
+                fmt::format("sandbox {} is {}, not running: exec needs a running sandbox{}",
+                            record.id, to_string(record.state), not_running_hint(record)));
+  }
+  if (request.user) {
+    // Refused before any backend call: a driver that does not honour `user` would run the
+    // command as the default user, silently.
+    require(*opened.factory, opened.factory->capabilities().exec_user,
+            fmt::format("exec -u {}", *request.user));
   }
   // The command is part of the evidence; registered secret values are masked in it.
   nlohmann::json exec = {{"argv", nlohmann::json::array()}, {"tty", request.tty}};
+  if (request.user) {
+    exec["user"] = *request.user;
+  }
   for (const auto& arg : request.argv) {
     exec["argv"].push_back(log::redact(arg));
   }

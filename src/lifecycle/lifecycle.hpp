@@ -40,9 +40,12 @@ struct CreateOptions {
 
 struct DestroyOptions {
   std::optional<Seconds> grace; // destroy --timeout: the stop's grace before the kill
-  // destroy --force: no grace; and when the backend fails, the record is closed anyway (destroyed,
-  // with the error in its history), leaving what the backend still has to `reap --orphans`.
+  // destroy --force: no grace (grace 0), whatever --timeout or the profile says.
   bool force = false;
+  // destroy --forget: when the backend fails, the record is closed anyway (destroyed, with the
+  // error in its history), leaving what the backend still has to `reap --orphans`. Separate from
+  // --force: killing at once and giving up on the backend are two different decisions.
+  bool forget = false;
 };
 
 struct CreateOutcome {

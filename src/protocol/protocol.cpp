@@ -41,7 +41,8 @@ nlohmann::json capabilities_json(const Capabilities& caps) {
   return {{"snapshot", caps.snapshot},
           {"exec", caps.exec},
           {"native_ttl", caps.native_ttl},
-          {"list_by_label", caps.list_by_label}};
+          {"list_by_label", caps.list_by_label},
+          {"exec_user", caps.exec_user}};
 }
 
 Capabilities capabilities_of(const nlohmann::json& caps) {
@@ -54,6 +55,8 @@ Capabilities capabilities_of(const nlohmann::json& caps) {
   out.exec = flag("exec");
   out.native_ttl = flag("native_ttl");
   out.list_by_label = flag("list_by_label");
+  // Optional (added with exec -u): a driver that does not say it honours `user` is never sent one.
+  out.exec_user = flag("exec_user");
   return out;
 }
 

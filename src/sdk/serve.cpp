@@ -394,6 +394,9 @@ private:
       request.workdir = workdir;
     }
     request.tty = field(params, "tty") == true;
+    if (std::string user = text(params, "user"); !user.empty()) {
+      request.user = user;
+    }
     request.attach_stdin = field(params, "stdin") == true;
     const long input_id = id.is_number_integer() ? id.get<long>() : -1;
     Io io(*this, id, request.attach_stdin ? m_inputs->reader(input_id) : -1);

@@ -199,7 +199,7 @@ conformance_scenario() {
 
   # --- a name is unique among live records
   at 6
-  expect_code 2 on_store create --profile dev --name copy --quiet
+  expect_code 10 on_store create --profile dev --name copy --quiet
   expect_contains "$ERR" "the name \"copy\" is taken by $COPY (running)"
 
   # --- closed records: destroyed without snapshots, and a failed create
@@ -437,9 +437,9 @@ destroying:running>destroying@23 destroyed:destroying>destroyed@23"
   expect_code 3 on_store restore snp-aaaaaaaaaaaa
   expect_contains "$ERR" "no snapshot \"snp-aaaaaaaaaaaa\" in ledger $STORE_WHERE"
   expect_code 3 on_store restore agent:nosuch
-  # A closed record refuses what needs a live one: exit 1, as documented.
-  expect_code 1 on_store exec "$AGENT" -- true
-  expect_contains "$ERR" "is destroyed; exec needs a running sandbox"
+  # A closed record refuses what needs a live one: exit 1, as documented; exec's is 10 (issue 35).
+  expect_code 10 on_store exec "$AGENT" -- true
+  expect_contains "$ERR" "is destroyed, not running: exec needs a running sandbox"
   expect_code 1 on_store snapshot "$GONE"
   expect_code 1 on_store extend "$GONE" --by 1m
   # Nothing above changed the ledger.

@@ -2,6 +2,7 @@
 # exec -t against a real Docker Engine, on a pseudo-terminal from python's pty module standing in
 # for the user's: the command's terminal gets the local terminal's size (33x111) when the exec
 # starts, and the new size (44x132) when the local terminal is resized while it runs (SIGWINCH).
+# Also -t without a local terminal, and exec -u (issue 35).
 . "$(dirname "$0")/lib.sh"
 require_docker
 command -v python3 >/dev/null || skip "python3 is missing"
@@ -49,6 +50,19 @@ grep -qx "exit=0" "$WORK/t.out" || fail "exec -t: exit code: $(cat "$WORK/t.out"
 grep -qx "first=33 111" "$WORK/it.out" || fail "exec -i -t: initial size: $(cat "$WORK/it.out")"
 grep -qx "then=44 132" "$WORK/it.out" || fail "exec -i -t: resize: $(cat "$WORK/it.out")"
 grep -qx "exit=7" "$WORK/it.out" || fail "exec -i -t: exit code: $(cat "$WORK/it.out")"
+
+# Without a local terminal (CI), -t still allocates one in the container, as docker exec -t does
+# (issue 35): the command sees a terminal and its stderr arrives with its stdout.
+expect_code 3 sbx exec -t "$ID" -- sh -c 'test -t 1 && echo on-a-tty; echo err >&2; exit 3'
+[ "$(tr -d '\r' <<<"$OUT")" = "$(printf 'on-a-tty\nerr')" ] && [ -z "$ERR" ] ||
+  fail "exec -t without a local terminal: [$OUT] / [$ERR]"
+
+# exec -u: the exec's User, by uid and by name (issue 35).
+expect_code 0 sbx exec -u 65534 "$ID" -- id -u
+[ "$OUT" = 65534 ] || fail "exec -u 65534: $OUT"
+expect_code 0 sbx exec -u nobody "$ID" -- id -un
+[ "$OUT" = nobody ] || fail "exec -u nobody: $OUT"
+[ "$(record "$ID" '.history[-1].details.exec.user')" = nobody ] || fail "the user is not in the history"
 
 expect_code 0 sbx destroy "$ID"
 CID=""

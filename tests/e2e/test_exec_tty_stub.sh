@@ -25,7 +25,12 @@ grep -q -- "-echo " "$WORK/during" || fail "echo still on during exec -t"
 cmp -s "$WORK/before" "$WORK/after1" || fail "terminal not restored after exec -t"
 cmp -s "$WORK/before" "$WORK/after2" || fail "terminal not restored after a failed exec -t"
 
-# Without a terminal -t is ignored: output is plain and the streams stay apart.
-expect_code 0 sbx exec -t t -- sh -c 'echo out; echo err >&2'
-[ "$OUT" = out ] && [ "$ERR" = err ] || fail "-t without a terminal: $OUT / $ERR"
+# Without a local terminal -t still gives the command one, as `docker exec -t` does (issue 35):
+# it sees a terminal, and its stderr comes with its stdout, as a terminal's does.
+expect_code 4 sbx exec -t t -- sh -c 'test -t 0 && test -t 1 && echo out; echo err >&2; exit 4'
+[ "$(tr -d '\r' <<<"$OUT")" = "$(printf 'out\nerr')" ] && [ -z "$ERR" ] ||
+  fail "-t without a terminal: [$OUT] / [$ERR]"
+# Without -t the streams stay apart and no terminal is made.
+expect_code 0 sbx exec t -- sh -c 'test -t 1 || echo out; echo err >&2'
+[ "$OUT" = out ] && [ "$ERR" = err ] || fail "without -t: $OUT / $ERR"
 echo ok

@@ -68,6 +68,18 @@ expect_code 9 sbx --ledger postgresql://sandboxer@127.0.0.1:1/ci --lock-timeout 
 expect_contains "$ERR" "ledger postgresql://sandboxer@127.0.0.1:1/ci: connecting failed"
 expect_contains "$ERR" "gave up after 1s of retries (--lock-timeout)"
 
+# 10: conflict: exec on a sandbox that is not running; a name that is taken (issue 35)
+FAILED=$(sbx create --profile broken -o json 2>/dev/null | jq -r .id) || true
+expect_code 10 sbx exec "$FAILED" -- true
+expect_contains "$ERR" "is failed, not running: exec needs a running sandbox"
+sbx create --profile dev --name taken --quiet >/dev/null
+expect_code 10 sbx create --profile dev --name taken
+expect_contains "$ERR" "the name \"taken\" is taken"
+
+# 11: wait timeout (issue 35)
+expect_code 11 sbx wait taken --for gone --timeout 1s
+expect_contains "$ERR" "is not gone after 1s (--timeout)"
+
 # 1: runtime error: a corrupt ledger is reported, never overwritten, and .bak is named
 cp "$STATE/ledger.json" "$WORK/good.json"
 printf '{"schema_version": 1, "sandboxes": [' >"$STATE/ledger.json"

@@ -141,6 +141,8 @@ out status status a
 out list list -a
 out history history a
 out evidence evidence a
+out wait wait a --for running
+out destroy destroy --label team=e2e --dry-run
 out destroy destroy b
 out reap reap --dry-run
 out ledger-verify ledger verify

@@ -73,8 +73,21 @@ TEST_F(CompleteTest, TheFirstWordIsACommandOrHelpNeverAnOption) {
   EXPECT_EQ(values({"ex"}), (Values{"exec", "extend"}));
 }
 
+// Issue 35: an alias runs its command, so it completes as the command does; it is offered only
+// for a word that begins no command's own name.
+TEST_F(CompleteTest, AliasesCompleteAsTheirCommand) {
+  EXPECT_EQ(values({"rm", "--forg"}), (Values{"--forget"}));
+  EXPECT_EQ(values({"ls", "--driv"}), (Values{"--driver"}));
+  EXPECT_EQ(values({"rm", ""}), (Values{"sbx-web", "web"}));
+  EXPECT_EQ(values({"r"}), (Values{"reap", "restore"}));
+  EXPECT_EQ(values({"rm"}), (Values{"rm"}));
+  EXPECT_EQ(values({"p"}), (Values{"profiles"}));
+  EXPECT_EQ(values({"ps"}), (Values{"ps"}));
+  EXPECT_EQ(values({"wait", "web", "--for", ""}), (Values{"gone", "running"}));
+}
+
 TEST_F(CompleteTest, ADashOffersTheCommandsOptionsAndTheGlobalOnes) {
-  EXPECT_EQ(values({"destroy", "--f"}), (Values{"--force"}));
+  EXPECT_EQ(values({"destroy", "--f"}), (Values{"--force", "--forget"}));
   EXPECT_TRUE(offers({"destroy", "--"}, "--state-dir"));
   EXPECT_TRUE(offers({"-"}, "-o"));
   EXPECT_FALSE(offers({"--"}, "-o")); // short names only before a second dash

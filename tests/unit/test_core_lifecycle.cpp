@@ -117,9 +117,20 @@ TEST_F(Lifecycle, IdempotencyKeyReturnsTheLiveSandbox) {
   EXPECT_NE(third.record.id, first.record.id);
 }
 
+// The code an engine call fails with (ok when it does not fail).
+template <typename F> ExitCode code_of(F&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ExitCode::ok;
+}
+
 TEST_F(Lifecycle, NamesAreUniqueAmongLiveSandboxes) {
   engine.create(profile(), {.name = "web"});
-  EXPECT_THROW(engine.create(profile(), {.name = "web"}), UsageError);
+  // A conflict (issue 35), not a bad command line.
+  EXPECT_EQ(code_of([&] { engine.create(profile(), {.name = "web"}); }), ExitCode::conflict);
   engine.destroy("web", "test");
   EXPECT_NO_THROW(engine.create(profile(), {.name = "web"}));
 }
@@ -195,6 +206,34 @@ TEST_F(Lifecycle, ExecRunsInTheSandboxDirectory) {
   EXPECT_EQ(io.stdout_text, "hi\n");
   EXPECT_EQ(io.stderr_text, "e\n");
   EXPECT_TRUE(std::filesystem::exists(backend(id) / "fs" / "f"));
+}
+
+// Issue 35: exec of a sandbox that is not running is a conflict (10), told from the command's
+// own failure; exec -u on a driver without exec_user is refused before anything is recorded.
+TEST_F(Lifecycle, ExecNeedsARunningSandboxAndAUserTheDriverHonours) {
+  EXPECT_THROW(engine.create(profile("{ fail: { create: 1 } }"), {.name = "f"}), DriverError);
+  CollectingIo io;
+  EXPECT_EQ(code_of([&] { engine.exec("f", {.argv = {"true"}}, io); }), ExitCode::conflict);
+  auto id = engine.create(profile(), {}).record.id;
+  const size_t entries = engine.get(id).history.size();
+  try {
+    engine.exec(id, {.argv = {"id", "-u"}, .user = "65534"}, io);
+    ADD_FAILURE() << "exec -u ran on the stub";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::unsupported);
+    EXPECT_STREQ(e.what(), "exec -u 65534 is not supported by driver stub");
+  }
+  EXPECT_EQ(engine.get(id).history.size(), entries);
+}
+
+// Issue 35: --force (no grace) and --forget (close the record whatever the backend says) apart.
+TEST_F(Lifecycle, ForceIsNoGraceAndForgetClosesTheRecord) {
+  auto id = engine.create(profile("{ fail: { destroy: always } }"), {}).record.id;
+  EXPECT_THROW(engine.destroy(id, "test", {.force = true}), DriverError);
+  EXPECT_EQ(engine.get(id).state, State::running);
+  auto closed = engine.destroy(id, "test", {.forget = true});
+  EXPECT_EQ(closed.state, State::destroyed);
+  EXPECT_EQ(closed.history.back().details.value("forgotten", false), true);
 }
 
 TEST_F(Lifecycle, SnapshotAndRestoreKeepTheFiles) {

@@ -33,9 +33,16 @@ std::string self_command() {
   return line;
 }
 
-std::string hint() {
-  return "if that process is gone, the lock is released automatically — retry, or raise "
-         "--lock-timeout";
+std::string host() {
+  char buffer[256] = {};
+  ::gethostname(buffer, sizeof(buffer) - 1);
+  return buffer;
+}
+
+// How a live holder on this machine is named, and what the waiter is told to do.
+std::string live(long pid, const std::string& waited) {
+  return "locked by pid " + std::to_string(pid) + " (" + self_command() + ") on " + host() +
+         ", which is still running; " + waited + "; wait for it to finish, or raise --lock-timeout";
 }
 
 // The message of the LockTimeoutError that `run` throws, and how long it took.
@@ -58,7 +65,7 @@ TEST(LockFile, HolderWritesPidAndCommand) {
   auto guard = lock.acquire();
   EXPECT_TRUE(guard.held());
   EXPECT_EQ(read_file(dir / "x.lock"),
-            "pid " + std::to_string(::getpid()) + " " + self_command() + "\n");
+            "pid " + std::to_string(::getpid()) + " " + self_command() + "\nhost " + host() + "\n");
 }
 
 TEST(LockFile, TimeoutNamesTheHolder) {
@@ -67,9 +74,8 @@ TEST(LockFile, TimeoutNamesTheHolder) {
   auto guard = first.acquire();
   LockFile second(dir / "x.lock", 1s, "reaper lock " + (dir / "x.lock").string());
   const auto [message, took] = timeout_of([&] { second.acquire(); });
-  EXPECT_EQ(message, "reaper lock " + (dir / "x.lock").string() + " is locked by pid " +
-                         std::to_string(::getpid()) + " (" + self_command() + "); waited 1s; " +
-                         hint());
+  EXPECT_EQ(message,
+            "reaper lock " + (dir / "x.lock").string() + " is " + live(::getpid(), "waited 1s"));
   EXPECT_GE(took, 950ms);
   EXPECT_LT(took, 3s);
 }
@@ -159,7 +165,49 @@ TEST(LockFile, UnknownHolder) {
   LockFile lock(path, 0s, "test lock");
   EXPECT_EQ(timeout_of([&] { lock.acquire(); }).first,
             "test lock is locked by another process (its pid is not recorded in " + path.string() +
-                " yet); waited 0s; " + hint());
+                " yet); waited 0s; retry, or raise --lock-timeout");
+  ::close(fd);
+}
+
+// Locks `path` as another holder would, having written `line` (its holder line) into it.
+int hold(const std::filesystem::path& path, const std::string& line) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::flock(fd, LOCK_EX), 0);
+  EXPECT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  return fd;
+}
+
+// Issue 35: a holder whose pid no longer runs is said to be gone, with what still holds the file.
+TEST(LockFile, GoneHolderIsSaidToBeGone) {
+  TempDir dir;
+  const auto path = dir / "x.lock";
+  const pid_t gone = ::fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) {
+    ::_exit(0);
+  }
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  const int fd = hold(path, "pid " + std::to_string(gone) + " sandboxer\nhost " + host() + "\n");
+  LockFile lock(path, 0s, "test lock");
+  EXPECT_EQ(timeout_of([&] { lock.acquire(); }).first,
+            "test lock is locked, but its holder pid " + std::to_string(gone) + " (sandboxer) on " +
+                host() + " is gone: a process it started still has " + path.string() +
+                " open ('fuser -v " + path.string() +
+                "' names it); waited 0s; end that process, or raise --lock-timeout");
+  ::close(fd);
+}
+
+// A holder on another machine (a state dir on a shared file system) cannot be checked from here.
+TEST(LockFile, HolderOnAnotherMachineIsNotGuessedAt) {
+  TempDir dir;
+  const auto path = dir / "x.lock";
+  const int fd = hold(path, "pid 4242 sandboxer\nhost elsewhere.example\n");
+  LockFile lock(path, 0s, "test lock");
+  EXPECT_EQ(timeout_of([&] { lock.acquire(); }).first,
+            "test lock is locked by pid 4242 (sandboxer) on elsewhere.example, another machine "
+            "(whether it still runs cannot be seen from here); waited 0s; retry, or raise "
+            "--lock-timeout");
   ::close(fd);
 }
 
@@ -207,9 +255,8 @@ TEST(LockLedger, ForkedHolderIsNamedAndItsDeathReleasesTheLock) {
   ::close(ready[0]);
 
   const auto [message, took] = timeout_of([&] { ledger.begin(); });
-  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() +
-                         " is locked by pid " + std::to_string(child) + " (" + self_command() +
-                         "); waited 1s; " + hint());
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is " +
+                         live(child, "waited 1s"));
   EXPECT_GE(took, 950ms);
   // Reads take no lock.
   EXPECT_NO_THROW(ledger.read());
@@ -229,9 +276,8 @@ TEST(LockLedger, SecondLedgerInAnotherThreadTimesOut) {
   std::thread other(
       [&] { message = timeout_of([&] { Ledger(dir / "state", 1s).begin(); }).first; });
   other.join();
-  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() +
-                         " is locked by pid " + std::to_string(::getpid()) + " (" + self_command() +
-                         "); waited 1s; " + hint());
+  EXPECT_EQ(message, "ledger " + (ledger.state_dir() / "ledger.json").string() + " is " +
+                         live(::getpid(), "waited 1s"));
 }
 
 TEST(LockLedger, TransactionsOfManyThreadsDoNotLoseUpdates) {

@@ -20,6 +20,21 @@ TEST(Proc, CapturesStdoutAndStderrSeparately) {
   EXPECT_EQ(result.status(), 3);
 }
 
+// exec -t's backend side in the stub (issue 35): a terminal of its own, one stream, with or
+// without one here, and the exit status still comes back.
+TEST(Proc, TerminalGivesTheProgramATerminalAndOneStream) {
+  proc::Command command{.argv = {"sh", "-c",
+                                 "test -t 0 && test -t 1 && test -t 2 && echo tty; "
+                                 "echo err >&2; exit 5"}};
+  command.terminal = true;
+  auto result = proc::run(command);
+  EXPECT_EQ(result.out, "tty\r\nerr\r\n");
+  EXPECT_EQ(result.err, "");
+  EXPECT_EQ(result.status(), 5);
+  command.terminal = false;
+  EXPECT_EQ(proc::run(command).out, "");
+}
+
 TEST(Proc, ArgumentsAreNotInterpretedByAShell) {
   auto result = proc::run({.argv = {"printf", "%s|", "a b", "$HOME", ";", "*"}});
   EXPECT_EQ(result.out, "a b|$HOME|;|*|");
