@@ -153,6 +153,10 @@ const std::vector<CommandEntry>& all_commands() {
       {"exec", "Run a command inside a sandbox", &setup_exec,
        "sandboxer exec scratch -- make test\n"
        "sandboxer exec -it scratch -- sh"},
+      {"logs", "Print a sandbox's own output (its main process, services or console)", &setup_logs,
+       "sandboxer logs scratch --tail 50\n"
+       "sandboxer logs -f --since 10m scratch\n"
+       "sandboxer logs scratch -o json | jq -r 'select(.stream == \"stderr\") | .line'"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

@@ -41,7 +41,8 @@ nlohmann::json capabilities_json(const Capabilities& caps) {
   return {{"snapshot", caps.snapshot},
           {"exec", caps.exec},
           {"native_ttl", caps.native_ttl},
-          {"list_by_label", caps.list_by_label}};
+          {"list_by_label", caps.list_by_label},
+          {"logs", caps.logs}};
 }
 
 Capabilities capabilities_of(const nlohmann::json& caps) {
@@ -54,6 +55,7 @@ Capabilities capabilities_of(const nlohmann::json& caps) {
   out.exec = flag("exec");
   out.native_ttl = flag("native_ttl");
   out.list_by_label = flag("list_by_label");
+  out.logs = flag("logs");
   return out;
 }
 
