@@ -72,5 +72,19 @@ void Driver::extend(const SandboxHandle&, TimePoint) {
 std::vector<RemoteResource> Driver::list_remote(const Labels&) {
   unsupported("this", "list by label");
 }
+std::vector<LogLine> select_log_lines(std::vector<LogLine> lines, const LogsRequest& request) {
+  if (request.since) {
+    std::erase_if(lines,
+                  [&](const LogLine& line) { return line.time && *line.time < *request.since; });
+  }
+  if (request.tail && lines.size() > *request.tail) {
+    lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(*request.tail));
+  }
+  return lines;
+}
+
+void Driver::logs(const SandboxHandle&, const LogsRequest&, LogSink&) {
+  unsupported("this", "logs");
+}
 
 } // namespace sandboxer

@@ -14,6 +14,7 @@
 
 #include "drivers/compose-ssh/compose_file.hpp"
 #include "drivers/compose-ssh/host.hpp"
+#include "drivers/compose-ssh/logs.hpp"
 #include "drivers/compose-ssh/spec.hpp"
 #include "drivers/compose-ssh/ssh.hpp"
 
@@ -430,6 +431,40 @@ public:
     return result.status();
   }
 
+  // `docker compose logs` of the project's services, run on the host; with -f it lasts until the
+  // services stop (compose ends it) or a signal stops the ssh call.
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    check_name(sandbox.backend_id, "project");
+    const ComposeKind kind = m_host.known_compose().value_or(ComposeKind::plugin);
+    const std::string dir = project_dir_of(sandbox.backend_id);
+    std::vector<std::string> argv = compose_argv(kind);
+    argv.insert(argv.end(),
+                {"-p", sandbox.backend_id, "--project-directory", m_spec.project_dir.value_or(dir),
+                 "-f", dir + "/compose.yml", "-f", dir + "/sandboxer.override.yml"});
+    for (auto& word : logs_arguments(request, kind == ComposeKind::plugin)) {
+      argv.push_back(std::move(word));
+    }
+    ComposeLogLines out(sink, "stdout", request.since);
+    ComposeLogLines err(sink, "stderr", request.since);
+    RemoteCall call;
+    call.argv = argv;
+    call.timeout =
+        request.follow ? std::chrono::milliseconds(k_exec_deadline) : m_spec.command_timeout;
+    call.on_stdout = [&](std::string_view bytes) { out.feed(bytes); };
+    call.on_stderr = [&](std::string_view bytes) { err.feed(bytes); };
+    auto result = m_ssh.run(call);
+    out.finish();
+    err.finish();
+    if (result.status() != 0) {
+      throw DriverError(
+          Kind::error,
+          fmt::format(
+              "compose-ssh: '{} logs' of project {} on {} exited {}",
+              fmt::join(compose_argv(m_host.known_compose().value_or(ComposeKind::plugin)), " "),
+              sandbox.backend_id, m_host.where(), result.status()));
+    }
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     std::vector<Container> containers;
     auto id = selector.find("sandboxer.id");
@@ -712,7 +747,9 @@ public:
             .native_ttl = false,
             .list_by_label = true,
             .restore_in_place = false,
-            .exec_user = true};
+            .exec_user = true,
+
+            .logs = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(compose_ssh::parse_spec(section));

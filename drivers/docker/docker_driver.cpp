@@ -410,6 +410,18 @@ public:
     return status;
   }
 
+  // The container's main process: what it wrote to its stdout and stderr, as the engine kept it.
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    auto inspect = m_api.inspect_container(sandbox.backend_id);
+    if (!inspect) {
+      throw DriverError(Kind::not_found, fmt::format("docker: container {} of {} is gone",
+                                                     sandbox.backend_id, sandbox.sandbox_id));
+    }
+    // A container with a terminal has one raw stream, not stdout and stderr frames.
+    const bool tty = inspect->value("/Config/Tty"_json_pointer, false);
+    m_api.container_logs(sandbox.backend_id, request, tty, sink);
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     json filters = json::object();
     for (const auto& [key, value] : selector) {
@@ -809,7 +821,9 @@ public:
             .native_ttl = false,
             .list_by_label = true,
             .restore_in_place = true,
-            .exec_user = true};
+            .exec_user = true,
+
+            .logs = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(docker::parse_spec(section));

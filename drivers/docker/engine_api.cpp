@@ -12,6 +12,8 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 
+#include "drivers/docker/log_lines.hpp"
+
 namespace sandboxer::drivers::docker {
 namespace {
 
@@ -410,6 +412,61 @@ std::string EngineApi::create_exec(const std::string& container, const json& bod
     fail("cannot create an exec in " + container.substr(0, 12), response);
   }
   return id_in(response, "create exec");
+}
+
+void EngineApi::container_logs(const std::string& id, const LogsRequest& logs, bool tty,
+                               LogSink& sink) {
+  std::string query = "stdout=1&stderr=1&timestamps=1";
+  if (logs.follow) {
+    query += "&follow=1";
+  }
+  if (logs.since) {
+    query += fmt::format("&since={}", logs.since->time_since_epoch().count());
+  }
+  if (logs.tail) {
+    query += fmt::format("&tail={}", *logs.tail);
+  }
+  http::Request request;
+  request.url = fmt::format("{}/v{}/containers/{}/logs?{}", m_endpoint.base_url, k_api_version,
+                            url_encode(id), query);
+  request.unix_socket = m_endpoint.socket_path;
+  // A followed container may stay quiet for as long as it lives: no deadline on the stream, but
+  // the engine must answer within the exec's bound, and a signal stops it (curl's progress
+  // callback looks at every tick, output or not).
+  request.timeout = logs.follow ? std::chrono::milliseconds(std::chrono::hours(24 * 7))
+                                : std::chrono::milliseconds(std::chrono::seconds(60));
+  request.answer_timeout = k_exec_answer_timeout;
+  TimestampedLines lines(sink);
+  StreamDemuxer demuxer(lines);
+  // on_body runs before the status is known to us: an error is the engine's JSON ({"message":
+  // ...}), while a log stream starts with a frame header (1 or 2) or, raw, with a timestamp.
+  std::optional<bool> is_error;
+  std::string error_body;
+  request.on_body = [&](std::string_view chunk) {
+    if (!is_error) {
+      is_error = !chunk.empty() && chunk.front() == '{';
+    }
+    if (*is_error) {
+      error_body.append(chunk.substr(0, 4096 - std::min<size_t>(error_body.size(), 4096)));
+    } else if (tty) {
+      lines.out(chunk);
+    } else {
+      demuxer.feed(chunk);
+    }
+    return true;
+  };
+  auto response = m_transport.send(request);
+  if (response.status != 200) {
+    response.body = error_body;
+  }
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", id));
+  }
+  reject_old_engine(response);
+  if (response.status != 200) {
+    fail("cannot read the logs of container " + id.substr(0, 12), response);
+  }
+  lines.finish();
 }
 
 void EngineApi::start_exec(const std::string& exec_id, bool tty, ExecIo& io) {

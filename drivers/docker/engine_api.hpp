@@ -55,6 +55,12 @@ public:
   // Returns false when the image was already gone.
   bool remove_image(const std::string& image);
 
+  // GET /containers/{id}/logs with timestamps, each line to `sink`. `tty`: the container has a
+  // terminal, and the stream is raw rather than multiplexed. Without `follow`, the answer is
+  // bounded by a minute; with it, the stream goes on until the container stops, and a signal ends
+  // it (Interrupted). Throws not_found when the container is gone.
+  void container_logs(const std::string& id, const LogsRequest& logs, bool tty, LogSink& sink);
+
   std::string create_exec(const std::string& container, const nlohmann::json& body);
   // Starts an exec without stdin and streams its demultiplexed output.
   void start_exec(const std::string& exec_id, bool tty, ExecIo& io);

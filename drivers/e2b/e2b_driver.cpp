@@ -10,6 +10,7 @@
 
 #include "drivers/e2b/api.hpp"
 #include "drivers/e2b/connect.hpp"
+#include "drivers/e2b/logs.hpp"
 #include "drivers/e2b/spec.hpp"
 
 namespace sandboxer::drivers::e2b {
@@ -214,6 +215,10 @@ public:
     if (response.status != 204 && response.status != 200) {
       m_api.fail(response, fmt::format("set the timeout of sandbox {}", sandbox.backend_id));
     }
+  }
+
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    read_logs(m_api, sandbox.backend_id, request, sink);
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
@@ -461,7 +466,8 @@ public:
     return "E2B cloud sandboxes over E2B's REST API; exec through envd (needs secrets.api_key)";
   }
   Capabilities capabilities() const override {
-    return {.snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true};
+    return {
+        .snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true, .logs = true};
   }
   json parse_spec(const json& section) const override { return to_json(e2b::parse_spec(section)); }
   json location(const json& spec, const DriverContext&) const override {

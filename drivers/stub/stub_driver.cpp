@@ -83,6 +83,31 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
+// The sandbox's console file, in its directory.
+constexpr const char* k_console = "console.log";
+
+// A console line: "TIME STREAM TEXT" when the stub wrote it, else whatever a command wrote.
+LogLine console_line(std::string_view text) {
+  LogLine line;
+  line.stream = "console";
+  size_t space = text.find(' ');
+  if (space != std::string_view::npos) {
+    if (auto time = parse_time(text.substr(0, space))) {
+      std::string_view rest = text.substr(space + 1);
+      for (std::string_view stream : {"stdout ", "stderr "}) {
+        if (rest.starts_with(stream)) {
+          line.time = *time;
+          line.stream = std::string(stream.substr(0, 6));
+          line.text = std::string(rest.substr(7));
+          return line;
+        }
+      }
+    }
+  }
+  line.text = std::string(text);
+  return line;
+}
+
 [[noreturn]] void io_failure(const std::string& what, const fs::path& path,
                              const std::error_code& ec) {
   throw DriverError(DriverError::Kind::error,
@@ -131,6 +156,11 @@ public:
     nlohmann::json meta = {
         {"name", request.name}, {"labels", request.labels}, {"env", request.env}};
     std::ofstream(staging / "meta.json") << meta.dump() << "\n";
+    // The sandbox's console (`sandboxer logs`): its first line, stamped as a backend would.
+    std::ofstream(staging / k_console)
+        << format_time(
+               std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now()))
+        << " stdout stub sandbox " << request.sandbox_id << " started\n";
     if (request.replaces) {
       replace(sandbox_dir(*request.replaces), staging, final_dir);
     } else {
@@ -222,6 +252,9 @@ public:
     for (const auto& [key, value] : request.env) {
       command.env_set[key] = value;
     }
+    // What a command writes here is the sandbox's own output, as a container's main process's is:
+    // the conformance kit's logs check prints through it.
+    command.env_set["SANDBOXER_CONSOLE"] = (dir / k_console).string();
     command.cwd = dir / "fs";
     if (request.workdir) {
       // A fresh directory tree has no /tmp: made on demand, as `docker run -w` does.
@@ -244,6 +277,49 @@ public:
       // (the contract every driver keeps; docs/exit-codes.md).
       const bool missing = std::string_view(e.what()).find("ermission denied") == std::string::npos;
       return unstartable_command(request.argv.front(), missing, io);
+    }
+  }
+
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    fs::path dir = sandbox_dir(sandbox.backend_id);
+    std::ifstream in(dir / k_console, std::ios::binary);
+    if (!fs::is_directory(dir) || !in) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    std::vector<LogLine> lines;
+    std::string text;
+    while (std::getline(in, text)) {
+      if (in.eof()) {
+        break; // an unfinished last line: read again once it is whole
+      }
+      lines.push_back(console_line(text));
+    }
+    for (const auto& line : select_log_lines(std::move(lines), request)) {
+      sink.line(line);
+    }
+    if (!request.follow) {
+      return;
+    }
+    // Follow: the file grows until the sandbox is destroyed (its directory goes).
+    in.clear();
+    in.seekg(-static_cast<std::streamoff>(text.size()), std::ios::cur);
+    std::string partial;
+    while (fs::is_directory(dir)) {
+      interrupt::sleep_for(std::chrono::milliseconds(100));
+      in.clear();
+      while (std::getline(in, text)) {
+        if (in.eof()) {
+          partial = text;
+          break;
+        }
+        sink.line(console_line(text));
+      }
+      if (!partial.empty()) {
+        in.clear();
+        in.seekg(-static_cast<std::streamoff>(partial.size()), std::ios::cur);
+        partial.clear();
+      }
     }
   }
 
@@ -359,7 +435,8 @@ public:
             .exec = true,
             .native_ttl = false,
             .list_by_label = true,
-            .restore_in_place = true};
+            .restore_in_place = true,
+            .logs = true};
   }
   nlohmann::json parse_spec(const nlohmann::json& section) const override {
     return to_json(bind(section));

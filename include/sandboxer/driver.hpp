@@ -26,6 +26,7 @@ struct Capabilities {
   bool list_by_label = false;    // list_remote() finds resources by ownership label
   bool restore_in_place = false; // create() honours CreateRequest::replaces
   bool exec_user = false;        // exec() honours ExecRequest::user (exec -u)
+  bool logs = false;             // logs(): the sandbox's own output (`sandboxer logs`)
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -154,6 +155,32 @@ public:
 // executable). docs/exit-codes.md.
 int unstartable_command(std::string_view program, bool missing, ExecIo& io);
 
+// `sandboxer logs`: which of the sandbox's own output to hand over.
+struct LogsRequest {
+  bool follow = false;             // then keep streaming until the sandbox stops (or a signal)
+  std::optional<TimePoint> since;  // only lines at or after this time
+  std::optional<std::size_t> tail; // only the last N lines of what is there now
+};
+
+// One line of a sandbox's output. `stream` is "stdout", "stderr" or, where the backend does not
+// tell them apart (a serial console), "console".
+struct LogLine {
+  std::optional<TimePoint> time; // when the backend stamped it; none when it does not stamp
+  std::string stream = "stdout";
+  std::string text; // without its line ending
+};
+
+// Where logs() puts each line, in order. The driver never prints.
+class LogSink {
+public:
+  virtual ~LogSink() = default;
+  virtual void line(const LogLine& line) = 0;
+};
+
+// `lines` with the request's `since` and `tail` applied, for drivers that read a whole log at once
+// (a file). A line without a time is kept by `since`: nothing says it is older.
+std::vector<LogLine> select_log_lines(std::vector<LogLine> lines, const LogsRequest& request);
+
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
 class Progress {
 public:
@@ -201,6 +228,10 @@ public:
   virtual void extend(const SandboxHandle& sandbox, TimePoint new_deadline);
   // Every resource whose labels include all of `selector`.
   virtual std::vector<RemoteResource> list_remote(const Labels& selector);
+  // The sandbox's own output (Capabilities::logs): its main process, its services, its console.
+  // Every backend call has a deadline; with `follow`, each wait is interruptible (a signal
+  // throws Interrupted) and it returns when the sandbox stops.
+  virtual void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink);
 
 protected:
   [[noreturn]] void unsupported(std::string_view driver, std::string_view verb) const;

@@ -172,6 +172,10 @@ const std::vector<CommandEntry>& all_commands() {
       {"wait", "Wait until a sandbox is running, or gone", &setup_wait,
        "sandboxer wait scratch --for running --timeout 2m\n"
        "sandboxer wait sbx-k3v7q2m4xw5a --for gone -o json"},
+      {"logs", "Print a sandbox's own output (its main process, services or console)", &setup_logs,
+       "sandboxer logs scratch --tail 50\n"
+       "sandboxer logs -f --since 10m scratch\n"
+       "sandboxer logs scratch -o json | jq -r 'select(.stream == \"stderr\") | .line'"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

@@ -35,14 +35,16 @@ nlohmann::json row_json(const std::string& name, const std::string& source,
 // handshake. One that fails its handshake is listed with the reason.
 ExitCode run_list(Context& context) {
   nlohmann::json items = nlohmann::json::array();
-  Table table{
-      {"DRIVER", "SNAPSHOT", "EXEC", "NATIVE TTL", "LIST BY LABEL", "SOURCE", "DESCRIPTION"}, {}};
+  Table table{{"DRIVER", "SNAPSHOT", "EXEC", "NATIVE TTL", "LIST BY LABEL", "LOGS", "SOURCE",
+               "DESCRIPTION"},
+              {}};
   auto add = [&](const std::string& name, const std::string& source, const std::string& description,
                  const Capabilities* caps, const std::string& error) {
     items.push_back(row_json(name, source, description, caps, error));
     auto flag = [&](bool b) { return std::string(caps ? yes_no(b) : "-"); };
     table.rows.push_back({name, flag(caps && caps->snapshot), flag(caps && caps->exec),
-                          flag(caps && caps->native_ttl), flag(caps && caps->list_by_label), source,
+                          flag(caps && caps->native_ttl), flag(caps && caps->list_by_label),
+                          flag(caps && caps->logs), source,
                           error.empty() ? description : "handshake failed: " + error});
   };
   for (const auto* factory : context.drivers().builtin()) {

@@ -105,8 +105,9 @@ public:
     check("handshake", [&] {
       m_factory = &m_drivers.find(m_profile.driver);
       m_caps = m_factory->capabilities();
-      return fmt::format("snapshot {}, exec {}, native_ttl {}, list_by_label {}", m_caps.snapshot,
-                         m_caps.exec, m_caps.native_ttl, m_caps.list_by_label);
+      return fmt::format("snapshot {}, exec {}, native_ttl {}, list_by_label {}, logs {}",
+                         m_caps.snapshot, m_caps.exec, m_caps.native_ttl, m_caps.list_by_label,
+                         m_caps.logs);
     });
     if (!m_factory) {
       return m_report;
@@ -145,6 +146,7 @@ private:
     m_opened = m_engine.open_driver(*m_record);
     check("labels carried", [&] { return labels_carried(); });
     exec_checks();
+    check("logs", [&] { return logs(); });
     check("snapshot", [&] { return snapshot(); });
     check("restore", [&] { return restore(); });
     check("extend", [&] { return extend(); });
@@ -308,6 +310,63 @@ private:
              fmt::format("id -u as user 65534 printed \"{}\" (status {})", uid, r.code));
       return std::string("the command ran as uid 65534");
     });
+  }
+
+  // The sandbox prints a marker on its console: the main process's stdout (/proc/1/fd/1: docker,
+  // compose), the kernel's console (/dev/console: a VM's serial log), or the file a backend
+  // without either names in $SANDBOXER_CONSOLE (stub). logs must then show it; the cloud's logs
+  // may lag, so they are asked for up to 30 s.
+  std::string logs() {
+    struct Lines : LogSink {
+      std::vector<LogLine> seen;
+      void line(const LogLine& line) override { seen.push_back(line); }
+    };
+    if (!m_caps.logs) {
+      Lines lines;
+      try {
+        m_engine.logs(m_record->id, {}, lines);
+      } catch (const DriverError& e) {
+        expect(e.kind() == DriverError::Kind::unsupported,
+               fmt::format("logs without the capability failed with {} instead of unsupported: {}",
+                           to_string(e.kind()), e.what()));
+        return fmt::format("unsupported, as its capabilities say: {}", e.what());
+      }
+      fail("logs answered although the driver does not declare the capability");
+    }
+    if (!m_caps.exec) {
+      Lines lines;
+      m_engine.logs(m_record->id, {}, lines);
+      return fmt::format("{} lines; without exec nothing could be printed to look for",
+                         lines.seen.size());
+    }
+    const std::string marker = "sandboxer-conformance-logs-" + m_record->id;
+    auto r = sh(m_record->id,
+                fmt::format("for c in \"$SANDBOXER_CONSOLE\" /proc/1/fd/1 /dev/console; do "
+                            "[ -n \"$c\" ] && printf '%s\\n' {} 2>/dev/null >>\"$c\" && exit 0; "
+                            "done; exit 1",
+                            marker));
+    expect(r.code == 0, fmt::format("the sandbox could not print on its console (status {}): {}",
+                                    r.code, r.err));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      Lines lines;
+      m_engine.logs(m_record->id, {}, lines);
+      for (const auto& line : lines.seen) {
+        if (line.text.find(marker) != std::string::npos) {
+          Lines last;
+          m_engine.logs(m_record->id, {.tail = 1}, last);
+          expect(last.seen.size() <= 1,
+                 fmt::format("logs with tail 1 answered {} lines", last.seen.size()));
+          return fmt::format("the printed marker came back on {} among {} lines; tail 1 gives "
+                             "{}",
+                             line.stream, lines.seen.size(), last.seen.size());
+        }
+      }
+      expect(std::chrono::steady_clock::now() < deadline,
+             fmt::format("the printed marker did not come back within 30 s ({} lines)",
+                         lines.seen.size()));
+      interrupt::sleep_for(std::chrono::seconds(1));
+    }
   }
 
   std::string snapshot() {

@@ -315,6 +315,37 @@ public:
     return code.get<int>();
   }
 
+  // The optional `logs` method: one `output` notification a line, then `{}`. A driver without it
+  // answers -32601, which is `unsupported` (exit 4).
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    json params = {{"backend_id", sandbox.backend_id},
+                   {"follow", request.follow},
+                   {"since", request.since ? json(format_time(*request.since)) : json(nullptr)},
+                   {"tail", request.tail ? json(*request.tail) : json(nullptr)},
+                   {"spec", m_spec}};
+    // A followed log lasts as long as the sandbox, as an exec's command does; Ctrl-C cancels it.
+    Connection::Call call{"logs", params, timeout_of(request.follow ? "exec" : "logs")};
+    call.on_output = [&](const json& output) {
+      LogLine line;
+      try {
+        line.text = base64_decode(output.value("data", ""));
+      } catch (const std::invalid_argument&) {
+        throw DriverError(
+            DriverError::Kind::error,
+            fmt::format("driver {}: a logs notification's data is not base64", m_factory.name()));
+      }
+      line.stream = output.value("stream", "stdout");
+      if (line.stream != "stderr" && line.stream != "console") {
+        line.stream = "stdout";
+      }
+      if (auto time = output.find("time"); time != output.end() && time->is_string()) {
+        line.time = parse_time(time->get<std::string>());
+      }
+      sink.line(line);
+    };
+    send(std::move(call));
+  }
+
   void extend(const SandboxHandle& sandbox, TimePoint new_deadline) override {
     call("extend", {{"backend_id", sandbox.backend_id},
                     {"expires_at", format_time(new_deadline)},

@@ -128,6 +128,11 @@ public:
     m_inner->extend(sandbox, new_deadline);
   }
 
+  // The lines are the sandbox's own output, handed on as exec's are.
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    m_inner->logs(sandbox, request, sink);
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     std::vector<RemoteResource> kept;
     for (auto& resource : m_inner->list_remote(selector)) {

@@ -885,6 +885,22 @@ BackendStatus Engine::status(const std::string& id_or_name) {
   return open_driver(record).driver->status(handle_of(record));
 }
 
+void Engine::logs(const std::string& id_or_name, const LogsRequest& request, LogSink& sink) {
+  SandboxRecord record = get(id_or_name);
+  Opened opened = open_driver(record);
+  require(*opened.factory, opened.factory->capabilities().logs, "logs");
+  if (record.backend_id.empty() || record.state == State::destroyed) {
+    // A destroyed sandbox's output went with its backend resource; the history remains. A failed
+    // one is asked: what it printed may say why it failed, if the backend still has it.
+    throw NotFoundError(fmt::format("sandbox {} is {}{}; its logs went with it ('sandboxer "
+                                    "history {}' shows what happened to it)",
+                                    record.id, to_string(record.state),
+                                    record.backend_id.empty() ? " with no backend resource" : "",
+                                    record.id));
+  }
+  opened.driver->logs(handle_of(record), request, sink);
+}
+
 ExpiredDestroy Engine::destroy_expired(
     const std::string& id,
     const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,

@@ -131,6 +131,9 @@ public:
   int exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io);
   // The backend's view of a sandbox (no ledger change).
   BackendStatus status(const std::string& id_or_name);
+  // The sandbox's own output (Capabilities::logs). Read-only, as status is: no history entry and
+  // no event (docs/architecture.md, "Read-only verbs").
+  void logs(const std::string& id_or_name, const LogsRequest& request, LogSink& sink);
 
   // reap's primitives (src/reap/ decides when to call them). Each runs like every other
   // operation: lock -> intent -> unlock -> driver -> lock -> outcome -> event.

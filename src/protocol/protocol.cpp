@@ -42,7 +42,9 @@ nlohmann::json capabilities_json(const Capabilities& caps) {
           {"exec", caps.exec},
           {"native_ttl", caps.native_ttl},
           {"list_by_label", caps.list_by_label},
-          {"exec_user", caps.exec_user}};
+          {"exec_user", caps.exec_user},
+
+          {"logs", caps.logs}};
 }
 
 Capabilities capabilities_of(const nlohmann::json& caps) {
@@ -57,6 +59,7 @@ Capabilities capabilities_of(const nlohmann::json& caps) {
   out.list_by_label = flag("list_by_label");
   // Optional (added with exec -u): a driver that does not say it honours `user` is never sent one.
   out.exec_user = flag("exec_user");
+  out.logs = flag("logs");
   return out;
 }
 

@@ -359,7 +359,36 @@ private:
     if (method == "exec") {
       return exec(id, params);
     }
+    if (method == "logs") {
+      return logs(id, params);
+    }
     throw UnknownMethod{};
+  }
+
+  // Each line is an `output` notification of the request, its time alongside.
+  json logs(const json& id, const json& params) {
+    class Sink : public LogSink {
+    public:
+      Sink(Server& server, const json& id) : m_server(server), m_id(id) {}
+      void line(const LogLine& line) override {
+        json out = {{"id", m_id}, {"stream", line.stream}, {"data", base64_encode(line.text)}};
+        out["time"] = line.time ? json(format_time(*line.time)) : json(nullptr);
+        m_server.send({{"jsonrpc", "2.0"}, {"method", "output"}, {"params", out}});
+      }
+
+    private:
+      Server& m_server;
+      json m_id;
+    };
+    LogsRequest request;
+    request.follow = field(params, "follow") == true;
+    request.since = time_of(params, "since");
+    if (const json& tail = field(params, "tail"); tail.is_number_unsigned()) {
+      request.tail = tail.get<std::size_t>();
+    }
+    Sink sink(*this, id);
+    open(params)->logs(handle_of(params), request, sink);
+    return json::object();
   }
 
   json exec(const json& id, const json& params) {

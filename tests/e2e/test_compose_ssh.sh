@@ -65,6 +65,15 @@ expect_code 0 sbx status "$ID"
 expect_contains "$OUT" "docker-compose 1.29.2"
 expect_contains "$OUT" "running"
 
+# logs: `docker-compose logs` of the services over ssh, each line with its service's prefix.
+# The web service's main process (docker-init, `init: true`) gets a line on its stdout.
+expect_code 0 sbx exec "$ID" -- sh -c 'echo from-web-main >/proc/1/fd/1'
+expect_code 0 sbx logs "$ID" -o json
+jq -e -s 'any(.line | test("web.* [|] from-web-main$")) and all(.time != null)' <<<"$OUT" >/dev/null \
+  || fail "compose logs: $OUT"
+expect_code 0 sbx logs --since 2099-01-01T00:00:00Z "$ID"
+[ -z "$OUT" ] || fail "compose logs --since the future: $OUT"
+
 # exec: the first service by default; split streams, exit codes, stdin, env, workdir.
 expect_code 3 sbx exec "$ID" -- sh -c 'echo "out $ROLE $GREETING"; echo err >&2; exit 3'
 [ "$OUT" = "out web hello" ] || fail "stdout: $OUT"

@@ -21,7 +21,7 @@ expect_code 0 sbx drivers -o json
 [ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$EXAMPLE/sandboxer-driver-pydir" ] \
   || fail "pydir is not listed with its path: $OUT"
 [ "$(jq -c '.[] | select(.name == "pydir") | .capabilities' <<<"$OUT")" \
-  = '{"exec":true,"exec_user":false,"list_by_label":true,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
+  = '{"exec":true,"exec_user":false,"list_by_label":true,"logs":false,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
 [ "$(jq '[.[] | select(.name == "stub")] | length' <<<"$OUT")" = 1 ] || fail "stub listed twice: $OUT"
 [ "$(jq -r '.[] | select(.name == "stub") | .builtin' <<<"$OUT")" = true ] || fail "stub is not the built-in one"
 expect_contains "$(jq -r '.[] | select(.name == "dies") | .error' <<<"$OUT")" "no DIES_URL set"

@@ -64,6 +64,19 @@ run 5 sbx exec one -- sh -c 'echo "out $FROM_PROFILE $FROM_SPEC"; echo err >&2; 
 [ "$OUT" = "out yes-profile yes-spec" ] || fail "exec stdout: $OUT"
 [ "$ERR" = err ] || fail "exec stderr: $ERR"
 
+# logs: E2B's log of the sandbox (GET /v2/sandboxes/{id}/logs): the fake's first entry, then what
+# a command printed on the console; ERROR lines are stderr; --tail and -o json shape it.
+run 0 sbx exec one -- sh -c 'printf "hello\nERROR broken\n" >>"$SANDBOXER_CONSOLE"'
+run 0 sbx logs one
+[ "$OUT" = $'sandbox '"$BID"$' started\nhello' ] && [ "$ERR" = "ERROR broken" ] || fail "logs: $OUT / $ERR"
+run 0 sbx logs one --tail 1 -o json
+jq -e '.line == "ERROR broken" and .stream == "stderr" and (.time | test("Z$"))' <<<"$OUT" >/dev/null \
+  || fail "logs --tail 1 -o json: $OUT"
+run 0 sbx logs one --since 2099-01-01T00:00:00Z
+[ -z "$OUT" ] || fail "logs --since the future: $OUT"
+seen | grep -q '^GET /v2/sandboxes/'"$BID"'/logs?direction=forward&limit=1000&cursor=4070908800000 200$' \
+  || fail "logs --since did not ask from its cursor: $(seen | grep logs)"
+
 # snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
 run 0 sbx exec one -- sh -c 'echo before > mark'
 run 0 sbx snapshot one --name s1 -o json

@@ -76,6 +76,8 @@ class State:
     def kill(self, sid):
         sbx = self.sandboxes.pop(sid)
         shutil.rmtree(sbx["dir"], ignore_errors=True)
+        if os.path.exists(sbx["dir"] + ".console"):
+            os.remove(sbx["dir"] + ".console")
 
 
 def error_body(code, message):
@@ -249,6 +251,12 @@ class Handler(BaseHTTPRequestHandler):
                 return self.create(payload or {})
             if path in ("/sandboxes", "/v2/sandboxes") and self.command == "GET":
                 return self.list(query, v2=path.startswith("/v2"))
+            if len(parts) == 4 and parts[:2] == ["v2", "sandboxes"] and parts[3] == "logs" \
+                    and self.command == "GET":
+                sbx = st.sandboxes.get(parts[2])
+                if sbx is None:
+                    return self.send_json(404, error_body(404, f"sandbox \"{parts[2]}\" doesn't exist or you don't have access to it"))
+                return self.logs(sbx, query)
             if len(parts) >= 2 and parts[0] == "sandboxes":
                 sid = parts[1]
                 sbx = st.sandboxes.get(sid)
@@ -291,9 +299,44 @@ class Handler(BaseHTTPRequestHandler):
                "state": "running", "startedAt": now, "endAt": now + timeout,
                "timeout": timeout, "autoPause": bool(payload.get("autoPause", False)),
                "allowInternetAccess": payload.get("allow_internet_access"),
-               "token": "ea_" + random_id(24), "dir": directory}
+               "token": "ea_" + random_id(24), "dir": directory,
+               "console": directory + ".console", "console_read": 0,
+               "logs": [{"timestamp": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                         "level": "info", "message": f"sandbox {sid} started", "fields": {}}]}
+        open(sbx["console"], "w").close()
         st.sandboxes[sid] = sbx
         return self.send_json(201, self.sandbox_view(sbx, "Sandbox"))
+
+    def logs(self, sbx, query):
+        """GET /v2/sandboxes/{id}/logs (SandboxLogsV2Response): the fake's stand-in for the
+        sandbox's own output is its console file, which exec'd commands find in
+        $SANDBOXER_CONSOLE; each line is stamped when the fake first reads it."""
+        try:
+            cursor = int(query.get("cursor", ["0"])[0])
+            limit = int(query.get("limit", ["1000"])[0])
+        except ValueError:
+            return self.send_json(400, error_body(400, "cursor and limit must be integers"))
+        direction = query.get("direction", ["forward"])[0]
+        if limit < 0 or limit > 1000 or cursor < 0 or direction not in ("forward", "backward"):
+            return self.send_json(400, error_body(400, "invalid cursor, limit or direction"))
+        entries = sbx["logs"]
+        with open(sbx["console"], "rb") as f:
+            lines = f.read().decode("utf-8", "replace").split("\n")[:-1]
+        now = datetime.fromtimestamp(self.state.now(), timezone.utc)
+        for line in lines[sbx["console_read"]:]:
+            level = "error" if line.startswith("ERROR ") else "info"
+            entries.append({"timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+                            "level": level, "message": line, "fields": {"source": "console"}})
+        sbx["console_read"] = len(lines)
+
+        def ms(entry):
+            stamp = datetime.strptime(entry["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+            return int(stamp.timestamp() * 1000)
+        if direction == "forward":
+            found = [e for e in entries if ms(e) >= cursor][:limit]
+        else:
+            found = [e for e in reversed(entries) if "cursor" not in query or ms(e) <= cursor][:limit]
+        return self.send_json(200, {"logs": found})
 
     def list(self, query, v2):
         st = self.state
@@ -393,7 +436,8 @@ class Handler(BaseHTTPRequestHandler):
         request = json.loads(body[5:])
         process = request.get("process") or {}
         argv = [process.get("cmd", "")] + list(process.get("args") or [])
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": directory}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": directory,
+               "SANDBOXER_CONSOLE": directory + ".console"}
         env.update(sandbox_env)
         env.update(process.get("envs") or {})
         cwd = process.get("cwd") or directory

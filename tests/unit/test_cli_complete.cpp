@@ -148,7 +148,7 @@ TEST_F(CompleteTest, AnOptionalValueIsTakenOnlyWhenGiven) {
 }
 
 TEST_F(CompleteTest, OptionValuesAreSkippedWhereverTheyStand) {
-  EXPECT_EQ(values({"--state-dir", "/tmp/list", "l"}), (Values{"ledger", "list"}));
+  EXPECT_EQ(values({"--state-dir", "/tmp/list", "l"}), (Values{"ledger", "list", "logs"}));
   EXPECT_EQ(values({"--state-dir=/s", "-o", "json", "exec", ""}), (Values{"sbx-web", "web"}));
   EXPECT_EQ(source.given["state-dir"], "/s");
   EXPECT_EQ(source.given["output"], "json");

@@ -18,6 +18,7 @@
 #include "drivers/docker/docker_driver.hpp"
 #include "drivers/docker/engine_api.hpp"
 #include "drivers/docker/hijack.hpp"
+#include "drivers/docker/log_lines.hpp"
 #include "support/collect_io.hpp"
 #include "support/silent_server.hpp"
 
@@ -647,6 +648,114 @@ TEST_F(DockerDriverTest, ExecDemultiplexesAndReturnsTheExitCode) {
   EXPECT_EQ(body["Cmd"], json({"sh", "-c", "exit 42"}));
   EXPECT_EQ(body["WorkingDir"], "/tmp");
   EXPECT_TRUE(engine.done());
+}
+
+// Lines as `sandboxer logs` gets them.
+class LogLines : public LogSink {
+public:
+  void line(const LogLine& line) override { lines.push_back(line); }
+  std::vector<LogLine> lines;
+};
+
+TEST_F(DockerDriverTest, LogsAreTheMainProcesssLinesWithTheirTimesAndStreams) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200, {{"Config", {{"Tty", false}}}});
+  // A line split over two frames, one frame holding two lines, and a last line without newline.
+  engine.expect_raw(
+      "GET", "/containers/c1/logs?stdout=1&stderr=1&timestamps=1&since=1796587200&tail=5", 200,
+      frame(1, "2026-12-06T20:00:01.123456789Z hel") + frame(1, "lo\n") +
+          frame(2, "2026-12-06T20:00:02.5Z oops\n2026-12-06T20:00:03Z again\n") +
+          frame(1, "2026-12-06T20:00:04Z last"));
+  LogLines sink;
+  driver->logs(handle(), {.since = *parse_time("2026-12-06T20:00:00Z"), .tail = 5}, sink);
+  ASSERT_EQ(sink.lines.size(), 4u);
+  EXPECT_EQ(sink.lines[0].stream, "stdout");
+  EXPECT_EQ(sink.lines[0].text, "hello");
+  EXPECT_EQ(format_time(*sink.lines[0].time), "2026-12-06T20:00:01Z");
+  EXPECT_EQ(sink.lines[1].stream, "stderr");
+  EXPECT_EQ(sink.lines[1].text, "oops");
+  EXPECT_EQ(sink.lines[2].text, "again");
+  EXPECT_EQ(sink.lines[3].stream, "stdout");
+  EXPECT_EQ(sink.lines[3].text, "last");
+  EXPECT_TRUE(engine.done());
+}
+
+TEST_F(DockerDriverTest, LogsFollowAsksTheEngineToFollowWithoutADeadlineOnTheStream) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200, {{"Config", {{"Tty", false}}}});
+  engine.expect_raw("GET", "/containers/c1/logs?stdout=1&stderr=1&timestamps=1&follow=1", 200,
+                    frame(1, "2026-12-06T20:00:01Z one\n"));
+  LogLines sink;
+  driver->logs(handle(), {.follow = true}, sink);
+  ASSERT_EQ(sink.lines.size(), 1u);
+  const auto& sent = engine.sent.back();
+  // A quiet container is no failure: the stream is bounded by days, the answer by a minute.
+  EXPECT_GE(sent.timeout, std::chrono::hours(24));
+  ASSERT_TRUE(sent.answer_timeout.has_value());
+  EXPECT_LE(*sent.answer_timeout, std::chrono::minutes(1));
+}
+
+TEST_F(DockerDriverTest, LogsOfAContainerWithATerminalAreOneRawStream) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200, {{"Config", {{"Tty", true}}}});
+  engine.expect_raw("GET", "/containers/c1/logs?stdout=1&stderr=1&timestamps=1", 200,
+                    "2026-12-06T20:00:01Z prompt\r\n");
+  LogLines sink;
+  driver->logs(handle(), {}, sink);
+  ASSERT_EQ(sink.lines.size(), 1u);
+  EXPECT_EQ(sink.lines[0].text, "prompt");
+  EXPECT_EQ(sink.lines[0].stream, "stdout");
+}
+
+TEST_F(DockerDriverTest, LogsOfAGoneContainerAreNotFound) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 404, {{"message", "No such container: c1"}});
+  LogLines sink;
+  try {
+    driver->logs(handle(), {}, sink);
+    FAIL() << "no error";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+  }
+}
+
+TEST_F(DockerDriverTest, ALogsErrorIsAnErrorNotALine) {
+  auto driver = open();
+  engine.expect("GET", "/containers/c1/json", 200, {{"Config", {{"Tty", false}}}});
+  engine.expect("GET", "/containers/c1/logs?stdout=1&stderr=1&timestamps=1", 500,
+                {{"message", "configured logging driver does not support reading"}});
+  LogLines sink;
+  try {
+    driver->logs(handle(), {}, sink);
+    FAIL() << "no error";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not support reading"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(sink.lines.empty());
+}
+
+// The engine's frames arrive in whatever pieces the socket gives: one byte at a time must give the
+// same lines.
+TEST(DockerLogLines, FramesFedOneByteAtATimeGiveWholeLines) {
+  LogLines sink;
+  drivers::docker::TimestampedLines lines(sink);
+  drivers::docker::StreamDemuxer demuxer(lines);
+  std::string stream = frame(1, "2026-12-06T20:00:01Z first\n2026-12-06T20:00:02Z sec") +
+                       frame(2, "2026-12-06T20:00:03Z warn\n") + frame(1, "ond\n") +
+                       frame(1, "not stamped\n");
+  for (char byte : stream) {
+    demuxer.feed(std::string_view(&byte, 1));
+  }
+  lines.finish();
+  ASSERT_EQ(sink.lines.size(), 4u);
+  EXPECT_EQ(sink.lines[0].text, "first");
+  EXPECT_EQ(sink.lines[1].text, "warn");
+  EXPECT_EQ(sink.lines[1].stream, "stderr");
+  EXPECT_EQ(sink.lines[2].text, "second");
+  EXPECT_EQ(format_time(*sink.lines[2].time), "2026-12-06T20:00:02Z");
+  EXPECT_EQ(sink.lines[3].text, "not stamped");
+  EXPECT_FALSE(sink.lines[3].time.has_value());
 }
 
 TEST_F(DockerDriverTest, ExecKilledByTheOomKillerIsABackendError) {
