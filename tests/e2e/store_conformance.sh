@@ -117,7 +117,7 @@ normalize_outputs() {
         | . + ($h | to_entries | map({key: .value.event_id, value: "evt-<\($r).\(.key)>"}) | from_entries))
   ' "$KEEP_DIR"/histories/*.json)
   mkdir -p "$KEEP_DIR/unordered"
-  jq -r --arg where "$STORE_WHERE" --arg state "$STATE" --arg work "$WORK" --argjson names "$names" '
+  jq -r --arg where "$STORE_WHERE" --arg state "${STORE_STATE:-$STATE}" --arg work "$WORK" --argjson names "$names" '
     def masked_keys: ["duration_ms", "driver_ms", "duration_seconds", "pid"];
     def ids: "(?<m>(?:sbx|snp|evt|ldg)-[a-z2-7]{12,}|sha256:[0-9a-f]{64})";
     def lines: paths((type != "array" and type != "object") or length == 0) as $p

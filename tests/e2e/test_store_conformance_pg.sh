@@ -18,7 +18,9 @@ unset SANDBOXER_LEDGER
 # The reference: the scenario on the local files.
 on_store() { "$SANDBOXER" --state-dir "$WORK/state-local" --profiles-dir "$PROFILES" "$@"; }
 STORE_WHERE=$WORK/state-local/ledger.json
+STORE_STATE=$WORK/state-local # the state dir, written <state> in what is compared
 conformance_scenario "$WORK/json-local"
+unset STORE_STATE
 
 # The same scenario on PostgreSQL: the same outputs, but for what the normalization masks.
 on_store() { "$SANDBOXER" --ledger "$PG_URL" --state-dir "$STATE" --profiles-dir "$PROFILES" "$@"; }
