@@ -74,7 +74,7 @@ expect_bash "sandboxer -o " table wide json yaml
 expect_bash "sandboxer list -o j" json
 expect_bash "sandboxer --state-dir $STATE list --state " creating running snapshotting destroying \
   destroyed failed expired orphaned
-expect_bash "sandboxer --state-dir $STATE l" list ledger
+expect_bash "sandboxer --state-dir $STATE l" list ledger logs
 expect_bash "sandboxer snapshots rm web:" s1
 expect_bash "sandboxer restore web:" s1
 expect_bash "sandboxer reap --orphans=" report destroy
@@ -154,7 +154,7 @@ expect_fish() {
 expect_fish "sandboxer exec w" web
 expect_fish "sandboxer -v ext" extend
 expect_fish "sandboxer -o j" json
-expect_fish "sandboxer --state-dir /tmp l" list ledger
+expect_fish "sandboxer --state-dir /tmp l" list ledger logs
 expect_fish "sandboxer profiles show " ci dev
 expect_fish "sandboxer ledger verify --h" --head --help
 expect_contains "$(LINE="sandboxer ext" fish --no-config -c \

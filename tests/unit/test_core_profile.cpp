@@ -817,13 +817,15 @@ TEST(ProfileExamples, StubNeedsNoEngine) {
 // The shipped ci profile isolates: a container with the checkout (the current directory) at /src.
 TEST(ProfileExamples, CiIsAContainerWithTheCheckout) {
   ScopedEnv job("CI_JOB_ID", std::nullopt);
+  // ${PWD}: the shell's directory, as a CI job's script has it.
+  ScopedEnv pwd("PWD", "/builds/group/project");
   Profile profile = load_profile(k_examples_dir / "ci.yaml", {});
   EXPECT_EQ(profile.driver, "docker");
   EXPECT_EQ(profile.labels.at("ci-job"), "local");
   EXPECT_EQ(profile.ttl.default_ttl, Seconds(45 * 60));
   EXPECT_EQ(profile.env.at("CI"), "true");
   EXPECT_EQ(profile.driver_spec["workdir"], "/src");
-  EXPECT_EQ(profile.driver_spec["mounts"][0]["source"], fs::current_path().string());
+  EXPECT_EQ(profile.driver_spec["mounts"][0]["source"], "/builds/group/project");
 }
 
 TEST(ProfileExamples, StubFaultyKeepsLatencyAsText) {
