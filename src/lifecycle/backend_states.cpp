@@ -27,8 +27,9 @@ BackendStatus::State state_of_word(const std::string& word) {
 
 } // namespace
 
-std::string Engine::backend_key(const SandboxRecord& record) const {
-  return record.driver + "\n" + record.spec.dump() + "\n" + location(record).dump();
+std::string backend_key(const std::string& driver, const nlohmann::json& spec,
+                        const nlohmann::json& location) {
+  return driver + "\n" + spec.dump() + "\n" + location.dump();
 }
 
 std::map<std::string, BackendStatus>

@@ -130,6 +130,7 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
   Opened opened;
   opened.factory = &m_drivers.find(record.driver);
   DriverContext context = context_of(record);
+  make_private_dirs(context.data_dir);
   context.secrets = resolve_secrets(record.secret_refs);
   Location location = location_of(*opened.factory, record, context);
   warn_if_moved(record, location);
@@ -143,7 +144,6 @@ Engine::Opened Engine::open_driver(const SandboxRecord& record) const {
 DriverContext Engine::context_of(const SandboxRecord& record) const {
   DriverContext context;
   context.data_dir = m_ledger.state_dir() / "drivers" / record.driver;
-  make_private_dirs(context.data_dir);
   context.clock = &m_clock;
   context.progress = m_progress ? m_progress : &g_null_progress;
   return context;

@@ -93,6 +93,10 @@ struct OrphanTarget {
   Labels labels;
 };
 
+// Records whose backends have the same key are listed together (Engine::backend_key).
+std::string backend_key(const std::string& driver, const nlohmann::json& spec,
+                        const nlohmann::json& location);
+
 // The backend's word when it contradicts a record that says the sandbox runs (its container was
 // stopped or removed behind sandboxer's back), else none.
 std::optional<std::string> backend_disagrees(State recorded, BackendStatus::State backend);
@@ -183,7 +187,9 @@ public:
   // Where `record`'s sandbox lives (src/lifecycle/location.hpp): what groups records by backend.
   nlohmann::json location(const SandboxRecord& record) const;
   // One backend: the driver, spec and location; records with the same key are listed together.
-  std::string backend_key(const SandboxRecord& record) const;
+  std::string backend_key(const SandboxRecord& record) const {
+    return sandboxer::backend_key(record.driver, record.spec, location(record));
+  }
   // The backend's state of each live record with a resource, by id: one listing per backend
   // (src/lifecycle/backend_states.cpp). A record its backend did not list is `missing`; the records
   // of a backend that cannot be asked are left out, with one warning.
@@ -191,6 +197,8 @@ public:
                                                       const std::string& ledger_id);
 
 private:
+  // The context a driver of `record` gets, but for secrets and location; its data dir is only
+  // named, not made (location() asks for it per record, and needs no directory).
   DriverContext context_of(const SandboxRecord& record) const;
   // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
   SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);

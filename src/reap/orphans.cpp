@@ -16,8 +16,8 @@ namespace {
 // Docker engines, are two backends), as a record that names it.
 struct Backend {
   SandboxRecord where; // driver, spec, secret_refs and the location in info
-  std::string key;     // Engine::backend_key
   std::string profile;
+  std::set<std::string> live_ids; // the records of run.seen that live there
   // Only closed records used it: a backend that cannot be asked any more (its key was unset since)
   // is then a warning, not a live sandbox that could not be handled.
   bool closed_only = true;
@@ -50,10 +50,13 @@ std::map<std::string, Backend> backends_of(Run& run) {
         unlistable.insert(record.driver);
         return;
       }
-      std::string key = run.engine.backend_key(record);
-      auto [it, added] =
-          backends.try_emplace(key, Backend{backend_of(run, record), key, record.profile.name});
+      SandboxRecord where = backend_of(run, record);
+      std::string key = backend_key(where.driver, where.spec, where.info);
+      auto [it, added] = backends.try_emplace(key, Backend{std::move(where), record.profile.name});
       it->second.closed_only = it->second.closed_only && closed;
+      if (!closed && !record.id.empty()) {
+        it->second.live_ids.insert(record.id);
+      }
     } catch (const std::exception& e) {
       unlistable.insert(record.driver);
       spdlog::warn("reap --orphans: {}", e.what());
@@ -240,7 +243,7 @@ void reconcile_backend(Run& run, const Backend& backend, std::vector<Work>& dest
   }
 
   for (auto& record : run.seen.sandboxes) {
-    if (!can_vanish(record) || run.engine.backend_key(record) != backend.key) {
+    if (!can_vanish(record) || !backend.live_ids.count(record.id)) {
       continue;
     }
     if (seen_ids.count(record.id) || seen_backend_ids.count(record.backend_id)) {
