@@ -284,6 +284,17 @@ public:
     if (request.argv.empty()) {
       throw DriverError(Kind::invalid_spec, "exec needs a command");
     }
+    const std::string user = request.user ? *request.user : m_spec.user;
+    if (request.user && (user.find_first_not_of("0123456789") == std::string::npos ||
+                         user.find(':') != std::string::npos)) {
+      // envd looks the Authorization header's user up by name (Go's user.Lookup): a uid would be
+      // "unknown user" from the service.
+      throw DriverError(Kind::invalid_spec,
+                        fmt::format("exec -u {}: E2B runs commands as a user named in the sandbox "
+                                    "(envd looks users up by name), not a uid or uid:gid: use a "
+                                    "name such as root or user",
+                                    user));
+    }
     json sandbox_info = connect_info(sandbox);
     std::optional<std::string> domain;
     if (sandbox_info.contains("domain") && sandbox_info["domain"].is_string()) {
@@ -305,7 +316,7 @@ public:
     call.connect_timeout = std::min<std::chrono::milliseconds>(m_spec.request_timeout, 10s);
     call.headers = {{"Content-Type", "application/connect+json"},
                     {"Connect-Protocol-Version", "1"},
-                    {"Authorization", "Basic " + base64_encode(m_spec.user + ":")},
+                    {"Authorization", "Basic " + base64_encode(user + ":")},
                     {"E2b-Sandbox-Id", sandbox.backend_id},
                     {"E2b-Sandbox-Port", "49983"},
                     // envd then sends keepalive events, so a quiet command's stream is not cut
@@ -466,8 +477,12 @@ public:
     return "E2B cloud sandboxes over E2B's REST API; exec through envd (needs secrets.api_key)";
   }
   Capabilities capabilities() const override {
-    return {
-        .snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true, .logs = true};
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = true,
+            .list_by_label = true,
+            .exec_user = true,
+            .logs = true};
   }
   json parse_spec(const json& section) const override { return to_json(e2b::parse_spec(section)); }
   json location(const json& spec, const DriverContext&) const override {

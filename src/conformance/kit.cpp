@@ -293,9 +293,9 @@ private:
     });
     check("exec user", [&] {
       needs_exec();
-      // Another user than the default, by uid (every backend with users takes one): the command
-      // runs as it, or the core refuses before any backend call (a driver without exec_user);
-      // never as the default user, silently.
+      // Another user than the default, by uid, or by its usual name where the backend looks
+      // users up by name only (e2b's envd): the command runs as it, or the core refuses before
+      // any backend call (a driver without exec_user); never as the default user, silently.
       ExecResult r;
       try {
         r = exec(m_record->id, {.argv = {"id", "-u"}, .user = "65534"});
@@ -303,7 +303,10 @@ private:
         if (e.kind() == DriverError::Kind::unsupported && !m_caps.exec_user) {
           return fmt::format("refused, as the driver declares no exec_user: {}", e.what());
         }
-        throw;
+        if (e.kind() != DriverError::Kind::invalid_spec || !m_caps.exec_user) {
+          throw;
+        }
+        r = exec(m_record->id, {.argv = {"id", "-u"}, .user = "nobody"});
       }
       const std::string uid = r.out.substr(0, r.out.find_last_not_of("\r\n") + 1);
       expect(r.code == 0 && uid == "65534",

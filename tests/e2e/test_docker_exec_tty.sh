@@ -64,6 +64,15 @@ expect_code 0 sbx exec -u nobody "$ID" -- id -un
 [ "$OUT" = nobody ] || fail "exec -u nobody: $OUT"
 [ "$(record "$ID" '.history[-1].details.exec.user')" = nobody ] || fail "the user is not in the history"
 
+# On a terminal, a long step shows a progress line that names the sandbox (not a container id) and
+# is erased before the command prints its result (issue 35): the progress text is followed at once
+# by the erase-line sequence.
+/usr/bin/python3 "$PTY_RUN" "$WORK/snap.out" "${sbx_argv[@]}" snapshot "$ID" --name on-pty
+grep -qx "exit=0" "$WORK/snap.out" || fail "snapshot on a terminal: $(cat "$WORK/snap.out")"
+grep -q "commit $ID to [^"$'\e'"]*"$'\e'"\[K" "$WORK/snap.out" ||
+  fail "no erased progress line naming $ID: $(cat -v "$WORK/snap.out")"
+expect_code 0 sbx snapshots rm "$ID:on-pty"
+
 expect_code 0 sbx destroy "$ID"
 CID=""
 echo ok

@@ -64,6 +64,19 @@ run 5 sbx exec one -- sh -c 'echo "out $FROM_PROFILE $FROM_SPEC"; echo err >&2; 
 [ "$OUT" = "out yes-profile yes-spec" ] || fail "exec stdout: $OUT"
 [ "$ERR" = err ] || fail "exec stderr: $ERR"
 
+# exec -u: envd runs the command as the user it looks up by name; a uid is refused before any call,
+# and an unknown name is envd's own "unknown user".
+run 0 sbx exec -u nobody one -- id -u
+[ "$OUT" = "$(id -u nobody)" ] || fail "exec -u nobody ran as uid $OUT"
+run 0 sbx exec one -- id -u
+[ "$OUT" = "$(id -u)" ] || fail "exec without -u ran as uid $OUT"
+CALLS=$(seen | wc -l)
+run 2 sbx exec -u 65534 one -- id -u
+grep -q "not a uid" <<<"$ERR" || fail "exec -u 65534: $ERR"
+[ "$(seen | wc -l)" = "$CALLS" ] || fail "exec -u 65534 sent a request"
+run 4 sbx exec -u no-such-user one -- id -u
+grep -q "unknown user no-such-user" <<<"$ERR" || fail "exec -u no-such-user: $ERR"
+
 # logs: E2B's log of the sandbox (GET /v2/sandboxes/{id}/logs): the fake's first entry, then what
 # a command printed on the console; ERROR lines are stderr; --tail and -o json shape it.
 run 0 sbx exec one -- sh -c 'printf "hello\nERROR broken\n" >>"$SANDBOXER_CONSOLE"'

@@ -23,6 +23,7 @@ import argparse
 import base64
 import json
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -82,6 +83,16 @@ class State:
 
 def error_body(code, message):
     return {"code": code, "message": message}
+
+
+def basic_user(authorization):
+    """The user of a Basic Authorization header ("user:" in base64), or ""."""
+    if not authorization.startswith("Basic "):
+        return ""
+    try:
+        return base64.b64decode(authorization[6:]).decode().split(":", 1)[0]
+    except (ValueError, UnicodeDecodeError):
+        return ""
 
 
 def envelope(message, flags=0):
@@ -441,6 +452,20 @@ class Handler(BaseHTTPRequestHandler):
         env.update(sandbox_env)
         env.update(process.get("envs") or {})
         cwd = process.get("cwd") or directory
+        # envd runs the command as the Authorization header's user, looked up by name. The fake's
+        # template has E2B's default user "user" (this server's own uid) and the host's users.
+        run_as = None
+        username = basic_user(self.headers.get("Authorization", ""))
+        if username not in ("", "user"):
+            try:
+                run_as = pwd.getpwnam(username)
+            except KeyError:
+                return self.connect_error(401, "unauthenticated",
+                                          f"error looking up user '{username}': user: unknown user {username}")
+            env["HOME"] = run_as.pw_dir
+            if not process.get("cwd"):
+                cwd = run_as.pw_dir if os.path.isdir(run_as.pw_dir) else "/"
+        switch = run_as if run_as and run_as.pw_uid != os.geteuid() else None
         self.send_response(200)
         self.send_header("Content-Type", "application/connect+json")
         self.send_header("Connection", "close")
@@ -450,7 +475,10 @@ class Handler(BaseHTTPRequestHandler):
             st.requests[-1]["status"] = 200
         try:
             child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     user=switch.pw_uid if switch else None,
+                                     group=switch.pw_gid if switch else None,
+                                     extra_groups=[] if switch else None)
         except OSError as e:
             self.wfile.write(envelope({"error": {"code": "internal", "message": f"error starting process: {e.strerror}: {argv[0]}"}}, 2))
             return None
