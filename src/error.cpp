@@ -20,6 +20,8 @@ const char* to_string(DriverError::Kind kind) {
     return "invalid_spec";
   case DriverError::Kind::refused:
     return "refused";
+  case DriverError::Kind::unavailable:
+    return "unavailable";
   }
   return "error";
 }

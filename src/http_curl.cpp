@@ -204,6 +204,9 @@ public:
       }
       auto kind = code == CURLE_OPERATION_TIMEDOUT || transfer.unanswered
                       ? DriverError::Kind::timeout
+                  : code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
+                          code == CURLE_COULDNT_RESOLVE_PROXY
+                      ? DriverError::Kind::unavailable
                       : DriverError::Kind::error;
       throw DriverError(kind, log::redact(fmt::format("{} {}{}: {}", request.method,
                                                       redacted_url(request.url), where, detail)));

@@ -130,10 +130,7 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
   try {
     response = m_transport.send(request);
   } catch (const DriverError& e) {
-    std::string what = e.what();
-    if (m_endpoint.socket_path && (what.find("Couldn't connect") != std::string::npos ||
-                                   what.find("Could not connect") != std::string::npos ||
-                                   what.find("No such file") != std::string::npos)) {
+    if (m_endpoint.socket_path && e.kind() == Kind::unavailable) {
       if (access(m_endpoint.socket_path->c_str(), F_OK) == 0 &&
           access(m_endpoint.socket_path->c_str(), R_OK | W_OK) != 0) {
         throw DriverError(Kind::auth,
@@ -152,7 +149,7 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
                         fmt::format("docker: {} {} timed out after {} s on {}", method, path,
                                     timeout.count() / 1000, m_endpoint.describe()));
     }
-    throw DriverError(e.kind(), fmt::format("docker: {}", what));
+    throw DriverError(e.kind(), fmt::format("docker: {}", e.what()));
   }
   reject_old_engine(response);
   if (response.status == 404) {

@@ -78,8 +78,20 @@ public:
 class DriverError : public Error {
 public:
   // refused: the backend's own limits forbid what was asked (a plan's maximum lifetime); the
-  // ledger is left as it was, as for the profile's own caps.
-  enum class Kind { error, timeout, auth, not_found, unsupported, conflict, invalid_spec, refused };
+  // ledger is left as it was, as for the profile's own caps. unavailable: nothing answered (a
+  // connection refused, no such host, no socket), so the request was never sent; callers that
+  // explain it (a daemon not running) ask for this kind instead of reading the message.
+  enum class Kind {
+    error,
+    timeout,
+    auth,
+    not_found,
+    unsupported,
+    conflict,
+    invalid_spec,
+    refused,
+    unavailable
+  };
 
   DriverError(Kind kind, const std::string& message)
       : Error(kind == Kind::not_found      ? ExitCode::not_found

@@ -108,6 +108,20 @@ void read_value(JsonReader& in, std::optional<TimePoint>& out, std::string_view 
   read_value(in, out.emplace(), field);
 }
 
+void read_value(JsonReader& in, std::optional<Seconds>& out, std::string_view field) {
+  if (in.take_null()) {
+    out.reset();
+    return;
+  }
+  std::string scratch;
+  const std::string_view text = read_text(in, scratch, field, "a duration such as \"1h30m\"");
+  out = parse_duration(text);
+  if (!out) {
+    throw ShapeError{std::string(field),
+                     fmt::format("is \"{}\", expected a duration {}", text, duration_problem(text))};
+  }
+}
+
 void read_value(JsonReader& in, State& out, std::string_view field) {
   std::string scratch;
   const std::string_view text = read_text(in, scratch, field, "a state name");
@@ -181,6 +195,13 @@ void write_value(JsonWriter& out, const TimePoint& value) {
 }
 void write_value(JsonWriter& out, const std::optional<TimePoint>& value) {
   out.optional_time(value);
+}
+void write_value(JsonWriter& out, const std::optional<Seconds>& value) {
+  if (value) {
+    out.string(format_duration(*value));
+  } else {
+    out.raw("null");
+  }
 }
 void write_value(JsonWriter& out, const State& value) {
   out.string(to_string(value));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <sandboxer/clock.hpp>
+#include <sandboxer/duration.hpp>
 
 // What the ledger keeps about one sandbox (docs/ledger-format.md). The fields are listed once, in
 // src/ledger/fields.hpp, which the ledger's reader and writer and the public JSON all walk.
@@ -99,10 +100,11 @@ struct ProfileRef {
 // The rules a sandbox was created with, fixed then so that editing the profile later changes no
 // live sandbox; a restore inherits them from its snapshot's sandbox.
 struct CreationPolicy {
-  std::optional<std::string> ttl;           // granted ("1h"); none: no TTL
-  std::optional<std::string> ttl_max;       // the profile's ttl.max
-  std::optional<std::string> ttl_requested; // create --ttl, when given
-  std::optional<std::string> capped;        // the notice, when ttl.max cut the request
+  // Durations, written in the ledger as format_duration's text ("1h30m").
+  std::optional<Seconds> ttl;           // granted; none: no TTL
+  std::optional<Seconds> ttl_max;       // the profile's ttl.max
+  std::optional<Seconds> ttl_requested; // create --ttl, when given
+  std::optional<std::string> capped;    // the notice, when ttl.max cut the request
   std::optional<std::uint64_t> snapshots_keep;
   nlohmann::json events = nlohmann::json::array(); // the profile's event sinks
 };

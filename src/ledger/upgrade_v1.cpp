@@ -66,6 +66,13 @@ std::optional<std::string> string_at(const json& details, const char* key) {
                                                 : std::nullopt;
 }
 
+// A v1 creation entry's duration ("1h"); text that is no duration is left out, as v1 never
+// checked it.
+std::optional<Seconds> duration_at(const json& details, const char* key) {
+  const auto text = string_at(details, key);
+  return text ? parse_duration(*text) : std::nullopt;
+}
+
 } // namespace
 
 void upgrade_record_from_v1(SandboxRecord& record) {
@@ -80,9 +87,9 @@ void upgrade_record_from_v1(SandboxRecord& record) {
   }
   const json& details = record.history.front().details;
   CreationPolicy& policy = record.policy;
-  policy.ttl = string_at(details, "ttl");
-  policy.ttl_max = string_at(details, "ttl_max");
-  policy.ttl_requested = string_at(details, "ttl_requested");
+  policy.ttl = duration_at(details, "ttl");
+  policy.ttl_max = duration_at(details, "ttl_max");
+  policy.ttl_requested = duration_at(details, "ttl_requested");
   policy.capped = string_at(details, "capped");
   if (auto it = details.find("snapshots_keep"); it != details.end() && it->is_number_unsigned()) {
     policy.snapshots_keep = it->get<std::uint64_t>();

@@ -91,11 +91,13 @@ void require(const DriverFactory& factory, bool capable, std::string_view verb) 
 
 // Whether a create that failed with `e` may have left something on the backend: a failure or a
 // timeout may come after the backend committed; a refusal (a bad spec, a wrong key, a cap) comes
-// before it does anything.
+// before it does anything. An unreachable backend counts as a failure: a driver that makes
+// several calls may have made the first before the connection broke.
 bool may_have_made_something(const Error& e) {
   const auto* driver_error = dynamic_cast<const DriverError*>(&e);
   return driver_error && (driver_error->kind() == DriverError::Kind::error ||
-                          driver_error->kind() == DriverError::Kind::timeout);
+                          driver_error->kind() == DriverError::Kind::timeout ||
+                          driver_error->kind() == DriverError::Kind::unavailable);
 }
 
 // What to do about a sandbox exec cannot use, by its state: the next step, not just the refusal.
@@ -625,14 +627,9 @@ CreateOutcome Engine::restore(const std::string& snapshot_ref, const CreateOptio
   require(*opened.factory, opened.factory->capabilities().snapshot, "restore");
   // The original create's policy, so a restored sandbox lives by the same rules.
   TtlPolicy policy;
-  if (source->policy.ttl) {
-    policy.default_ttl = parse_duration(*source->policy.ttl);
-  } else {
-    policy.none = true;
-  }
-  if (source->policy.ttl_max) {
-    policy.max_ttl = parse_duration(*source->policy.ttl_max);
-  }
+  policy.default_ttl = source->policy.ttl;
+  policy.none = !source->policy.ttl;
+  policy.max_ttl = source->policy.ttl_max;
   auto decision = decide_ttl(policy, options.ttl, record.profile.name);
   record.policy = source->policy;
   set_ttl_policy(record.policy, decision, options.ttl);

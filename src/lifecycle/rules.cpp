@@ -9,18 +9,16 @@ namespace sandboxer::lifecycle_rules {
 // now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
 // Durations are bounded (k_max_duration), so only a clock far in the future could make the
 // deadline unwritable: refused before anything is recorded.
-std::optional<TimePoint>
-deadline_after(TimePoint now, const std::optional<std::string>& duration_text, const char* key) {
-  if (!duration_text) {
+std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<Seconds>& duration,
+                                        const char* key) {
+  if (!duration) {
     return std::nullopt;
   }
-  const std::string& text = *duration_text;
-  const auto duration = parse_duration(text);
-  const auto deadline = duration ? add_checked(now, *duration) : std::nullopt;
+  const auto deadline = add_checked(now, *duration);
   if (!deadline) {
     throw UsageError(fmt::format("{} {} from now ({}) is not a time sandboxer can record (years "
                                  "0000-9999, durations up to 100 years)",
-                                 key, text, format_time(now)));
+                                 key, format_duration(*duration), format_time(now)));
   }
   return deadline;
 }
@@ -33,12 +31,9 @@ SandboxHandle handle_of(const SandboxRecord& record) {
 // cut it short (a cap is reported, never silent).
 void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
                     const std::optional<Seconds>& requested) {
-  auto text = [](const std::optional<Seconds>& d) {
-    return d ? std::optional(format_duration(*d)) : std::nullopt;
-  };
-  policy.ttl = text(decision.ttl);
-  policy.ttl_max = text(decision.max);
-  policy.ttl_requested = text(requested);
+  policy.ttl = decision.ttl;
+  policy.ttl_max = decision.max;
+  policy.ttl_requested = requested;
   policy.capped = decision.notices.empty() ? std::nullopt : std::optional(decision.notices.front());
 }
 
@@ -92,8 +87,11 @@ void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wa
                           existing.profile.hash.substr(0, 19), wanted.profile.name,
                           wanted.profile.hash.substr(0, 19));
   } else if (existing.policy.ttl_requested != wanted.policy.ttl_requested) {
-    differs = fmt::format("--ttl {}, not {}", existing.policy.ttl_requested.value_or("(none)"),
-                          wanted.policy.ttl_requested.value_or("(none)"));
+    auto text = [](const std::optional<Seconds>& d) {
+      return d ? format_duration(*d) : std::string("(none)");
+    };
+    differs = fmt::format("--ttl {}, not {}", text(existing.policy.ttl_requested),
+                          text(wanted.policy.ttl_requested));
   } else {
     return;
   }

@@ -30,7 +30,7 @@ void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
                     const std::optional<Seconds>& requested);
 // now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
 // Throws UsageError when the deadline cannot be recorded.
-std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<std::string>& duration,
+std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<Seconds>& duration,
                                         const char* key);
 
 // An idempotency key names one request: a live sandbox it made with another profile (resolved

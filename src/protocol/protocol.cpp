@@ -18,13 +18,12 @@ std::string kind_name(DriverError::Kind kind) {
 DriverError::Kind kind_of(std::string_view name) {
   using Kind = DriverError::Kind;
   for (Kind kind : {Kind::timeout, Kind::auth, Kind::not_found, Kind::unsupported, Kind::conflict,
-                    Kind::invalid_spec, Kind::refused}) {
+                    Kind::invalid_spec, Kind::refused, Kind::unavailable}) {
     if (name == to_string(kind)) {
       return kind;
     }
   }
-  // "backend", "unavailable" (the backend cannot be reached: exit 4 like any backend failure),
-  // and any kind a newer driver may send.
+  // "backend", and any kind a newer driver may send.
   return Kind::error;
 }
 

@@ -1,10 +1,12 @@
 // The libcurl transport itself (Debian's libcurl, opened on demand): TLS is there
 // and verified, plain HTTP and errors come back as the drivers expect.
+#include <arpa/inet.h>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <functional>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -59,7 +61,9 @@ TEST(CurlTransport, AnotherSchemeIsRefusedEvenWhereAServerListens) {
   }
 }
 
-TEST(CurlTransport, NothingListeningIsAnErrorThatNamesTheAddress) {
+// Nothing answering is its own kind (issue 36): a caller that explains it (docker: "the daemon is
+// not running") asks for the kind, not for libcurl's wording.
+TEST(CurlTransport, NothingListeningIsUnavailableAndNamesTheAddress) {
   testing::TempDir dir;
   http::Request request;
   request.url = "http://localhost/_ping";
@@ -68,7 +72,25 @@ TEST(CurlTransport, NothingListeningIsAnErrorThatNamesTheAddress) {
     http::curl_transport().send(request);
     FAIL() << "a request to a missing socket succeeded";
   } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::unavailable) << e.what();
     EXPECT_NE(std::string(e.what()).find("no.sock"), std::string::npos) << e.what();
+  }
+  // A loopback port bound and closed again: nothing listens there now.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  request = {};
+  request.url = fmt::format("http://127.0.0.1:{}/", ntohs(address.sin_port));
+  try {
+    http::curl_transport().send(request);
+    FAIL() << "a request to a closed port succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::unavailable) << e.what();
   }
 }
 

@@ -333,6 +333,29 @@ TEST(LedgerRecord, WrongFieldTypeNamesRecordAndField) {
 
   EXPECT_EQ(error_of([&] { json(42).get<SandboxRecord>(); }),
             "sandbox record without an id: is a number, expected an object");
+
+  // The policy's durations are durations (issue 36): text that is none is named, not kept.
+  j = full_record();
+  j["policy"]["ttl"] = "soon";
+  EXPECT_EQ(error_of([&] { j.get<SandboxRecord>(); }),
+            "sandbox record sbx-abcdefgh2345: field \"policy.ttl\" is \"soon\", expected a "
+            "duration (use 90s, 15m, 2h, 1d, 1h30m)");
+}
+
+// A policy's durations are read as durations and written back in format_duration's text.
+TEST(LedgerRecord, PolicyDurationsRoundTripAsDurations) {
+  json j = full_record();
+  j["policy"]["ttl"] = "1h30m";
+  j["policy"]["ttl_max"] = "2d";
+  j["policy"]["ttl_requested"] = nullptr;
+  const auto record = j.get<SandboxRecord>();
+  EXPECT_EQ(record.policy.ttl, std::chrono::minutes(90));
+  EXPECT_EQ(record.policy.ttl_max, std::chrono::hours(48));
+  EXPECT_FALSE(record.policy.ttl_requested);
+  const json back = as_json(record);
+  EXPECT_EQ(back["policy"]["ttl"], "1h30m");
+  EXPECT_EQ(back["policy"]["ttl_max"], "2d");
+  EXPECT_TRUE(back["policy"]["ttl_requested"].is_null());
 }
 
 TEST(LedgerRecord, UnknownFieldsAreIgnored) {
@@ -347,8 +370,8 @@ TEST(LedgerRecord, UnknownFieldsAreIgnored) {
 
 // The policy a full record was created with, as a profile would give it.
 SandboxRecord with_policy(SandboxRecord r) {
-  r.policy.ttl = "45m";
-  r.policy.ttl_max = "4h";
+  r.policy.ttl = std::chrono::minutes(45);
+  r.policy.ttl_max = std::chrono::hours(4);
   r.policy.snapshots_keep = 3;
   r.policy.events = json::array({{{"type", "jsonl"}, {"path", "/var/log/sandboxer.jsonl"}}});
   return r;

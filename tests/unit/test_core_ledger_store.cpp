@@ -476,7 +476,7 @@ TEST(LedgerMigration, FirstWriteMigratesAndKeepsTheOldFile) {
   Ledger ledger(dir / "state", 1s);
   EXPECT_EQ(ledger.read().sandboxes.size(), 3u) << "reading schema 1 works and writes nothing";
   EXPECT_EQ(read_file(dir / "state" / "ledger.json"), v1);
-  EXPECT_EQ(ledger.read().sandboxes[0].policy.ttl, "1h");
+  EXPECT_EQ(ledger.read().sandboxes[0].policy.ttl, std::chrono::hours(1));
   EXPECT_EQ(ledger.read().sandboxes[0].policy.snapshots_keep, 2u);
   EXPECT_FALSE(ledger.store().verify().problems.empty()) << "schema 1 has no chains yet";
 

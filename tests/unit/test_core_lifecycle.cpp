@@ -85,9 +85,9 @@ TEST_F(Lifecycle, TtlIsCappedAndTheCapReported) {
   ASSERT_EQ(outcome.notices.size(), 1u);
   EXPECT_EQ(outcome.notices[0], "ttl 8h capped to 2h (ttl.max of profile p)");
   const CreationPolicy& policy = outcome.record.policy;
-  EXPECT_EQ(policy.ttl, "2h");
-  EXPECT_EQ(policy.ttl_max, "2h");
-  EXPECT_EQ(policy.ttl_requested, "8h");
+  EXPECT_EQ(policy.ttl, std::chrono::hours(2));
+  EXPECT_EQ(policy.ttl_max, std::chrono::hours(2));
+  EXPECT_EQ(policy.ttl_requested, std::chrono::hours(8));
   EXPECT_EQ(policy.capped, outcome.notices[0]);
 }
 
