@@ -117,8 +117,8 @@ void read_value(JsonReader& in, std::optional<Seconds>& out, std::string_view fi
   const std::string_view text = read_text(in, scratch, field, "a duration such as \"1h30m\"");
   out = parse_duration(text);
   if (!out) {
-    throw ShapeError{std::string(field),
-                     fmt::format("is \"{}\", expected a duration {}", text, duration_problem(text))};
+    throw ShapeError{std::string(field), fmt::format("is \"{}\", expected a duration {}", text,
+                                                     duration_problem(text))};
   }
 }
 

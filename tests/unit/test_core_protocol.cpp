@@ -63,10 +63,10 @@ TEST(ReadMessage, ResultErrorOutputAndWhatIsIgnored) {
 TEST(Kinds, TheProtocolsNamesMapBothWays) {
   EXPECT_EQ(kind_name(DriverError::Kind::error), "backend");
   EXPECT_EQ(kind_of("backend"), DriverError::Kind::error);
-  for (auto kind : {DriverError::Kind::unavailable, DriverError::Kind::not_found,
-                    DriverError::Kind::invalid_spec,
-                    DriverError::Kind::unsupported, DriverError::Kind::refused,
-                    DriverError::Kind::auth, DriverError::Kind::timeout}) {
+  for (auto kind :
+       {DriverError::Kind::unavailable, DriverError::Kind::not_found,
+        DriverError::Kind::invalid_spec, DriverError::Kind::unsupported, DriverError::Kind::refused,
+        DriverError::Kind::auth, DriverError::Kind::timeout}) {
     EXPECT_EQ(kind_of(kind_name(kind)), kind);
   }
 }
