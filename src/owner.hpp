@@ -1,12 +1,20 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
-#include "src/ledger/ledger.hpp"
-
 namespace sandboxer {
+
+// Who made a sandbox or holds a lock: kept in every record (docs/ledger-format.md).
+struct Owner {
+  std::string user;
+  std::string host;
+  int pid = 0;
+  std::map<std::string, std::string> ci; // CI_JOB_ID, GITHUB_RUN_ID, ... when present
+};
 
 // Who is running this process: $USER (or the passwd entry), the host name, the pid, and the CI
 // variables that are set (CI_JOB_ID, CI_PIPELINE_ID, GITHUB_RUN_ID, GITHUB_REPOSITORY, ...).

@@ -14,6 +14,7 @@
 #include "src/files.hpp"
 #include "src/owner.hpp"
 #include "src/profile/profile.hpp"
+#include "src/secrets/secrets.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -15,7 +15,7 @@
 #include "src/events/events.hpp"
 #include "src/file_descriptor.hpp"
 #include "src/files.hpp"
-#include "src/lifecycle/lifecycle.hpp"
+#include "src/secrets/secrets.hpp"
 
 namespace sandboxer::events {
 using namespace std::chrono;

@@ -11,6 +11,8 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "src/owner.hpp"
+
 // What the ledger keeps about one sandbox (docs/ledger-format.md). The fields are listed once, in
 // src/ledger/fields.hpp, which the ledger's reader and writer and the public JSON all walk.
 namespace sandboxer {
@@ -82,13 +84,6 @@ struct SnapshotRecord {
   std::string backend_ref;
   std::optional<std::uint64_t> size_bytes;
   TimePoint created_at;
-};
-
-struct Owner {
-  std::string user;
-  std::string host;
-  int pid = 0;
-  std::map<std::string, std::string> ci; // CI_JOB_ID, GITHUB_RUN_ID, ... when present
 };
 
 struct ProfileRef {

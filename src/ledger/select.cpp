@@ -6,7 +6,7 @@
 
 #include "src/ledger/local_store.hpp"
 #include "src/ledger/pg/pg_store.hpp"
-#include "src/lifecycle/lifecycle.hpp"
+#include "src/secrets/secrets.hpp"
 #include "src/owner.hpp"
 
 namespace sandboxer::ledger {

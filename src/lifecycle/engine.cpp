@@ -13,10 +13,11 @@
 #include "src/lifecycle/checked_driver.hpp"
 #include "src/lifecycle/lifecycle.hpp"
 #include "src/lifecycle/location.hpp"
+#include "src/lifecycle/retry.hpp"
 #include "src/lifecycle/rules.hpp"
 #include "src/names.hpp"
 #include "src/owner.hpp"
-#include "src/reap/reap.hpp"
+#include "src/secrets/secrets.hpp"
 
 namespace sandboxer {
 namespace fs = std::filesystem;

@@ -10,23 +10,12 @@
 #include <sandboxer/error.hpp>
 
 #include "src/catalog/catalog.hpp"
+#include "src/events/hook.hpp"
 #include "src/ledger/ledger.hpp"
+#include "src/lifecycle/retry.hpp"
 #include "src/profile/profile.hpp"
 
 namespace sandboxer {
-
-// Where transitions become lifecycle events (events::Publisher; tests plug in their own).
-class EventHook {
-public:
-  virtual ~EventHook() = default;
-  // Under the ledger lock, before `tx` is committed: the history entries of `record` from
-  // `first_new` on are new. Sets each one's event kind and id, and writes what must survive.
-  virtual void stage(LedgerStore::Transaction& tx, SandboxRecord& record, size_t first_new) = 0;
-  // After the commit, still under the lock.
-  virtual void committed() = 0;
-  // Outside the lock: a moment to deliver what is pending, within the hook's own time budget.
-  virtual void deliver() = 0;
-};
 
 struct CreateOptions {
   std::optional<std::string> name;
@@ -64,15 +53,6 @@ struct ExtendOutcome {
   std::vector<std::string> notices;
 };
 
-// Where a failed reap destroy is retried: base * 2^(attempt-1), at most max.
-struct RetryPolicy {
-  Seconds base{60};
-  Seconds max{3600};
-  // How long a reaper's claim on a sandbox stands (a shared ledger): past it, a reaper that died
-  // mid-destroy is taken over. Longer than any one destroy may take.
-  Seconds claim_lease{600};
-};
-
 struct ExpiredDestroy {
   enum class Outcome { destroyed, skipped, failed };
   Outcome outcome = Outcome::skipped;
@@ -100,13 +80,6 @@ std::string backend_key(const std::string& driver, const nlohmann::json& spec,
 // The backend's word when it contradicts a record that says the sandbox runs (its container was
 // stopped or removed behind sandboxer's back), else none.
 std::optional<std::string> backend_disagrees(State recorded, BackendStatus::State backend);
-
-// The profile's secrets as references ({name: {env|file: ...}}), never values.
-nlohmann::json secret_refs_of(const Profile& profile);
-// The values of secret references ({name: {env: VAR} | {file: PATH}}), in memory only; each value
-// is registered for redaction (log::add_secret) before it is returned. Throws Error (usage)
-// naming the secret when its variable is unset or its file unreadable.
-std::map<std::string, std::string> resolve_secrets(const nlohmann::json& refs);
 
 // The one path through which every operation runs: lock -> record intent -> unlock -> driver call
 // -> lock -> record outcome -> event. No backend call ever happens while the ledger lock is held.

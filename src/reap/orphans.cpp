@@ -8,6 +8,7 @@
 #include <sandboxer/log.hpp>
 
 #include "src/reap/internal.hpp"
+#include "src/secrets/secrets.hpp"
 
 namespace sandboxer::reap {
 namespace {

@@ -96,12 +96,6 @@ bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds s
 // Whether `record` (running, with a deadline within `window` of `now`) has not been warned yet
 // about its current deadline.
 bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds window);
-// How many destroy attempts of reap failed so far (from the history).
-int failed_attempts(const SandboxRecord& record);
-// When the last failed attempt said the next one may run; none if no failure is pending.
-std::optional<TimePoint> next_attempt_at(const SandboxRecord& record);
-// The wait after the `attempt`-th failure: base * 2^(attempt-1), capped at `max`.
-Seconds backoff_after(int attempt, Seconds base, Seconds max);
 // Whether the process that put `record` in its transitional state may still be working on it:
 // its actor names this host and a live sandboxer pid.
 bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host);

@@ -15,8 +15,6 @@ bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds s
   return reapable && record.expires_at && now >= *record.expires_at + grace + skew;
 }
 
-// The failures of the current run of attempts: the trailing `expired` entries written by a failed
-// destroy (they carry next_attempt_at). An extend in between starts the count again.
 bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds window) {
   if (window <= Seconds(0) || record.state != State::running || !record.expires_at ||
       *record.expires_at <= now || *record.expires_at - now > window) {
@@ -31,39 +29,6 @@ bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds 
     }
   }
   return true;
-}
-
-int failed_attempts(const SandboxRecord& record) {
-  int count = 0;
-  for (auto it = record.history.rbegin(); it != record.history.rend(); ++it) {
-    if (it->to != State::expired) {
-      break;
-    }
-    if (it->details.contains("next_attempt_at")) {
-      ++count;
-    }
-  }
-  return count;
-}
-
-std::optional<TimePoint> next_attempt_at(const SandboxRecord& record) {
-  if (record.state != State::expired || record.history.empty()) {
-    return std::nullopt;
-  }
-  const auto& last = record.history.back();
-  auto it = last.details.find("next_attempt_at");
-  if (it == last.details.end() || !it->is_string()) {
-    return std::nullopt;
-  }
-  return parse_time(it->get<std::string>());
-}
-
-Seconds backoff_after(int attempt, Seconds base, Seconds max) {
-  Seconds wait = base;
-  for (int i = 1; i < attempt && wait < max; ++i) {
-    wait *= 2;
-  }
-  return std::min(wait, max);
 }
 
 bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host) {

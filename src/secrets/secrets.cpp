@@ -1,5 +1,7 @@
 // Secrets: resolved from their references (env or file) when a driver is opened, registered for
 // redaction, never stored.
+#include "src/secrets/secrets.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -9,8 +11,6 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
-
-#include "src/lifecycle/lifecycle.hpp"
 
 namespace sandboxer {
 namespace {
