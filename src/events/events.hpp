@@ -11,8 +11,8 @@
 
 #include <sandboxer/http.hpp>
 
-#include "src/ledger/ledger.hpp"
 #include "src/events/hook.hpp"
+#include "src/ledger/ledger.hpp"
 
 // Lifecycle events (docs/events.md): one CloudEvents 1.0 event per history entry, written to an
 // outbox under the state directory in the same critical section as the ledger change, and

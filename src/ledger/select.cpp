@@ -6,8 +6,8 @@
 
 #include "src/ledger/local_store.hpp"
 #include "src/ledger/pg/pg_store.hpp"
-#include "src/secrets/secrets.hpp"
 #include "src/owner.hpp"
+#include "src/secrets/secrets.hpp"
 
 namespace sandboxer::ledger {
 namespace {
