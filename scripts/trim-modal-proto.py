@@ -13,8 +13,8 @@ import sys
 API_RPCS = [
     "AppGetOrCreate", "ImageGetOrCreate", "ImageJoinStreaming", "ImageFromId", "SandboxCreate",
     "SandboxGetTaskId", "SandboxWait", "SandboxTerminate", "SandboxList", "SandboxTagsGet",
-    "SandboxSnapshotFs", "TaskGetCommandRouterAccess", "ContainerExec", "ContainerExecGetOutput",
-    "ContainerExecWait", "ContainerExecPutInput",
+    "SandboxSnapshotFs", "SandboxGetLogs", "TaskGetCommandRouterAccess", "ContainerExec",
+    "ContainerExecGetOutput", "ContainerExecWait", "ContainerExecPutInput",
 ]
 # Messages no RPC names: the server's retry instructions ride in grpc-status-details-bin.
 API_EXTRA = ["RPCStatus", "RPCRetryPolicy"]

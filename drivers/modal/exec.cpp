@@ -10,6 +10,8 @@
 
 #include <sandboxer/interrupt.hpp>
 
+#include "drivers/modal/streams.hpp"
+
 namespace sandboxer::drivers::modal {
 namespace {
 
@@ -23,82 +25,6 @@ constexpr auto k_stream_deadline = std::chrono::hours(24);
 // Each wait for the command's end is a short call, so that an interrupt is noticed.
 constexpr auto k_wait_slice = std::chrono::seconds(5);
 constexpr int k_stream_failures = 8;
-
-// The output streams of one exec, each on its own thread, cancelled and joined when it leaves
-// scope however exec ends.
-class Readers {
-public:
-  ~Readers() {
-    stop();
-    for (auto& thread : m_threads) {
-      if (thread.joinable()) {
-        thread.join();
-      }
-    }
-  }
-
-  // Runs `read(context_slot)` on a thread; it registers each context it opens so stop() can
-  // cancel it.
-  void start(std::function<void(Readers&)> read) {
-    m_threads.emplace_back([this, read = std::move(read)] {
-      try {
-        read(*this);
-      } catch (...) {
-        std::lock_guard lock(m_mutex);
-        if (!m_failure) {
-          m_failure = std::current_exception();
-        }
-      }
-    });
-  }
-
-  // Registers the context of a call in flight; false when stop() already ran.
-  bool open(grpc::ClientContext* context) {
-    std::lock_guard lock(m_mutex);
-    if (m_stopped) {
-      return false;
-    }
-    m_contexts.push_back(context);
-    return true;
-  }
-  void close(grpc::ClientContext* context) {
-    std::lock_guard lock(m_mutex);
-    std::erase(m_contexts, context);
-  }
-  bool stopped() {
-    std::lock_guard lock(m_mutex);
-    return m_stopped;
-  }
-
-  void stop() {
-    std::lock_guard lock(m_mutex);
-    m_stopped = true;
-    for (auto* context : m_contexts) {
-      context->TryCancel();
-    }
-  }
-
-  // Waits for every reader; rethrows the first failure.
-  void join() {
-    for (auto& thread : m_threads) {
-      thread.join();
-    }
-    m_threads.clear();
-    if (m_failure) {
-      std::rethrow_exception(m_failure);
-    }
-  }
-
-  std::mutex& io_mutex() { return m_io_mutex; }
-
-private:
-  std::mutex m_mutex;
-  std::mutex m_io_mutex;
-  std::vector<grpc::ClientContext*> m_contexts;
-  std::vector<std::thread> m_threads;
-  std::exception_ptr m_failure;
-  bool m_stopped = false;
-};
 
 // Reads a whole stream with `call(context)`, resuming after a dropped connection; `received`
 // keeps what was already delivered so a resumed stream starts where the last one stopped.

@@ -13,6 +13,7 @@
 
 #include "drivers/modal/api_client.hpp"
 #include "drivers/modal/exec.hpp"
+#include "drivers/modal/logs.hpp"
 
 namespace sandboxer::drivers::modal {
 namespace {
@@ -253,6 +254,11 @@ public:
                         "and no stdin");
     }
     return exec_through_control_plane(m_api, *m_stub, task_id, request, io);
+  }
+
+  // The entrypoint's stdout and stderr as Modal keeps them (SandboxGetLogs); not exec's output.
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    read_logs(m_api, *m_stub, sandbox.backend_id, request, sink);
   }
 
   // Modal fixes a sandbox's lifetime at create: the ledger's deadline may move up to it, never

@@ -33,8 +33,10 @@ public:
            "secrets.token_secret)";
   }
   Capabilities capabilities() const override {
-    // native_ttl: Modal keeps its own deadline; extend() refuses to go past it.
-    return {.snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true};
+    // native_ttl: Modal keeps its own deadline; extend() refuses to go past it. logs: the
+    // entrypoint's output (SandboxGetLogs).
+    return {
+        .snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true, .logs = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(modal::parse_spec(section));

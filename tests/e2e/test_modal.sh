@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The modal driver against tests/fake_modal (a local gRPC server on Modal's protos): the whole
-# lifecycle through the CLI, streamed exec, snapshot and restore, extend within Modal's fixed
-# lifetime, a sandbox that ends by itself, reap, the older exec path, and TLS with a throwaway CA.
+# lifecycle through the CLI, streamed exec, the entrypoint's logs, snapshot and restore, extend
+# within Modal's fixed lifetime, a sandbox that ends by itself, reap, the older exec path, and TLS
+# with a throwaway CA.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
 
@@ -88,6 +89,77 @@ grep -q second "$WORK/stream" && fail "the command ended too early"
 wait "$STREAM_PID" ||
   fail "the streamed exec failed: $(cat "$WORK/stream"); failed calls: $(jq -c 'select(.code != 0)' "$CALLS" | tail -5)"
 [ "$(cat "$WORK/stream")" = $'first\nsecond' ] || fail "streamed output: $(cat "$WORK/stream")"
+
+# logs: the entrypoint's own output (SandboxGetLogs), stdout and stderr apart, resumed at each
+# stream's entry id; --tail and --since; -f until the sandbox ends by itself, or a signal. The
+# entrypoint ends when a file appears, so that the test, not a timer, says when.
+sandbox_profile talk \
+  'command: [sh, -c, "echo to-out; echo to-err >&2; while [ ! -e stop ]; do sleep 0.1; done; echo late"]'
+run 0 sbx create --profile talk --name talk -o json
+TALK_BID=$(jq -r .backend_id <<<"$OUT")
+for _ in $(seq 20); do
+  run 0 sbx logs talk
+  [ -n "$OUT" ] && [ -n "$ERR" ] && break
+done
+[ "$OUT" = to-out ] || fail "logs stdout: $OUT"
+[ "$ERR" = to-err ] || fail "logs stderr: $ERR"
+GETS=$(calls SandboxGetLogs | jq -c 'select(.request.sandboxId == "'"$TALK_BID"'") | .request')
+[ "$(jq -r .fileDescriptor <<<"$GETS" | sort -u | tr '\n' ' ')" = "FILE_DESCRIPTOR_STDERR FILE_DESCRIPTOR_STDOUT " ] ||
+  fail "not one stream per descriptor: $GETS"
+[ "$(jq -r .lastEntryId <<<"$GETS" | sort -u)" = 0-0 ] || fail "not read from the start: $GETS"
+jq -e 'select(.timeout <= 0)' <<<"$GETS" >/dev/null && fail "a log stream without its timeout: $GETS"
+run 0 sbx logs talk -o json
+[ "$(jq -r 'select(.line == "to-err") | .stream' <<<"$OUT")" = stderr ] || fail "logs -o json: $OUT"
+[ "$(jq -r 'select(.line == "to-out") | .stream' <<<"$OUT")" = stdout ] || fail "logs -o json: $OUT"
+jq -e 'select(.time == null)' <<<"$OUT" >/dev/null && fail "a line without its time: $OUT"
+run 0 sbx logs talk --tail 1 -o json
+[ "$(wc -l <<<"$OUT")" = 1 ] || fail "--tail 1: $OUT"
+run 0 sbx logs talk --since 2099-01-01T00:00:00Z
+[ -z "$OUT$ERR" ] || fail "--since in the future: $OUT / $ERR"
+run 0 sbx logs talk --since 1h
+[ "$OUT" = to-out ] && [ "$ERR" = to-err ] || fail "--since 1h: $OUT / $ERR"
+# -f: what there is, then each new line, until the entrypoint ends.
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" logs -f talk \
+  >"$WORK/follow.out" 2>"$WORK/follow.err" &
+FOLLOW_PID=$!
+for _ in $(seq 100); do grep -q to-out "$WORK/follow.out" && break; sleep 0.1; done
+grep -q to-out "$WORK/follow.out" || fail "logs -f did not show what there was: $(cat "$WORK/follow.out")"
+sleep 1
+alive "$FOLLOW_PID" || fail "logs -f ended while the sandbox runs: $(cat "$WORK/follow.out" "$WORK/follow.err")"
+run 0 sbx exec talk -- touch stop
+for _ in $(seq 100); do alive "$FOLLOW_PID" || break; sleep 0.1; done
+alive "$FOLLOW_PID" && fail "logs -f did not return when the sandbox ended"
+wait "$FOLLOW_PID" || fail "logs -f failed: $(cat "$WORK/follow.err")"
+[ "$(cat "$WORK/follow.out")" = $'to-out\nlate' ] || fail "logs -f stdout: $(cat "$WORK/follow.out")"
+[ "$(cat "$WORK/follow.err")" = to-err ] || fail "logs -f stderr: $(cat "$WORK/follow.err")"
+# The follow went on from each stream's last entry, not from the start.
+calls SandboxGetLogs | jq -r 'select(.request.sandboxId == "'"$TALK_BID"'") | .request.lastEntryId' |
+  grep -qvx 0-0 || fail "the streams were not resumed at their entry id"
+run 0 sbx status talk -o json
+[ "$(jq -r .backend.state <<<"$OUT")" = stopped ] || fail "the ended entrypoint did not end the sandbox: $OUT"
+# A finished sandbox: everything, at once (its streams end with eof, no window waited out), and
+# its last line is the newest.
+run 0 sbx logs talk
+[ "$OUT" = $'to-out\nlate' ] && [ "$ERR" = to-err ] || fail "logs after the end: $OUT / $ERR"
+calls SandboxGetLogs | tail -2 | jq -e 'select(.ms >= 1500)' >/dev/null &&
+  fail "logs of a finished sandbox waited: $(calls SandboxGetLogs | tail -2)"
+run 0 sbx logs talk --tail 1
+[ "$OUT" = late ] && [ -z "$ERR" ] || fail "--tail 1 after the end: $OUT / $ERR"
+run 0 sbx logs -f talk --tail 1
+[ "$OUT" = late ] && [ -z "$ERR" ] || fail "-f --tail 1 after the end: $OUT / $ERR"
+run 0 sbx destroy talk
+# -f on a sandbox that keeps running ends at a signal, at once (exit 130).
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" logs -f one \
+  >"$WORK/follow.out" 2>"$WORK/follow.err" &
+FOLLOW_PID=$!
+sleep 3
+alive "$FOLLOW_PID" || fail "logs -f of a running sandbox ended: $(cat "$WORK/follow.err")"
+kill -INT "$FOLLOW_PID"
+for _ in $(seq 30); do alive "$FOLLOW_PID" || break; sleep 0.1; done
+alive "$FOLLOW_PID" && fail "logs -f did not stop at SIGINT"
+RC=0
+wait "$FOLLOW_PID" || RC=$?
+[ "$RC" = 130 ] || fail "logs -f at SIGINT: exit $RC: $(cat "$WORK/follow.err")"
 
 # snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
 run 0 sbx exec one -- sh -c 'echo before > mark'

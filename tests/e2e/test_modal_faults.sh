@@ -99,6 +99,18 @@ run 0 sbx snapshot snappy2 --name slow -o json
 run 0 sbx destroy snappy
 run 0 sbx destroy snappy2
 
+# logs: a log stream that drops is asked again from its last entry id; each line comes once.
+fake_with --fail SandboxGetLogs:3:UNAVAILABLE
+modal_profile talk "call_timeout: 2s" 'command: [sh, -c, "echo once; echo twice >&2; sleep 600"]'
+run 0 sbx create --profile talk --name talk -o json
+for _ in $(seq 20); do
+  run 0 sbx logs talk
+  [ -n "$OUT" ] && [ -n "$ERR" ] && break
+done
+[ "$OUT" = once ] && [ "$ERR" = twice ] || fail "logs after dropped streams: $OUT / $ERR"
+[ "$(calls SandboxGetLogs | jq -r 'select(.code == 14)' | wc -l)" -ge 1 ] || fail "no stream dropped"
+run 0 sbx destroy talk
+
 # A create interrupted after SandboxCreate (the task takes a while to appear): the sandbox is
 # terminated before sandboxer exits, and the record is failed.
 fake_with --task-polls 40

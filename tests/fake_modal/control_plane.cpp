@@ -1,6 +1,7 @@
 // ModalClient: apps, image builds that take a few polls, sandboxes with a lifetime, tags, list,
 // the legacy exec and snapshot calls.
 
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
@@ -170,11 +171,12 @@ public:
         return not_found("Sandbox " + q->sandbox_id());
       }
       if (sandbox->result) {
-        r->mutable_task_result()->set_status(*sandbox->result);
+        set_result(*r->mutable_task_result(), *sandbox);
       }
       if (sandbox->task_id.empty() && !sandbox->result &&
           ++sandbox->task_polls >= m_world.options().task_polls) {
         sandbox->task_id = m_world.new_id("ta-");
+        m_world.start_entrypoint(*sandbox); // the container starts with its task
       }
       if (!sandbox->task_id.empty()) {
         r->set_task_id(sandbox->task_id);
@@ -187,18 +189,18 @@ public:
                      api::SandboxWaitResponse* r) override {
     return m_world.call(c, "SandboxWait", *q, r, false, [&] {
       bool known = true;
-      std::optional<GenericStatus> result;
+      bool ended = false;
       wait_for(m_world, c, q->timeout(), [&] {
         Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
         known = sandbox != nullptr;
-        result = sandbox ? sandbox->result : std::nullopt;
-        return !known || result.has_value();
+        ended = sandbox && sandbox->result;
+        if (ended) {
+          set_result(*r->mutable_result(), *sandbox);
+        }
+        return !known || ended;
       });
       if (!known) {
         return not_found("Sandbox " + q->sandbox_id());
-      }
-      if (result) {
-        r->mutable_result()->set_status(*result);
       }
       return Status::OK;
     });
@@ -213,7 +215,7 @@ public:
         return not_found("Sandbox " + q->sandbox_id());
       }
       if (sandbox->result) {
-        r->mutable_existing_result()->set_status(*sandbox->result);
+        set_result(*r->mutable_existing_result(), *sandbox);
       }
       m_world.finish(*sandbox, api::GenericResult::GENERIC_STATUS_TERMINATED);
       return Status::OK;
@@ -302,6 +304,87 @@ public:
       r->set_image_id(m_world.snapshot(*sandbox));
       r->mutable_result()->set_status(api::GenericResult::GENERIC_STATUS_SUCCESS);
       return Status::OK;
+    });
+  }
+
+  // The entrypoint's output, one stream per descriptor: from after last_entry_id ("" or "0-0":
+  // from the start), batches as output comes, until the request's timeout (its window; 55 s when
+  // unset) ends the stream; once the sandbox has finished and all was sent, a batch with eof and
+  // no entry id. Not verified against Modal: what it answers for a descriptor other than stdout
+  // or stderr (here INVALID_ARGUMENT) and for a malformed entry id (here: from the start).
+  Status SandboxGetLogs(ServerContext* c, const api::SandboxGetLogsRequest* q,
+                        grpc::ServerWriter<api::TaskLogsBatch>* w) override {
+    return m_world.call(c, "SandboxGetLogs", *q, nullptr, false, [&] {
+      const int fd = q->file_descriptor();
+      if (fd != api::FILE_DESCRIPTOR_STDOUT && fd != api::FILE_DESCRIPTOR_STDERR) {
+        return Status(StatusCode::INVALID_ARGUMENT,
+                      "file_descriptor must be FILE_DESCRIPTOR_STDOUT or _STDERR (fake)");
+      }
+      const int index = fd == api::FILE_DESCRIPTOR_STDOUT ? 0 : 1;
+      std::pair<std::uint64_t, std::uint64_t> cursor = entry_id_of(q->last_entry_id());
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(
+                             static_cast<long>((q->timeout() > 0 ? q->timeout() : 55) * 1000));
+      while (!c->IsCancelled()) {
+        bool finished = false;
+        std::shared_ptr<Exec> entrypoint;
+        std::string task_id;
+        {
+          std::lock_guard lock(m_world.mutex());
+          Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+          if (!sandbox) {
+            return not_found("Sandbox " + q->sandbox_id());
+          }
+          finished = sandbox->result.has_value();
+          entrypoint = sandbox->entrypoint;
+          task_id = sandbox->task_id;
+        }
+        api::TaskLogsBatch batch;
+        bool ended = finished;
+        if (entrypoint) {
+          std::unique_lock lock(entrypoint->mutex);
+          for (const auto& entry : entrypoint->logs[index]) {
+            if (std::pair(entry.ms, entry.seq) <= cursor) {
+              continue;
+            }
+            if (batch.items_size() == 100) {
+              break; // the rest in the next batch
+            }
+            auto* item = batch.add_items();
+            item->set_data(entry.data);
+            item->set_file_descriptor(static_cast<api::FileDescriptor>(fd));
+            item->set_timestamp(static_cast<double>(entry.ns) / 1e9);
+            item->set_timestamp_ns(entry.ns);
+            if (entry.data.empty()) {
+              item->set_task_state(api::TASK_STATE_ACTIVE);
+            }
+            cursor = {entry.ms, entry.seq};
+          }
+          ended = finished && (index == 0 ? entrypoint->out_done : entrypoint->err_done);
+          if (batch.items_size() == 0 && !ended && std::chrono::steady_clock::now() < until) {
+            entrypoint->changed.wait_for(lock, std::chrono::milliseconds(100));
+            continue;
+          }
+        }
+        if (batch.items_size() > 0) {
+          batch.set_task_id(task_id);
+          batch.set_entry_id(std::to_string(cursor.first) + "-" + std::to_string(cursor.second));
+          w->Write(batch);
+          continue;
+        }
+        if (ended) {
+          api::TaskLogsBatch eof;
+          eof.set_task_id(task_id);
+          eof.set_eof(true);
+          w->Write(eof);
+          return Status::OK;
+        }
+        if (std::chrono::steady_clock::now() >= until) {
+          return Status::OK; // the window is over; the client asks again from its cursor
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100)); // no task yet
+      }
+      return Status(StatusCode::CANCELLED, "cancelled");
     });
   }
 
@@ -417,6 +500,24 @@ public:
   }
 
 private:
+  static void set_result(api::GenericResult& result, const Sandbox& sandbox) {
+    result.set_status(*sandbox.result);
+    if (sandbox.exitcode != 0) {
+      result.set_exitcode(sandbox.exitcode);
+    }
+  }
+
+  // "<ms>-<seq>" as ordered numbers; anything else (or nothing) is the start.
+  static std::pair<std::uint64_t, std::uint64_t> entry_id_of(const std::string& text) {
+    std::uint64_t ms = 0, seq = 0;
+    char dash = 0;
+    std::istringstream in(text);
+    if (in >> ms >> dash >> seq && dash == '-' && in.peek() == EOF) {
+      return {ms, seq};
+    }
+    return {0, 0};
+  }
+
   bool app_known(const std::string& app_id) {
     for (const auto& [key, id] : m_world.apps()) {
       if (id == app_id) {

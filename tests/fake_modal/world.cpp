@@ -28,8 +28,85 @@ json to_json(const google::protobuf::Message& message) {
   return json::parse(text, nullptr, false);
 }
 
+constexpr const char* k_replacement = "\xEF\xBF\xBD"; // U+FFFD
+
+// Whether bytes[i] starts a whole, valid UTF-8 sequence of `len` bytes (no overlong form, no
+// surrogate, nothing past U+10FFFF: what protobuf accepts in a string field).
+bool valid_sequence(const std::string& bytes, size_t i, size_t len) {
+  const auto c = static_cast<unsigned char>(bytes[i]);
+  for (size_t j = 1; j < len; ++j) {
+    if ((static_cast<unsigned char>(bytes[i + j]) & 0xC0) != 0x80) {
+      return false;
+    }
+  }
+  const auto d = len > 1 ? static_cast<unsigned char>(bytes[i + 1]) : 0;
+  return !(len == 2 && c < 0xC2) && !(len == 3 && c == 0xE0 && d < 0xA0) &&
+         !(len == 3 && c == 0xED && d >= 0xA0) && !(len == 4 && c == 0xF0 && d < 0x90) &&
+         !(len == 4 && (c > 0xF4 || (c == 0xF4 && d >= 0x90)));
+}
+
+// How many bytes the UTF-8 sequence that `lead` starts has; 0 for a byte no sequence starts with.
+size_t sequence_length(unsigned char lead) {
+  if (lead < 0x80) {
+    return 1;
+  }
+  if ((lead >> 5) == 6) {
+    return 2;
+  }
+  if ((lead >> 4) == 14) {
+    return 3;
+  }
+  return (lead >> 3) == 30 ? 4 : 0;
+}
+
+// The whole UTF-8 sequences at the start of `bytes`, each invalid byte replaced by U+FFFD; a
+// sequence cut at the end stays in `bytes` for the next read (unless `last`).
+std::string take_utf8(std::string& bytes, bool last) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    const size_t len = sequence_length(c);
+    if (len > 0 && i + len > bytes.size() && !last) {
+      std::string cut = bytes.substr(i);
+      cut.resize(len, '\x80'); // as if the rest came: is what is there the start of a sequence?
+      if (valid_sequence(cut, 0, len)) {
+        break;
+      }
+    }
+    if (len == 0 || i + len > bytes.size() || !valid_sequence(bytes, i, len)) {
+      out += k_replacement;
+      ++i;
+      continue;
+    }
+    out.append(bytes, i, len);
+    i += len;
+  }
+  bytes.erase(0, i);
+  return out;
+}
+
+// Appends an entry to the log of stdout (0) or stderr (1), under exec.mutex.
+void append_log(Exec& exec, int index, std::string data) {
+  const auto ns =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  LogEntry entry;
+  entry.ns = ns;
+  entry.ms = ns / 1000000;
+  entry.data = std::move(data);
+  auto& log = exec.logs[index];
+  if (!log.empty() && entry.ms <= log.back().ms) {
+    entry.ms = log.back().ms;
+    entry.seq = log.back().seq + 1;
+  }
+  log.push_back(std::move(entry));
+}
+
 void read_into(std::shared_ptr<Exec> exec, int fd, bool is_err) {
   char buffer[4096];
+  const int index = is_err ? 1 : 0;
   while (true) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) {
@@ -37,14 +114,38 @@ void read_into(std::shared_ptr<Exec> exec, int fd, bool is_err) {
     }
     std::lock_guard lock(exec->mutex);
     if (n <= 0) {
+      if (exec->logged && !exec->utf8_tail[index].empty()) {
+        append_log(*exec, index, take_utf8(exec->utf8_tail[index], true));
+      }
       (is_err ? exec->err_done : exec->out_done) = true;
       exec->changed.notify_all();
       break;
     }
     (is_err ? exec->err : exec->out).append(buffer, static_cast<size_t>(n));
+    if (exec->logged) {
+      exec->utf8_tail[index].append(buffer, static_cast<size_t>(n));
+      std::string text = take_utf8(exec->utf8_tail[index], false);
+      if (!text.empty()) {
+        append_log(*exec, index, std::move(text));
+      }
+    }
     exec->changed.notify_all();
   }
   ::close(fd);
+}
+
+// Kills a command; with the entrypoint, everything it started (its process group, which may
+// outlive it).
+void kill_exec(Exec& exec) {
+  if (exec.pid <= 0) {
+    return;
+  }
+  if (exec.logged) {
+    ::kill(-exec.pid, SIGKILL);
+  }
+  if (!exec.exited) {
+    ::kill(exec.pid, SIGKILL);
+  }
 }
 
 } // namespace
@@ -57,8 +158,13 @@ World::World(Options options) : m_options(std::move(options)) {
 World::~World() {
   std::lock_guard lock(m_mutex);
   for (auto& [id, exec] : m_execs) {
-    if (exec->pid > 0 && !exec->exited) {
-      ::kill(exec->pid, SIGKILL);
+    std::lock_guard exec_lock(exec->mutex);
+    kill_exec(*exec);
+  }
+  for (auto& [id, sandbox] : m_sandboxes) {
+    if (sandbox.entrypoint) {
+      std::lock_guard exec_lock(sandbox.entrypoint->mutex);
+      kill_exec(*sandbox.entrypoint);
     }
   }
 }
@@ -181,6 +287,18 @@ void World::refresh(Sandbox& sandbox) {
   if (sandbox.result) {
     return;
   }
+  if (sandbox.entrypoint) {
+    // A sandbox ends with its entrypoint, as a container with its main process.
+    std::unique_lock lock(sandbox.entrypoint->mutex);
+    if (sandbox.entrypoint->exited) {
+      const Exec& entry = *sandbox.entrypoint;
+      sandbox.exitcode = entry.signal ? 128 + entry.signal : entry.code;
+      lock.unlock();
+      finish(sandbox, sandbox.exitcode == 0 ? modal::client::GenericResult::GENERIC_STATUS_SUCCESS
+                                            : modal::client::GenericResult::GENERIC_STATUS_FAILURE);
+      return;
+    }
+  }
   const auto now = std::chrono::steady_clock::now();
   unsigned timeout = sandbox.definition.timeout_secs() ? sandbox.definition.timeout_secs() : 300;
   if (now - sandbox.created > std::chrono::seconds(timeout)) {
@@ -227,9 +345,12 @@ void World::finish(Sandbox& sandbox, GenericStatus status) {
   sandbox.result = status;
   for (auto& exec : sandbox.execs) {
     std::lock_guard lock(exec->mutex);
-    if (exec->pid > 0 && !exec->exited) {
-      ::kill(exec->pid, SIGKILL);
-    }
+    kill_exec(*exec);
+  }
+  if (sandbox.entrypoint) {
+    std::lock_guard lock(sandbox.entrypoint->mutex);
+    kill_exec(*sandbox.entrypoint);
+    sandbox.entrypoint->changed.notify_all(); // a log stream waiting on it sees the end
   }
 }
 
@@ -275,12 +396,43 @@ std::shared_ptr<Exec> World::exec(const std::string& exec_id) {
 
 std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exec_id,
                                         const ExecSetup& setup) {
-  auto exec = std::make_shared<Exec>();
+  ExecSetup with_console = setup;
+  if (sandbox.entrypoint && sandbox.entrypoint->pid > 0 &&
+      !with_console.env.count("SANDBOXER_CONSOLE")) {
+    with_console.env["SANDBOXER_CONSOLE"] =
+        "/proc/" + std::to_string(sandbox.entrypoint->pid) + "/fd/1";
+  }
+  auto exec = spawn(sandbox, with_console);
   exec->id = exec_id;
-  exec->sandbox_id = sandbox.id;
   m_execs[exec_id] = exec;
   sandbox.execs.push_back(exec);
   sandbox.last_activity = std::chrono::steady_clock::now();
+  return exec;
+}
+
+void World::start_entrypoint(Sandbox& sandbox) {
+  const auto& args = sandbox.definition.entrypoint_args();
+  if (args.empty() || sandbox.entrypoint) {
+    return; // Modal would run the image's own command; the fake's images have none
+  }
+  ExecSetup setup;
+  setup.argv.assign(args.begin(), args.end());
+  if (sandbox.definition.has_workdir()) {
+    setup.workdir = sandbox.definition.workdir();
+  }
+  setup.entrypoint = true;
+  sandbox.entrypoint = spawn(sandbox, setup);
+  sandbox.entrypoint->id = "entrypoint of " + sandbox.id;
+}
+
+std::shared_ptr<Exec> World::spawn(Sandbox& sandbox, const ExecSetup& setup) {
+  auto exec = std::make_shared<Exec>();
+  exec->sandbox_id = sandbox.id;
+  if (setup.entrypoint) {
+    exec->logged = true;
+    append_log(*exec, 0, ""); // the task started: an entry without data on both streams
+    append_log(*exec, 1, "");
+  }
   fs::path cwd = sandbox.dir;
   if (setup.workdir) {
     cwd = sandbox.dir / fs::path(*setup.workdir).relative_path();
@@ -319,6 +471,12 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, setup.stderr_to_stdout ? out[1] : err[1], 2);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (setup.entrypoint) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
   std::vector<std::string> env_text;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
@@ -340,8 +498,9 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
   }
   args.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -355,6 +514,9 @@ std::shared_ptr<Exec> World::start_exec(Sandbox& sandbox, const std::string& exe
         ": " + argv[0] + "\n";
     exec->code = rc == ENOENT ? 127 : 126;
     exec->exited = exec->out_done = exec->err_done = true;
+    if (exec->logged) {
+      append_log(*exec, 1, exec->err);
+    }
     return exec;
   }
   exec->pid = pid;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <grpcpp/grpcpp.h>
@@ -22,6 +23,14 @@ namespace fake_modal {
 
 using GenericStatus = modal::client::GenericResult::GenericStatus;
 
+// One entry of a sandbox's log stream (SandboxGetLogs): its id is "<ms>-<seq>", as in a Redis
+// stream, ordered; data is valid UTF-8 (the field is a proto3 string). An entry without data marks
+// the start of the task, as Modal sends.
+struct LogEntry {
+  std::uint64_t ms = 0, seq = 0, ns = 0;
+  std::string data;
+};
+
 // One command run in a sandbox: its output as it comes, its stdin, its end.
 struct Exec {
   std::string id;
@@ -32,6 +41,11 @@ struct Exec {
   std::string out, err;
   bool out_done = false, err_done = false, exited = false;
   int code = 0, signal = 0;
+  // The entrypoint's output is also kept as log entries, stdout's in logs[0], stderr's in logs[1],
+  // with what was read of a UTF-8 sequence not yet whole.
+  bool logged = false;
+  std::vector<LogEntry> logs[2];
+  std::string utf8_tail[2];
   std::mutex mutex;
   std::condition_variable changed;
 };
@@ -46,6 +60,9 @@ struct ExecSetup {
   // pty_info.enabled: the command runs on a terminal of this size (rows, columns); its output
   // is all stdout, as on a terminal.
   std::optional<std::pair<unsigned short, unsigned short>> terminal;
+  // The entrypoint: its own process group (ending the sandbox kills all it started), its output
+  // kept as logs.
+  bool entrypoint = false;
 };
 
 struct Image {
@@ -62,9 +79,13 @@ struct Sandbox {
   double created_at = 0;
   int task_polls = 0;
   std::optional<GenericStatus> result;
+  int exitcode = 0; // the entrypoint's, when it ended by itself
   std::chrono::steady_clock::time_point created, last_activity;
   std::filesystem::path dir;
   std::vector<std::shared_ptr<Exec>> execs;
+  // The definition's entrypoint_args, run from the moment the task exists; when it ends, the
+  // sandbox has finished (SUCCESS for status 0, else FAILURE with its exit code).
+  std::shared_ptr<Exec> entrypoint;
 };
 
 struct Options {
@@ -116,14 +137,19 @@ public:
 
   // Starts argv in the sandbox (under mutex()); nullptr-free: a program that cannot start is an
   // Exec that ended with 127 and a message on stderr, as a shell says it.
+  // Each exec of a sandbox whose entrypoint runs gets SANDBOXER_CONSOLE, the entrypoint's stdout
+  // (/proc/PID/fd/1): what a container's /proc/1/fd/1 is, which the fake cannot give.
   std::shared_ptr<Exec> start_exec(Sandbox& sandbox, const std::string& exec_id,
                                    const ExecSetup& setup);
+  // Starts the definition's entrypoint_args (under mutex()), when it has any.
+  void start_entrypoint(Sandbox& sandbox);
   std::shared_ptr<Exec> exec(const std::string& exec_id);
 
   static double now_unix();
 
 private:
   void refresh(Sandbox& sandbox);
+  std::shared_ptr<Exec> spawn(Sandbox& sandbox, const ExecSetup& setup);
 
   Options m_options;
   std::mutex m_mutex;

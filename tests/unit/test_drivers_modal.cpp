@@ -1,11 +1,12 @@
-// The modal driver's parts that need no server: its spec, the server URL rules and the token
-// checks done before the gRPC module is loaded. The driver against tests/fake_modal is
-// tests/e2e/test_modal*.sh.
+// The modal driver's parts that need no server: its spec, the server URL rules, the token checks
+// done before the gRPC module is loaded, and how Modal's log items become lines. The driver
+// against tests/fake_modal is tests/e2e/test_modal*.sh.
 #include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <sandboxer/error.hpp>
 
+#include "drivers/modal/log_lines.hpp"
 #include "drivers/modal/modal_factory.hpp"
 #include "drivers/modal/spec.hpp"
 
@@ -106,6 +107,7 @@ TEST(ModalFactory, ChecksTheTokenWithoutShowingIt) {
   EXPECT_EQ(factory.name(), "modal");
   EXPECT_TRUE(factory.capabilities().snapshot);
   EXPECT_TRUE(factory.capabilities().list_by_label);
+  EXPECT_TRUE(factory.capabilities().logs);
   json spec = factory.parse_spec({{"image", "x"}, {"server_url", "http://127.0.0.1:9"}});
   DriverContext context;
   try {
@@ -126,6 +128,85 @@ TEST(ModalFactory, ChecksTheTokenWithoutShowingIt) {
         << what;
     EXPECT_EQ(what.find("wrong secret value"), std::string::npos);
   }
+}
+
+// 2026-12-06T20:00:01Z and a quarter, in Modal's two forms.
+constexpr std::uint64_t k_ns = 1796587201250000000ULL;
+const TimePoint k_second = *parse_time("2026-12-06T20:00:01Z");
+
+LogChunk chunk(std::string data, std::uint64_t ns = k_ns, int fd = k_fd_stdout) {
+  return {fd, std::move(data), ns, 0};
+}
+
+std::vector<std::string> texts(const std::vector<TimedLine>& lines) {
+  std::vector<std::string> out;
+  for (const auto& timed : lines) {
+    out.push_back(timed.line.stream + ":" + timed.line.text);
+  }
+  return out;
+}
+
+TEST(ModalLogs, DescriptorsAreStreams) {
+  EXPECT_EQ(stream_of(k_fd_stdout, k_fd_stdout), "stdout");
+  EXPECT_EQ(stream_of(k_fd_stderr, k_fd_stdout), "stderr");
+  // An item that names no descriptor is of the stream it came on.
+  EXPECT_EQ(stream_of(k_fd_unspecified, k_fd_stderr), "stderr");
+  // FILE_DESCRIPTOR_INFO: Modal's own messages, not the sandbox's output.
+  EXPECT_EQ(stream_of(3, k_fd_stdout), std::nullopt);
+}
+
+TEST(ModalLogs, TimeFromNanosecondsElseSeconds) {
+  EXPECT_EQ(nanos_of(chunk("x")), static_cast<std::int64_t>(k_ns));
+  EXPECT_EQ(nanos_of({k_fd_stdout, "x", 0, 1796587201.25}), static_cast<std::int64_t>(k_ns));
+  EXPECT_EQ(nanos_of({k_fd_stdout, "x", 0, 0}), std::nullopt);
+}
+
+TEST(ModalLogs, ChunksAreCutIntoLines) {
+  LineCutter cutter;
+  // A chunk with two lines and the start of a third; the third ends in the next chunk.
+  auto first = cutter.feed("stdout", chunk("one\ntwo\r\nthr"));
+  EXPECT_EQ(texts(first), (std::vector<std::string>{"stdout:one", "stdout:two"}));
+  ASSERT_TRUE(first[0].line.time);
+  EXPECT_EQ(*first[0].line.time, k_second); // to the second
+  EXPECT_EQ(first[0].nanos, static_cast<std::int64_t>(k_ns));
+  // Another stream's chunk in between does not mix with it.
+  EXPECT_EQ(texts(cutter.feed("stderr", chunk("oops\n", k_ns + 5, k_fd_stderr))),
+            std::vector<std::string>{"stderr:oops"});
+  auto later = cutter.feed("stdout", chunk("ee\n\nfour", k_ns + 2'000'000'000));
+  EXPECT_EQ(texts(later), (std::vector<std::string>{"stdout:three", "stdout:"}));
+  // A line has the time of the chunk it began in.
+  EXPECT_EQ(later[0].nanos, static_cast<std::int64_t>(k_ns));
+  EXPECT_EQ(later[1].nanos, static_cast<std::int64_t>(k_ns) + 2'000'000'000);
+  // What did not end with a newline comes out at the end, once.
+  EXPECT_EQ(texts(cutter.flush()), std::vector<std::string>{"stdout:four"});
+  EXPECT_TRUE(cutter.flush().empty());
+  // A chunk without a time: the stream's last one.
+  auto untimed = cutter.feed("stdout", chunk("five\n", 0));
+  EXPECT_EQ(untimed[0].nanos, static_cast<std::int64_t>(k_ns) + 2'000'000'000);
+  LineCutter fresh;
+  EXPECT_FALSE(fresh.feed("stdout", chunk("six\n", 0))[0].line.time);
+}
+
+TEST(ModalLogs, StreamsMergeByTimeThenSinceAndTail) {
+  LineCutter cutter;
+  std::vector<TimedLine> lines = cutter.feed("stdout", chunk("a\n", k_ns));
+  for (auto& line : cutter.feed("stdout", chunk("c\n", k_ns + 3'000'000'000))) {
+    lines.push_back(line);
+  }
+  for (auto& line : cutter.feed("stderr", chunk("b\n", k_ns + 1'000'000'000, k_fd_stderr))) {
+    lines.push_back(line);
+  }
+  auto text_of = [](const std::vector<LogLine>& merged) {
+    std::string out;
+    for (const auto& line : merged) {
+      out += line.text;
+    }
+    return out;
+  };
+  EXPECT_EQ(text_of(merge_lines(lines, {})), "abc");
+  EXPECT_EQ(text_of(merge_lines(lines, {.tail = 1})), "c");
+  EXPECT_EQ(text_of(merge_lines(lines, {.since = k_second + std::chrono::seconds(1)})), "bc");
+  EXPECT_EQ(text_of(merge_lines(lines, {.since = k_second + std::chrono::hours(1)})), "");
 }
 
 } // namespace
