@@ -3,6 +3,9 @@
 //   document.cpp  YAML text -> Document (JSON and the origin of every JSON pointer): the format
 //   extends.cpp   finding profile files and merging an `extends` chain: where documents come from
 //   checks.cpp    the rules every field must follow, and the typed Profile they make
+//   sinks.cpp     the `events` sinks (a profile's and config.yaml's)
+//   config.cpp    config.yaml
+//   document_reader.hpp  reading a document with located errors, for the three above
 //   profile.cpp   the public calls (sandboxer/profile.hpp)
 // yaml-cpp is used by document.cpp only: nothing YAML-shaped leaves it.
 
@@ -79,8 +82,9 @@ Loaded load_chain(const fs::path& file, const std::vector<fs::path>& search,
                   std::vector<fs::path>& stack);
 std::string expand_home(const std::string& path);
 
-// checks.cpp
+// config.cpp
 Config config_of(const fs::path& file, Document& doc);
+// checks.cpp
 Profile checked_profile(const fs::path& file, Document& doc, std::vector<fs::path> chain);
 
 } // namespace sandboxer::profile_internal
