@@ -15,6 +15,7 @@
 
 #include "drivers/vm-packer/accel.hpp"
 #include "drivers/vm-packer/agent_client.hpp"
+#include "drivers/vm-packer/console_log.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
 #include "drivers/vm-packer/qmp.hpp"
 #include "drivers/vm-packer/spec.hpp"
@@ -31,6 +32,10 @@ constexpr auto k_exec_port_wait = std::chrono::seconds(60); // every agent port 
 constexpr auto k_ready_probe = std::chrono::milliseconds(250);
 // A user's command over ssh: long, but not forever (the agent path is bounded by the VM's TTL).
 constexpr auto k_exec_deadline = std::chrono::hours(24);
+// logs -f: how often the serial log is read again, and how long a line without its newline (a
+// prompt) waits for the rest before it is shown as it is.
+constexpr auto k_follow_poll = std::chrono::milliseconds(200);
+constexpr auto k_partial_wait = std::chrono::seconds(1);
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -164,6 +169,42 @@ public:
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
     return run_in_guest(sandbox, request, io, k_exec_port_wait);
+  }
+
+  // The VM's serial console, read from its log file. Its lines carry no time, so `since` keeps them
+  // all (select_log_lines' rule); `tail` counts back from the file's end. A VM whose QEMU stopped
+  // still has its log until it is destroyed. `follow` reads the file again every 200 ms until
+  // QEMU exits (each wait ends at a signal: Interrupted).
+  void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
+    VmDir dir{m_root / "vms" / sandbox.backend_id};
+    std::error_code ec;
+    if (!fs::exists(dir.path, ec)) {
+      throw DriverError(Kind::not_found, fmt::format("the VM of {} is gone (no {})",
+                                                     sandbox.sandbox_id, dir.path.string()));
+    }
+    ConsoleReader console(dir.serial_log(),
+                          request.tail ? start_of_last_lines(dir.serial_log(), *request.tail) : 0);
+    console.read(sink);
+    if (!request.follow) {
+      console.flush(sink);
+      return;
+    }
+    auto grew = Clock::now();
+    for (;;) {
+      // Asked before the read, so that what QEMU wrote before it ended is read.
+      const bool running = running_qemu(dir, sandbox.sandbox_id).has_value();
+      if (console.read(sink) > 0) {
+        grew = Clock::now();
+      }
+      if (!running) {
+        console.flush(sink);
+        return;
+      }
+      if (console.holds_partial() && Clock::now() - grew >= k_partial_wait) {
+        console.flush(sink);
+      }
+      interrupt::sleep_for(k_follow_poll);
+    }
   }
 
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
@@ -490,7 +531,8 @@ public:
             .exec = true,
             .native_ttl = false,
             .list_by_label = true,
-            .restore_in_place = false};
+            .restore_in_place = false,
+            .logs = true};
   }
   json parse_spec(const json& section) const override {
     return to_json(vm_packer::parse_spec(section));

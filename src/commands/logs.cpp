@@ -97,9 +97,9 @@ void setup_logs(CLI::App& app, Runner& runner) {
                  "Only output since a duration ago (10m) or a time (RFC 3339)");
   app.add_option("--tail", args->tail, "Only the last N lines (then new ones with --follow)");
   app.footer("The sandbox's own output: docker's main process, compose-ssh's services, e2b's "
-             "sandbox log, modal's entrypoint, stub's console file (drivers without logs exit 4). "
-             "-o json prints one {time, stream, line} object a line. Read-only: no history entry, "
-             "no event.");
+             "sandbox log, modal's entrypoint, vm-packer's serial console, stub's console file "
+             "(drivers without logs exit 4). -o json prints one {time, stream, line} object a "
+             "line. Read-only: no history entry, no event.");
   runner = [args](Context& context) { return run_logs(context, *args); };
 }
 

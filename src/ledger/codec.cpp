@@ -5,6 +5,8 @@
 #include <climits>
 #include <fmt/format.h>
 
+#include <sandboxer/error.hpp>
+
 #include "src/json/limits.hpp"
 
 namespace sandboxer::ledger_format {

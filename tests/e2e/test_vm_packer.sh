@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The vm-packer driver on a real QEMU (TCG) and the tiny image built with Packer
 # (scripts/build-tiny-vm.sh): create until exec works, exec (output, exit codes, stdin, env,
-# workdir, a terminal), a memory checkpoint that a restore resumes (a process started before it
-# still runs, a file written before it is there), destroy leaving no QEMU, overlay or socket.
+# workdir, a terminal), logs (the serial console: --tail, -o json, -f until the VM stops), a
+# memory checkpoint that a restore resumes (a process started before it still runs, a file
+# written before it is there), destroy leaving no QEMU, overlay or socket.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
 tiny_vm_profile vm
@@ -43,6 +44,41 @@ grep -qx "first=33 111" "$WORK/tty.out" || fail "exec -t size: $(cat "$WORK/tty.
 grep -qx "then=44 132" "$WORK/tty.out" || fail "exec -t resize: $(cat "$WORK/tty.out")"
 grep -qx "exit=3" "$WORK/tty.out" || fail "exec -t exit: $(cat "$WORK/tty.out")"
 
+# logs: the serial console, from the guest's boot on; lines of stream console, no time, no \r.
+expect_code 0 sbx logs one
+expect_contains "$OUT" "sandboxer-init: agent starting"
+[[ "$OUT" != *$'\r'* ]] || fail "logs kept the console's carriage returns: $(od -c <<<"$OUT" | tail -3)"
+# Nothing on the console has a time: --since keeps every line.
+expect_code 0 sbx logs --since 2099-01-01T00:00:00Z one
+expect_contains "$OUT" "sandboxer-init: agent starting"
+# What the guest writes to /dev/console comes back; --tail 1 is its last line.
+expect_code 0 sbx exec one -- sh -c 'echo console-marker-1 >/dev/console'
+for _ in $(seq 50); do
+  expect_code 0 sbx logs --tail 1 one
+  [ "$OUT" = console-marker-1 ] && break
+  sleep 0.1
+done
+[ "$OUT" = console-marker-1 ] || fail "logs --tail 1: $OUT"
+expect_code 0 sbx logs --tail 1 -o json one
+jq -e '. == {time: null, stream: "console", line: "console-marker-1"}' <<<"$OUT" >/dev/null ||
+  fail "logs --tail 1 -o json: $OUT"
+# -f: new lines as they come, a line without its newline (a prompt) after a quiet second; it runs
+# until the VM stops (destroy, below).
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" logs -f --tail 0 one >"$WORK/follow" 2>&1 &
+FOLLOW=$!
+sleep 0.5
+expect_code 0 sbx exec one -- sh -c 'echo console-marker-2 >/dev/console; printf "prompt> " >/dev/console'
+for _ in $(seq 50); do grep -q '^prompt> $' "$WORK/follow" && break; sleep 0.1; done
+[ "$(cat "$WORK/follow")" = $'console-marker-2\nprompt> ' ] || fail "logs -f: $(cat "$WORK/follow")"
+alive "$FOLLOW" || fail "logs -f ended while the VM runs"
+# Ctrl-C ends a follow with 130.
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" logs -f one >/dev/null 2>&1 &
+INTERRUPTED=$!
+sleep 0.5
+kill -INT "$INTERRUPTED"
+rc=0; wait "$INTERRUPTED" || rc=$?
+[ "$rc" -eq 130 ] || fail "logs -f after SIGINT exited $rc"
+
 # A checkpoint of the running VM: restore resumes it where it was.
 expect_code 0 sbx exec one -- sh -c 'sleep 100000 >/dev/null 2>&1 & echo $! >/root/bg.pid; echo kept >/root/file'
 expect_code 0 sbx snapshot one --name cp1 -o json
@@ -73,6 +109,11 @@ expect_code 0 sbx exec three -- sh -c 'cat /root/disk-file; kill -0 "$(cat /root
 # destroy: no QEMU, no overlay, no socket; a second destroy is fine.
 expect_code 0 sbx destroy one two three
 [ -z "$(qemu_of "$ID")$(qemu_of "$TWO")$(qemu_of "$THREE")" ] || fail "QEMU still runs"
+# The follow of one's console ended with its QEMU, exit 0.
+for _ in $(seq 50); do alive "$FOLLOW" || break; sleep 0.1; done
+alive "$FOLLOW" && { kill "$FOLLOW"; fail "logs -f still runs after the VM was destroyed"; }
+wait "$FOLLOW" || fail "logs -f exited $?: $(cat "$WORK/follow")"
+expect_code 3 sbx logs one
 [ -z "$(ls "$DATA/vms")" ] || fail "VM directories left: $(ls "$DATA/vms")"
 expect_code 0 sbx destroy one
 echo ok

@@ -1,5 +1,7 @@
 // The vm-packer driver's parts that need no VM: the guest agent's wire format, the Packer
-// manifest, the spec and QEMU's argv. The driver against a real QEMU is tests/e2e/test_vm_*.sh.
+// manifest, the spec, QEMU's argv and the serial console's reader (logs). The driver against a
+// real QEMU is tests/e2e/test_vm_*.sh.
+#include <fmt/format.h>
 #include <fstream>
 #include <gtest/gtest.h>
 
@@ -7,9 +9,11 @@
 
 #include "drivers/vm-packer/accel.hpp"
 #include "drivers/vm-packer/agent/wire.hpp"
+#include "drivers/vm-packer/console_log.hpp"
 #include "drivers/vm-packer/manifest.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
 #include "drivers/vm-packer/spec.hpp"
+#include "drivers/vm-packer/vm_driver.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer::drivers::vm_packer {
@@ -268,6 +272,196 @@ TEST(VmAccel, WrittenChoiceIsKeptOrRefusedWhenKvmCannotOpen) {
   } catch (const DriverError& e) {
     EXPECT_EQ(e.kind(), DriverError::Kind::invalid_spec);
     EXPECT_NE(std::string(e.what()).find("/dev/kvm"), std::string::npos);
+  }
+}
+
+// The lines a console reader or the driver's logs() handed over.
+struct Lines : LogSink {
+  std::vector<LogLine> seen;
+  void line(const LogLine& line) override { seen.push_back(line); }
+  std::vector<std::string> texts() const {
+    std::vector<std::string> out;
+    for (const auto& line : seen) {
+      out.push_back(line.text);
+    }
+    return out;
+  }
+  std::vector<std::string> take() {
+    auto out = texts();
+    seen.clear();
+    return out;
+  }
+};
+
+void append(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
+}
+
+using Texts = std::vector<std::string>;
+
+TEST(VmConsoleLog, LinesOfStreamConsoleWithoutTimeOrLineEnding) {
+  testing::TempDir dir;
+  append(dir / "serial.log", "[    0.000000] Linux version 6.1.0\r\n\r\n10%\r20%\r\nplain\n");
+  Lines lines;
+  ConsoleReader console(dir / "serial.log", 0);
+  EXPECT_EQ(console.read(lines), 53u);
+  EXPECT_FALSE(console.holds_partial());
+  // A '\r' inside a line (a redrawn progress line) is what the guest wrote: kept.
+  EXPECT_EQ(lines.texts(), (Texts{"[    0.000000] Linux version 6.1.0", "", "10%\r20%", "plain"}));
+  for (const auto& line : lines.seen) {
+    EXPECT_EQ(line.stream, "console");
+    EXPECT_FALSE(line.time.has_value());
+  }
+}
+
+TEST(VmConsoleLog, ALineWithoutItsNewlineWaitsUntilWholeOrFlushed) {
+  testing::TempDir dir;
+  const fs::path log = dir / "serial.log";
+  append(log, "boot\r\nsandboxer lo");
+  Lines lines;
+  ConsoleReader console(log, 0);
+  console.read(lines);
+  EXPECT_EQ(lines.take(), Texts{"boot"});
+  EXPECT_TRUE(console.holds_partial());
+  append(log, "gin: ");
+  EXPECT_EQ(console.read(lines), 5u);
+  EXPECT_TRUE(lines.seen.empty()); // still no newline
+  console.flush(lines);            // a prompt: shown as it is
+  EXPECT_EQ(lines.take(), Texts{"sandboxer login: "});
+  EXPECT_FALSE(console.holds_partial());
+  // Only the line ending comes after it: no empty line.
+  append(log, "\r\n");
+  console.read(lines);
+  EXPECT_TRUE(lines.seen.empty());
+  // The rest of a flushed line is a line of its own; then lines as usual.
+  append(log, "half");
+  console.read(lines);
+  console.flush(lines);
+  append(log, " and rest\r\n\r\nnext\r\n");
+  console.read(lines);
+  EXPECT_EQ(lines.take(), (Texts{"half", " and rest", "", "next"}));
+  // Nothing held back: flush hands nothing over.
+  console.flush(lines);
+  EXPECT_TRUE(lines.seen.empty());
+}
+
+TEST(VmConsoleLog, BytesArrivingOneByOneMakeTheSameLines) {
+  testing::TempDir dir;
+  const std::string text = "one\r\ntwo\r\n\r\nthree\n";
+  append(dir / "serial.log", "");
+  Lines lines;
+  ConsoleReader console(dir / "serial.log", 0);
+  for (char byte : text) { // what QEMU's emulated UART does: a byte at a time
+    append(dir / "serial.log", std::string(1, byte));
+    console.read(lines);
+  }
+  EXPECT_EQ(lines.texts(), (Texts{"one", "two", "", "three"}));
+}
+
+TEST(VmConsoleLog, AVeryLongLineComesInPieces) {
+  testing::TempDir dir;
+  append(dir / "serial.log", std::string(64 * 1024 + 10, 'x'));
+  Lines lines;
+  ConsoleReader console(dir / "serial.log", 0);
+  console.read(lines);
+  ASSERT_EQ(lines.seen.size(), 1u);
+  EXPECT_EQ(lines.seen[0].text.size(), 64u * 1024);
+  append(dir / "serial.log", "\r\n");
+  console.read(lines);
+  ASSERT_EQ(lines.seen.size(), 2u);
+  EXPECT_EQ(lines.seen[1].text, std::string(10, 'x'));
+}
+
+TEST(VmConsoleLog, StartOfTheLastLines) {
+  testing::TempDir dir;
+  const fs::path log = dir / "serial.log";
+  EXPECT_EQ(start_of_last_lines(log, 3), 0u); // no file
+  append(log, "");
+  EXPECT_EQ(start_of_last_lines(log, 1), 0u);
+  append(log, "a\nb\nc\n");
+  EXPECT_EQ(start_of_last_lines(log, 1), 4u);
+  EXPECT_EQ(start_of_last_lines(log, 2), 2u);
+  EXPECT_EQ(start_of_last_lines(log, 3), 0u);
+  EXPECT_EQ(start_of_last_lines(log, 9), 0u);
+  EXPECT_EQ(start_of_last_lines(log, 0), 6u);
+  append(log, "par"); // an unfinished last line counts as one
+  EXPECT_EQ(start_of_last_lines(log, 1), 6u);
+  EXPECT_EQ(start_of_last_lines(log, 2), 4u);
+  // Across the 64 KiB chunks it reads backwards in.
+  const fs::path big = dir / "big.log";
+  std::string text;
+  for (int i = 0; i < 20000; ++i) {
+    text += fmt::format("line {:05}\r\n", i); // 12 bytes a line
+  }
+  append(big, text);
+  EXPECT_EQ(start_of_last_lines(big, 1), 19999u * 12);
+  EXPECT_EQ(start_of_last_lines(big, 15000), 5000u * 12);
+  Lines lines;
+  ConsoleReader console(big, start_of_last_lines(big, 2));
+  console.read(lines);
+  EXPECT_EQ(lines.texts(), (Texts{"line 19998", "line 19999"}));
+}
+
+TEST(VmConsoleLog, StartedInsideALineItsEndingIsNoLine) {
+  testing::TempDir dir;
+  const fs::path log = dir / "serial.log";
+  append(log, "done\nprompt> ");
+  Lines lines;
+  ConsoleReader console(log, start_of_last_lines(log, 0)); // --tail 0: only what comes
+  console.read(lines);
+  console.flush(lines);
+  EXPECT_TRUE(lines.seen.empty());
+  append(log, "\r\nnew\r\n");
+  console.read(lines);
+  EXPECT_EQ(lines.texts(), Texts{"new"});
+}
+
+TEST(VmConsoleLog, AMissingLogIsNotFound) {
+  testing::TempDir dir;
+  try {
+    ConsoleReader console(dir / "serial.log", 0);
+    FAIL() << "a missing serial log was read";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+    EXPECT_NE(std::string(e.what()).find("serial.log"), std::string::npos) << e.what();
+  }
+}
+
+// logs() of the driver on a VM directory whose QEMU is not running (it stopped, or never ran
+// here): the whole log, its tail, and a follow that ends at once with the unfinished last line.
+TEST(VmPackerLogs, ReadsTheSerialLogOfTheVmDirectory) {
+  const auto& factory = vm_packer_factory();
+  EXPECT_TRUE(factory.capabilities().logs);
+  testing::TempDir dir;
+  std::ofstream(dir / "disk.qcow2") << "x";
+  json spec = {{"image", (dir / "disk.qcow2").string()}, {"image_sha256", std::string(64, '0')}};
+  struct : Progress {
+    void update(std::string_view) override {}
+  } progress;
+  DriverContext context;
+  context.data_dir = dir / "data";
+  context.progress = &progress;
+  auto driver = factory.open(factory.parse_spec(spec), context);
+  SandboxHandle vm{.sandbox_id = "sbx-logs", .backend_id = "sbx-logs"};
+  fs::create_directories(dir / "data/vms/sbx-logs");
+  append(dir / "data/vms/sbx-logs/serial.log", "Linux\r\nsandboxer-init: agent starting\r\n$ ");
+
+  Lines lines;
+  driver->logs(vm, {}, lines);
+  EXPECT_EQ(lines.take(), (Texts{"Linux", "sandboxer-init: agent starting", "$ "}));
+  driver->logs(vm, {.tail = 2}, lines);
+  EXPECT_EQ(lines.take(), (Texts{"sandboxer-init: agent starting", "$ "}));
+  // Lines without a time are all kept by `since`.
+  driver->logs(vm, {.since = TimePoint::max()}, lines);
+  EXPECT_EQ(lines.take().size(), 3u);
+  driver->logs(vm, {.follow = true, .tail = 1}, lines); // no QEMU runs: nothing to wait for
+  EXPECT_EQ(lines.take(), Texts{"$ "});
+
+  try {
+    driver->logs({.sandbox_id = "sbx-gone", .backend_id = "sbx-gone"}, {}, lines);
+    FAIL() << "logs of a VM without a directory answered";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
   }
 }
 
