@@ -16,7 +16,7 @@ namespace {
 using Kind = DriverError::Kind;
 
 constexpr std::size_t k_chunk = 64 * 1024;
-constexpr std::size_t k_max_line = 64 * 1024;
+constexpr std::size_t k_max_console_line = 64 * 1024;
 
 // Closes the fd when it goes.
 struct Fd {
@@ -127,9 +127,9 @@ std::size_t ConsoleReader::read(LogSink& sink) {
       }
     }
     m_partial.append(bytes);
-    while (m_partial.size() >= k_max_line) {
-      hand_over(std::string_view(m_partial).substr(0, k_max_line), false, sink);
-      m_partial.erase(0, k_max_line);
+    while (m_partial.size() >= k_max_console_line) {
+      hand_over(std::string_view(m_partial).substr(0, k_max_console_line), false, sink);
+      m_partial.erase(0, k_max_console_line);
     }
     interrupt::check(); // a long log is read in chunks, each one a chance to stop
   }
