@@ -1,5 +1,5 @@
-# libcurl for the HTTP transport (src/http_curl.cpp): Debian's own libcurl.so.4, opened with
-# dlopen() the first time a request is sent (src/curl_on_demand.cpp), so commands that never talk
+# libcurl for the HTTP transport (sdk/http_curl.cpp): Debian's own libcurl.so.4, opened with
+# dlopen() the first time a request is sent (sdk/curl_on_demand.cpp), so commands that never talk
 # HTTP do not pay for loading it. Only its headers are used at build time. Security updates to
 # Debian's curl and OpenSSL reach sandboxer with `apt-get upgrade`, no rebuild needed.
 #

@@ -9,8 +9,8 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/ledger/ledger.hpp"
 #include "fuzz/scratch_dir.hpp"
-#include "src/ledger/ledger.hpp"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// The strict JSON reader (src/json/reader.hpp), which reads the ledger and driver specs: any
+// The strict JSON reader (sdk/json/reader.hpp), which reads the ledger and driver specs: any
 // input either reads or is a SyntaxError; nothing else may escape, crash or recurse unbounded.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "src/json/reader.hpp"
+#include "sdk/json/reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using sandboxer::json_text::JsonReader;

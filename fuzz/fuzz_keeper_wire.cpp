@@ -1,5 +1,5 @@
 // What arrives on the connection keeper's socket is read by the keeper (requests) and by every
-// command (replies) (src/ledger/pg/keeper_wire.hpp). A damaged frame must be refused with a
+// command (replies) (pg/keeper_wire.hpp). A damaged frame must be refused with a
 // WireError, never crash, hang or allocate without bound; one that decodes encodes back to itself.
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/ledger/pg/keeper_wire.hpp"
+#include "pg/keeper_wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sandboxer::ledger::pg::wire;

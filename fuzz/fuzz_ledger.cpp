@@ -7,8 +7,8 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/ledger/ledger.hpp"
 #include "fuzz/scratch_dir.hpp"
-#include "src/ledger/ledger.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto state = scratch_dir() / "state";

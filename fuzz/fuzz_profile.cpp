@@ -6,8 +6,8 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/profile/profile.hpp"
 #include "fuzz/scratch_dir.hpp"
-#include "src/profile/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = scratch_dir() / "fuzzed.yaml";

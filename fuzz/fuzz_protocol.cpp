@@ -1,13 +1,13 @@
 // What an external driver writes on its stdout is untrusted: sandboxer splits it into lines and
-// reads each as a JSON-RPC message (src/protocol/). Neither may crash, hang or throw.
+// reads each as a JSON-RPC message (sdk/protocol/). Neither may crash, hang or throw.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "src/json/limits.hpp"
-#include "src/lifecycle/checked_driver.hpp"
-#include "src/protocol/protocol.hpp"
+#include "core/lifecycle/checked_driver.hpp"
+#include "sdk/json/limits.hpp"
+#include "sdk/protocol/protocol.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sandboxer::protocol;
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         message.value.contains("capabilities")) {
       capabilities_of(message.value["capabilities"]);
     }
-    // What the engine then checks of a create's answer (src/lifecycle/checked_driver.cpp).
+    // What the engine then checks of a create's answer (core/lifecycle/checked_driver.cpp).
     if (message.type == Message::Type::result && message.value.is_object()) {
       const auto& value = message.value;
       if (value.contains("backend_id") && value["backend_id"].is_string()) {

@@ -52,6 +52,8 @@ test_preset() {
 
 phase install scripts/install-deps.sh
 phase format scripts/check-format.sh
+# Each folder includes only from the rooms below it (docs/architecture.md).
+phase layers scripts/check-layers.sh
 # A real Docker Engine for the docker driver's tests (they skip without one, and fail under CI=true).
 phase dockerd scripts/start-docker.sh
 phase "build default" build_preset default

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "src/registry.hpp"
+#include "cli/registry.hpp"
 
 namespace sandboxer::testing {
 

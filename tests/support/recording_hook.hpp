@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "src/events/events.hpp"
-#include "src/lifecycle/lifecycle.hpp"
+#include "core/events/events.hpp"
+#include "core/lifecycle/lifecycle.hpp"
 
 namespace sandboxer::testing {
 

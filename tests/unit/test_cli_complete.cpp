@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <gtest/gtest.h>
 
-#include "commands/cli_app.hpp"
-#include "commands/cli_values.hpp"
-#include "commands/complete.hpp"
+#include "cli/commands/cli_app.hpp"
+#include "cli/commands/cli_values.hpp"
+#include "cli/commands/complete.hpp"
 
 using namespace sandboxer::commands;
 
@@ -194,7 +194,7 @@ void expect_classified(const CLI::App& command) {
   for (const CLI::Option* option : command.get_options()) {
     EXPECT_TRUE(classified_kind(command, *option).has_value())
         << "'" << command_path(command) << "' " << option->get_name()
-        << " is not in src/commands/cli_values.cpp's table";
+        << " is not in cli/commands/cli_values.cpp's table";
   }
   for (const CLI::App* nested : command.get_subcommands([](const CLI::App*) { return true; })) {
     expect_classified(*nested);

@@ -4,8 +4,8 @@
 
 #include <sandboxer/error.hpp>
 
-#include "commands/label_filter.hpp"
-#include "src/events/events.hpp"
+#include "cli/commands/label_filter.hpp"
+#include "core/events/events.hpp"
 
 namespace sandboxer::commands {
 namespace {

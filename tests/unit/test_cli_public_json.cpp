@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "commands/output.hpp"
+#include "cli/commands/output.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/profile/profile.hpp"
+#include "core/profile/profile.hpp"
 #include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 

@@ -4,10 +4,10 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
 
-#include "src/json/limits.hpp"
-#include "src/ledger/codec.hpp"
-#include "src/lifecycle/checked_driver.hpp"
-#include "src/protocol/protocol.hpp"
+#include "core/ledger/codec.hpp"
+#include "core/lifecycle/checked_driver.hpp"
+#include "sdk/json/limits.hpp"
+#include "sdk/protocol/protocol.hpp"
 
 namespace sandboxer {
 namespace {

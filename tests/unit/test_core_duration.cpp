@@ -2,7 +2,7 @@
 
 #include <sandboxer/duration.hpp>
 
-#include "src/sha256.hpp"
+#include "core/sha256.hpp"
 
 namespace sandboxer {
 namespace {

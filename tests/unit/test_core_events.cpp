@@ -2,11 +2,11 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/events/events.hpp"
-#include "src/files.hpp"
-#include "src/ledger/document.hpp"
-#include "src/lifecycle/lifecycle.hpp"
-#include "src/profile/profile.hpp"
+#include "core/events/events.hpp"
+#include "core/ledger/document.hpp"
+#include "core/lifecycle/lifecycle.hpp"
+#include "core/profile/profile.hpp"
+#include "sdk/files.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/temp_dir.hpp"

@@ -8,8 +8,8 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/files.hpp"
-#include "src/ledger/ledger.hpp"
+#include "core/ledger/ledger.hpp"
+#include "sdk/files.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace sandboxer;

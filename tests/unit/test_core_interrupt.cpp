@@ -7,7 +7,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/proc.hpp>
 
-#include "src/lifecycle/lifecycle.hpp"
+#include "core/lifecycle/lifecycle.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "src/ledger/pg/keeper_wire.hpp"
+#include "pg/keeper_wire.hpp"
 
 using namespace sandboxer::ledger::pg;
 using namespace sandboxer::ledger::pg::wire;

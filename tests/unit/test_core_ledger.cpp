@@ -20,9 +20,9 @@
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 
-#include "src/ledger/chain.hpp"
-#include "src/ledger/ledger.hpp"
-#include "src/owner.hpp"
+#include "core/ledger/chain.hpp"
+#include "core/ledger/ledger.hpp"
+#include "core/owner.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

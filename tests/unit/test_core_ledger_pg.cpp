@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "src/ledger/pg/libpq_connection.hpp"
+#include "pg/libpq_connection.hpp"
 
 namespace sandboxer::ledger::pg {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/ledger/select.hpp"
+#include "cli/ledger_select.hpp"
 
 namespace sandboxer::ledger {
 namespace {

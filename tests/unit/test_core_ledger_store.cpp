@@ -12,8 +12,8 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/ledger/chain.hpp"
-#include "src/ledger/ledger.hpp"
+#include "core/ledger/chain.hpp"
+#include "core/ledger/ledger.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

@@ -3,8 +3,8 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/events/events.hpp"
-#include "src/lifecycle/lifecycle.hpp"
+#include "core/events/events.hpp"
+#include "core/lifecycle/lifecycle.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"

@@ -16,7 +16,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/lock_file.hpp>
 
-#include "src/ledger/ledger.hpp"
+#include "core/ledger/ledger.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

@@ -7,8 +7,8 @@
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 
-#include "src/profile/profile.hpp"
-#include "src/schemas/schemas.hpp"
+#include "core/profile/profile.hpp"
+#include "core/schemas/schemas.hpp"
 #include "support/catalog.hpp"
 #include "support/temp_dir.hpp"
 

@@ -1,8 +1,8 @@
-// The driver protocol's framing and message reading (src/protocol/): what sandboxer makes of each
+// The driver protocol's framing and message reading (sdk/protocol/): what sandboxer makes of each
 // line an external driver writes.
 #include <gtest/gtest.h>
 
-#include "src/protocol/protocol.hpp"
+#include "sdk/protocol/protocol.hpp"
 
 namespace sandboxer::protocol {
 namespace {

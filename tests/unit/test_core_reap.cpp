@@ -6,9 +6,9 @@
 
 #include <sandboxer/error.hpp>
 
-#include "src/events/events.hpp"
-#include "src/owner.hpp"
-#include "src/reap/reap.hpp"
+#include "core/events/events.hpp"
+#include "core/owner.hpp"
+#include "core/reap/reap.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"

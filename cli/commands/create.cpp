@@ -1,0 +1,106 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <sandboxer/log.hpp>
+
+#include "cli/commands/commands.hpp"
+#include "core/profile/profile.hpp"
+
+namespace sandboxer::commands {
+namespace {
+
+struct CreateArgs {
+  std::string profile = "default";
+  std::optional<std::string> name;
+  std::optional<std::string> ttl;
+  std::optional<std::string> idempotency_key;
+  bool reuse_any = false;
+  std::vector<std::string> labels;
+};
+
+Labels parse_labels(const std::vector<std::string>& items) {
+  Labels labels;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE", item));
+    }
+    labels[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return labels;
+}
+
+ExitCode run_create(Context& context, const CreateArgs& args) {
+  auto search = context.profile_search_path();
+  Profile profile = load_profile(find_profile(args.profile, search), search);
+  CreateOptions options;
+  options.name = args.name;
+  if (args.ttl) {
+    options.ttl = duration_option("--ttl", *args.ttl);
+  }
+  options.idempotency_key = args.idempotency_key;
+  options.reuse_any = args.reuse_any;
+  options.labels = parse_labels(args.labels);
+  CreateOutcome outcome =
+      run_printing_failure(context, [&] { return context.engine().create(profile, options); });
+  print_created(context, outcome);
+  return ExitCode::ok;
+}
+
+} // namespace
+
+CreateOutcome run_printing_failure(Context& context, const std::function<CreateOutcome()>& run) {
+  try {
+    return run();
+  } catch (const Error&) {
+    // A record was written (failed, with its error): -o json/yaml scripts get it on stdout along
+    // with the exit code, so they have both the id and the reason.
+    const auto& failed = context.engine().failed_record();
+    if (failed && context.out().format() != Format::table) {
+      nlohmann::json data = public_json(*failed, context.clock().now(), false);
+      data["reused"] = false;
+      data["notices"] = nlohmann::json::array();
+      context.out().print(data, nullptr);
+    }
+    throw;
+  }
+}
+
+void print_created(Context& context, const CreateOutcome& outcome) {
+  TimePoint now = context.clock().now();
+  if (context.out().quiet() && context.out().format() == Format::table) {
+    fmt::print("{}\n", outcome.record.id);
+    // --quiet silences the log, but a cap is never silent.
+    for (const auto& notice : outcome.notices) {
+      fmt::print(stderr, "{}notice: {}: {}\n", log::prefix(), outcome.record.id, notice);
+    }
+    return;
+  }
+  nlohmann::json data = public_json(outcome.record, now, false);
+  data["reused"] = outcome.reused;
+  data["notices"] = outcome.notices;
+  context.out().print(data, [&] {
+    Table table = record_table(outcome.record, now);
+    for (const auto& notice : outcome.notices) {
+      table.rows.push_back({"notice:", notice});
+    }
+    return table;
+  });
+}
+
+void setup_create(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<CreateArgs>();
+  app.add_option("-p,--profile", args->profile, "Profile name or file (default: default)");
+  app.add_option("--name", args->name, "A unique name for the sandbox");
+  app.add_option("--ttl", args->ttl, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
+  app.add_option("--idempotency-key", args->idempotency_key,
+                 "Return the live sandbox created with this key instead of a second one");
+  app.add_flag("--reuse-any", args->reuse_any,
+               "With --idempotency-key: return the key's sandbox even when it was made with "
+               "another profile or --ttl (else exit 7)");
+  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  runner = [args](Context& context) { return run_create(context, *args); };
+}
+
+} // namespace sandboxer::commands

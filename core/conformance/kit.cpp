@@ -1,0 +1,658 @@
+#include "core/conformance/kit.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <mutex>
+#include <optional>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <unistd.h>
+
+#include <sandboxer/error.hpp>
+#include <sandboxer/interrupt.hpp>
+
+#include "core/events/events.hpp"
+#include "core/lifecycle/lifecycle.hpp"
+#include "core/lifecycle/rules.hpp"
+#include "sdk/file_descriptor.hpp"
+#include "sdk/files.hpp"
+
+namespace sandboxer::conformance {
+namespace fs = std::filesystem;
+using Outcome = Check::Outcome;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* k_file = "sandboxer-conformance.txt";
+constexpr const char* k_file_text = "written before the snapshot";
+const Labels k_label = {{"conformance-check", "yes"}};
+
+// A check that cannot go on: its outcome and why.
+struct Stop {
+  Outcome outcome;
+  std::string detail;
+};
+[[noreturn]] void fail(const std::string& detail) {
+  throw Stop{Outcome::fail, detail};
+}
+[[noreturn]] void skip(const std::string& detail) {
+  throw Stop{Outcome::skip, detail};
+}
+void expect(bool ok, const std::string& detail) {
+  if (!ok) {
+    fail(detail);
+  }
+}
+
+class CollectIo : public ExecIo {
+public:
+  explicit CollectIo(int stdin_fd = -1) : m_stdin(stdin_fd) {}
+  void out(std::string_view bytes) override { out_text.append(bytes); }
+  void err(std::string_view bytes) override { err_text.append(bytes); }
+  int stdin_fd() const override { return m_stdin; }
+  std::string out_text, err_text;
+
+private:
+  int m_stdin;
+};
+
+struct ExecResult {
+  int code = -1;
+  std::string out, err;
+};
+
+// A scratch directory removed at the end, with the kit's own ledger in it.
+class ScratchDir {
+public:
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        fmt::format("{}/sandboxer-conformance-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw Error(ExitCode::runtime, fmt::format("cannot create {}: {}", pattern, strerror(errno)));
+    }
+    m_path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  const fs::path& path() const { return m_path; }
+
+private:
+  fs::path m_path;
+};
+
+class Kit {
+public:
+  Kit(const Profile& profile, const DriverCatalog& drivers, const Clock& clock,
+      const std::function<void(const Check&)>& on_check)
+      : m_profile(profile), m_drivers(drivers), m_on_check(on_check),
+        m_ledger(m_scratch.path() / "state", Seconds(30)),
+        m_events(m_ledger, json::array(), {std::chrono::milliseconds(0), false}),
+        m_engine(m_ledger, drivers, clock, m_events, "sandboxer drivers test") {
+    // The kit's sandboxes tell no hub about themselves.
+    m_profile.events = json::array();
+    m_report.driver = profile.driver;
+    m_report.profile = profile.name;
+  }
+
+  Report run() {
+    check("handshake", [&] {
+      m_factory = &m_drivers.find(m_profile.driver);
+      m_caps = m_factory->capabilities();
+      return fmt::format("snapshot {}, exec {}, native_ttl {}, list_by_label {}, logs {}",
+                         m_caps.snapshot, m_caps.exec, m_caps.native_ttl, m_caps.list_by_label,
+                         m_caps.logs);
+    });
+    if (!m_factory) {
+      return m_report;
+    }
+    check("validate", [&] {
+      m_spec = m_drivers.check_profile(m_profile);
+      // parse_spec's output is what the ledger stores and what it is given back on every call.
+      expect(m_factory->parse_spec(m_spec) == m_spec,
+             "validating the normalized spec again changed it: it must be a fixed point");
+      return "the profile's section is accepted and its normalized form is stable";
+    });
+    check("invalid spec", [&] { return invalid_spec(); });
+    try {
+      lifecycle();
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+    cleanup();
+    return m_report;
+  }
+
+private:
+  void lifecycle() {
+    check("create", [&] {
+      CreateOptions options;
+      options.labels = k_label;
+      m_record = m_engine.create(m_profile, options).record;
+      expect(!m_record->backend_id.empty(), "create returned an empty backend id");
+      m_ledger_id = m_ledger.read().ledger_id;
+      return fmt::format("{} backend id {}", m_record->id, m_record->backend_id);
+    });
+    if (!m_record) {
+      return;
+    }
+    m_opened = m_engine.open_driver(*m_record);
+    check("labels carried", [&] { return labels_carried(); });
+    exec_checks();
+    check("logs", [&] { return logs(); });
+    check("snapshot", [&] { return snapshot(); });
+    check("restore", [&] { return restore(); });
+    check("extend", [&] { return extend(); });
+    check("list by label", [&] { return list_by_label(); });
+    check("concurrent calls", [&] { return concurrent_calls(); });
+    check("destroy", [&] { return destroy(); });
+    check("destroy again", [&] {
+      if (!m_destroyed) {
+        skip("destroy did not pass");
+      }
+      try {
+        m_opened.driver->destroy(lifecycle_rules::handle_of(*m_record));
+      } catch (const DriverError& e) {
+        // A built-in driver may say not_found, which the engine counts as destroyed.
+        expect(e.kind() == DriverError::Kind::not_found,
+               fmt::format("destroying it again failed: {}", e.what()));
+        return "destroying it again says not_found, which counts as gone";
+      }
+      return "destroying it again succeeds";
+    });
+    check("unknown backend id", [&] { return unknown_id(); });
+    check("nothing left behind", [&] { return leftovers(); });
+  }
+
+  std::string invalid_spec() {
+    json bad = m_spec.is_object() ? m_spec : json::object();
+    const std::string key = "sandboxer_conformance_no_such_key";
+    bad[key] = true;
+    try {
+      m_factory->parse_spec(bad);
+    } catch (const SpecError& e) {
+      std::string text = std::string(e.what()) + " " + e.pointer();
+      expect(text.find(key) != std::string::npos,
+             fmt::format("the error does not name the unknown key: \"{}\"", e.what()));
+      return fmt::format("an unknown key is refused: \"{}\"", e.what());
+    } catch (const DriverError& e) {
+      expect(e.kind() == DriverError::Kind::invalid_spec,
+             fmt::format("an unknown key failed with a {} error instead of invalid_spec: {}",
+                         to_string(e.kind()), e.what()));
+      return fmt::format("an unknown key is refused: \"{}\"", e.what());
+    }
+    fail("a spec with an unknown key was accepted");
+  }
+
+  std::string labels_carried() {
+    if (!m_caps.list_by_label) {
+      skip("the driver cannot list by label");
+    }
+    auto found = m_opened.driver->list_remote({{"sandboxer.id", m_record->id}});
+    expect(found.size() == 1, fmt::format("listing by label sandboxer.id={} found {} resources",
+                                          m_record->id, found.size()));
+    const auto& labels = found[0].labels;
+    expect(found[0].backend_id == m_record->backend_id,
+           fmt::format("the labelled resource is {}, not {}", found[0].backend_id,
+                       m_record->backend_id));
+    for (const auto& [key, value] : m_record->labels) {
+      auto it = labels.find(key);
+      expect(it != labels.end() && it->second == value,
+             fmt::format("the resource lacks label {}={}", key, value));
+    }
+    expect(labels.count("sandboxer.ledger") && labels.at("sandboxer.ledger") == m_ledger_id,
+           "the resource lacks label sandboxer.ledger");
+    return fmt::format("{} labels, sandboxer.id and sandboxer.ledger included",
+                       m_record->labels.size());
+  }
+
+  ExecResult exec(const std::string& id, ExecRequest request, const std::string& input = "") {
+    int fds[2] = {-1, -1};
+    if (request.attach_stdin && ::pipe2(fds, O_CLOEXEC) != 0) {
+      throw Error(ExitCode::runtime, "cannot create a pipe");
+    }
+    FileDescriptor stdin_read(fds[0]);
+    if (FileDescriptor stdin_write(fds[1]); stdin_write.get() >= 0) {
+      // Small enough for the pipe's buffer: written at once, then EOF when it closes here.
+      [[maybe_unused]] auto n = ::write(stdin_write.get(), input.data(), input.size());
+    }
+    CollectIo io(stdin_read.get());
+    ExecResult result;
+    result.code = m_engine.exec(id, request, io);
+    result.out = std::move(io.out_text);
+    result.err = std::move(io.err_text);
+    return result;
+  }
+
+  ExecResult sh(const std::string& id, const std::string& script) {
+    return exec(id, {.argv = {"sh", "-c", script}});
+  }
+
+  void exec_checks() {
+    auto needs_exec = [&] {
+      if (!m_caps.exec) {
+        skip("the driver has no exec");
+      }
+    };
+    check("exec stdout and stderr", [&] {
+      needs_exec();
+      auto r = sh(m_record->id, "printf to-stdout; printf to-stderr >&2");
+      expect(r.out == "to-stdout" && r.err == "to-stderr",
+             fmt::format("stdout \"{}\" and stderr \"{}\", expected \"to-stdout\" and "
+                         "\"to-stderr\"",
+                         r.out, r.err));
+      return "each stream arrives apart";
+    });
+    check("exec exit codes", [&] {
+      needs_exec();
+      for (int code : {0, 1, 7, 42}) {
+        auto r = sh(m_record->id, fmt::format("exit {}", code));
+        expect(r.code == code, fmt::format("`exit {}` returned {}", code, r.code));
+      }
+      auto r = exec(m_record->id, {.argv = {"sandboxer-conformance-no-such-command"}});
+      expect(r.code == 127, fmt::format("a missing command returned {}, expected 127", r.code));
+      return "0, 1, 7, 42 come back as they are; a missing command is 127";
+    });
+    check("exec stdin", [&] {
+      needs_exec();
+      ExecResult r;
+      try {
+        r = exec(m_record->id, {.argv = {"cat"}, .attach_stdin = true}, "line one\nline two\n");
+      } catch (const DriverError& e) {
+        if (e.kind() == DriverError::Kind::unsupported) {
+          skip(e.what());
+        }
+        throw;
+      }
+      expect(r.out == "line one\nline two\n" && r.code == 0,
+             fmt::format("cat returned {} and printed \"{}\"", r.code, r.out));
+      return "stdin reaches the command, and its end too";
+    });
+    check("exec env", [&] {
+      needs_exec();
+      auto r = exec(m_record->id, {.argv = {"sh", "-c", "printf %s \"$SANDBOXER_CONFORMANCE\""},
+                                   .env = {{"SANDBOXER_CONFORMANCE", "a value with spaces"}}});
+      expect(r.out == "a value with spaces", fmt::format("the variable read \"{}\"", r.out));
+      return "variables reach the command";
+    });
+    check("exec workdir", [&] {
+      needs_exec();
+      auto r = exec(m_record->id, {.argv = {"sh", "-c", "pwd"}, .workdir = "/tmp"});
+      std::string dir = r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+      // A backend without its own root (a directory on the host) may show a longer path.
+      expect(r.code == 0 && dir.size() >= 4 && dir.compare(dir.size() - 4, 4, "/tmp") == 0,
+             fmt::format("pwd in workdir /tmp printed \"{}\" (status {})", dir, r.code));
+      return fmt::format("pwd printed {}", dir);
+    });
+    check("exec user", [&] {
+      needs_exec();
+      // Another user than the default, by uid, or by its usual name where the backend looks
+      // users up by name only (e2b's envd): the command runs as it, or the core refuses before
+      // any backend call (a driver without exec_user); never as the default user, silently.
+      ExecResult r;
+      try {
+        r = exec(m_record->id, {.argv = {"id", "-u"}, .user = "65534"});
+      } catch (const DriverError& e) {
+        if (e.kind() == DriverError::Kind::unsupported && !m_caps.exec_user) {
+          return fmt::format("refused, as the driver declares no exec_user: {}", e.what());
+        }
+        if (e.kind() != DriverError::Kind::invalid_spec || !m_caps.exec_user) {
+          throw;
+        }
+        r = exec(m_record->id, {.argv = {"id", "-u"}, .user = "nobody"});
+      }
+      const std::string uid = r.out.substr(0, r.out.find_last_not_of("\r\n") + 1);
+      expect(r.code == 0 && uid == "65534",
+             fmt::format("id -u as user 65534 printed \"{}\" (status {})", uid, r.code));
+      return std::string("the command ran as uid 65534");
+    });
+  }
+
+  // The sandbox prints a marker on its console: the main process's stdout (/proc/1/fd/1: docker,
+  // compose), the kernel's console (/dev/console: a VM's serial log), or the file a backend
+  // without either names in $SANDBOXER_CONSOLE (stub). logs must then show it; the cloud's logs
+  // may lag, so they are asked for up to 30 s.
+  std::string logs() {
+    struct Lines : LogSink {
+      std::vector<LogLine> seen;
+      void line(const LogLine& line) override { seen.push_back(line); }
+    };
+    if (!m_caps.logs) {
+      Lines lines;
+      try {
+        m_engine.logs(m_record->id, {}, lines);
+      } catch (const DriverError& e) {
+        expect(e.kind() == DriverError::Kind::unsupported,
+               fmt::format("logs without the capability failed with {} instead of unsupported: {}",
+                           to_string(e.kind()), e.what()));
+        return fmt::format("unsupported, as its capabilities say: {}", e.what());
+      }
+      fail("logs answered although the driver does not declare the capability");
+    }
+    if (!m_caps.exec) {
+      Lines lines;
+      m_engine.logs(m_record->id, {}, lines);
+      return fmt::format("{} lines; without exec nothing could be printed to look for",
+                         lines.seen.size());
+    }
+    const std::string marker = "sandboxer-conformance-logs-" + m_record->id;
+    auto r = sh(m_record->id,
+                fmt::format("for c in \"$SANDBOXER_CONSOLE\" /proc/1/fd/1 /dev/console; do "
+                            "[ -n \"$c\" ] && printf '%s\\n' {} 2>/dev/null >>\"$c\" && exit 0; "
+                            "done; exit 1",
+                            marker));
+    expect(r.code == 0, fmt::format("the sandbox could not print on its console (status {}): {}",
+                                    r.code, r.err));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      Lines lines;
+      m_engine.logs(m_record->id, {}, lines);
+      for (const auto& line : lines.seen) {
+        if (line.text.find(marker) != std::string::npos) {
+          Lines last;
+          m_engine.logs(m_record->id, {.tail = 1}, last);
+          expect(last.seen.size() <= 1,
+                 fmt::format("logs with tail 1 answered {} lines", last.seen.size()));
+          return fmt::format("the printed marker came back on {} among {} lines; tail 1 gives "
+                             "{}",
+                             line.stream, lines.seen.size(), last.seen.size());
+        }
+      }
+      expect(std::chrono::steady_clock::now() < deadline,
+             fmt::format("the printed marker did not come back within 30 s ({} lines)",
+                         lines.seen.size()));
+      interrupt::sleep_for(std::chrono::seconds(1));
+    }
+  }
+
+  std::string snapshot() {
+    if (!m_caps.snapshot) {
+      skip("the driver has no snapshot");
+    }
+    if (m_caps.exec) {
+      auto r = sh(m_record->id, fmt::format("printf '{}' > {}", k_file_text, k_file));
+      expect(r.code == 0, fmt::format("writing {} failed with {}: {}", k_file, r.code, r.err));
+    }
+    auto record = m_engine.snapshot(m_record->id, std::string("conformance"));
+    expect(!record.snapshots.empty(), "no snapshot was recorded");
+    m_snapshot = record.snapshots.back().id;
+    expect(!record.snapshots.back().backend_ref.empty(), "the snapshot's backend_ref is empty");
+    return fmt::format("{} backend ref {}", *m_snapshot, record.snapshots.back().backend_ref);
+  }
+
+  std::string restore() {
+    if (!m_snapshot) {
+      skip(m_caps.snapshot ? "snapshot did not pass" : "the driver has no snapshot");
+    }
+    CreateOptions options;
+    options.labels = k_label;
+    auto restored = m_engine.restore(*m_snapshot, options).record;
+    std::string detail = fmt::format("{} from {}", restored.id, *m_snapshot);
+    if (m_caps.exec) {
+      auto r = exec(restored.id, {.argv = {"cat", k_file}});
+      if (r.out != k_file_text) {
+        m_engine.destroy(restored.id, "conformance kit");
+        fail(fmt::format("{} in the restored sandbox reads \"{}\" (status {}), expected \"{}\"",
+                         k_file, r.out, r.code, k_file_text));
+      }
+      detail += fmt::format(", {} is there", k_file);
+    }
+    m_engine.destroy(restored.id, "conformance kit");
+    return detail;
+  }
+
+  std::string extend() {
+    auto before = m_engine.get(m_record->id).expires_at;
+    auto outcome = m_engine.extend(m_record->id, {.by = Seconds(600)});
+    auto after = outcome.record.expires_at;
+    expect(before && after && *after > *before, "the deadline did not move");
+    return m_caps.native_ttl ? "the backend's deadline moved with the ledger's"
+                             : "the ledger's deadline moved (the driver keeps no deadline)";
+  }
+
+  std::string list_by_label() {
+    if (!m_caps.list_by_label) {
+      skip("the driver cannot list by label");
+    }
+    auto found = m_opened.driver->list_remote({{"sandboxer.ledger", m_ledger_id}});
+    bool seen = false;
+    for (const auto& resource : found) {
+      seen = seen || resource.backend_id == m_record->backend_id;
+    }
+    expect(seen, fmt::format("listing by sandboxer.ledger={} does not show {}", m_ledger_id,
+                             m_record->backend_id));
+    auto none = m_opened.driver->list_remote(
+        {{"sandboxer.ledger", m_ledger_id}, {"conformance-check", "no-such-value"}});
+    expect(none.empty(), fmt::format("a selector no resource matches found {}", none.size()));
+    return fmt::format("{} resource(s) of this ledger; a selector matching none finds none",
+                       found.size());
+  }
+
+  // Several callers at once, as `reap --parallel` and a Ctrl-C's cleanup are: each with its own
+  // opened driver, each making the calls the driver supports, all within one deadline. A driver
+  // that deadlocks or serializes on a lock fails here instead of hanging a reaper.
+  std::string concurrent_calls() {
+    constexpr int k_callers = 4;
+    constexpr auto k_deadline = std::chrono::seconds(120);
+    struct Shared {
+      std::mutex mutex;
+      std::condition_variable done;
+      int finished = 0;
+      std::vector<std::string> errors;
+    };
+    auto shared = std::make_shared<Shared>();
+    const SandboxHandle handle = lifecycle_rules::handle_of(*m_record);
+    const Capabilities caps = m_caps;
+    for (int i = 0; i < k_callers; ++i) {
+      // Opened here, moved into the caller: a caller still stuck at the deadline touches nothing
+      // of the kit's.
+      std::shared_ptr<Driver> driver = m_engine.open_driver(*m_record).driver;
+      std::thread([shared, driver, handle, caps, labels = Labels{{"sandboxer.id", m_record->id}}] {
+        std::string error;
+        try {
+          driver->status(handle);
+          if (caps.exec) {
+            CollectIo io;
+            const int code = driver->exec(handle, {.argv = {"true"}}, io);
+            if (code != 0) {
+              error = fmt::format("exec true exited {}", code);
+            }
+          }
+          if (caps.list_by_label && driver->list_remote(labels).size() != 1) {
+            error = "listing by sandboxer.id did not find the one resource";
+          }
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        std::lock_guard lock(shared->mutex);
+        if (!error.empty()) {
+          shared->errors.push_back(error);
+        }
+        ++shared->finished;
+        shared->done.notify_all();
+      }).detach();
+    }
+    std::unique_lock lock(shared->mutex);
+    const bool all =
+        shared->done.wait_for(lock, k_deadline, [&] { return shared->finished == k_callers; });
+    expect(all, fmt::format("{} of {} concurrent callers did not finish within {} s: the driver "
+                            "deadlocks or waits on itself",
+                            k_callers - shared->finished, k_callers, k_deadline.count()));
+    if (!shared->errors.empty()) {
+      fail(fmt::format("a concurrent caller failed: {}", shared->errors.front()));
+    }
+    return fmt::format("{} callers at once (status{}{}) all answered", k_callers,
+                       caps.exec ? ", exec" : "", caps.list_by_label ? ", list" : "");
+  }
+
+  std::string destroy() {
+    m_engine.destroy(m_record->id, "conformance kit");
+    m_destroyed = true;
+    if (m_caps.list_by_label) {
+      auto found = m_opened.driver->list_remote({{"sandboxer.id", m_record->id}});
+      expect(found.empty(), fmt::format("{} is still listed after destroy", m_record->backend_id));
+      return "the resource is gone from the backend's list";
+    }
+    auto status = m_opened.driver->status(lifecycle_rules::handle_of(*m_record));
+    if (status.state == BackendStatus::State::unknown) {
+      return "destroyed (the driver reports no status to confirm it is gone)";
+    }
+    expect(status.state == BackendStatus::State::missing,
+           fmt::format("the backend still reports it {}", to_string(status.state)));
+    return "the backend reports it missing";
+  }
+
+  std::string unknown_id() {
+    SandboxHandle handle = lifecycle_rules::handle_of(*m_record);
+    handle.backend_id = m_record->backend_id + "-sandboxer-conformance-missing";
+    try {
+      if (m_caps.exec) {
+        CollectIo io;
+        m_opened.driver->exec(handle, {.argv = {"true"}}, io);
+        fail("exec on an unknown backend id succeeded");
+      }
+      auto status = m_opened.driver->status(handle);
+      if (status.state == BackendStatus::State::unknown) {
+        skip("the driver has no exec and reports no status");
+      }
+      expect(status.state == BackendStatus::State::missing,
+             fmt::format("status of an unknown backend id is {}", to_string(status.state)));
+      return std::string("status says missing");
+    } catch (const DriverError& e) {
+      expect(e.kind() == DriverError::Kind::not_found,
+             fmt::format("an unknown backend id gave a {} error, expected not_found: {}",
+                         to_string(e.kind()), e.what()));
+      return fmt::format("not_found: {}", e.what());
+    }
+  }
+
+  std::string leftovers() {
+    if (!m_caps.list_by_label) {
+      skip("the driver cannot list by label");
+    }
+    auto found = m_opened.driver->list_remote({{"sandboxer.ledger", m_ledger_id}});
+    std::string ids;
+    for (const auto& resource : found) {
+      ids += (ids.empty() ? "" : ", ") + resource.backend_id;
+    }
+    expect(found.empty(), fmt::format("the backend still has {} resource(s) of the kit's "
+                                      "sandboxes: {}",
+                                      found.size(), ids));
+    return "the backend holds nothing of the kit's sandboxes";
+  }
+
+  // Whatever the checks left: every live sandbox of the kit's ledger, then its snapshots.
+  void cleanup() {
+    try {
+      for (const auto& record : m_ledger.read().sandboxes) {
+        for (const auto& snap : record.snapshots) {
+          try {
+            m_engine.delete_snapshot(snap.id);
+          } catch (const std::exception& e) {
+            spdlog::warn("conformance kit: snapshot {}: {}", snap.id, e.what());
+          }
+        }
+        if (record.state != State::destroyed && record.state != State::failed) {
+          try {
+            m_engine.destroy(record.id, "conformance kit cleanup", {.force = true, .forget = true});
+          } catch (const std::exception& e) {
+            spdlog::warn("conformance kit: {}: {}", record.id, e.what());
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("conformance kit: cleanup: {}", e.what());
+    }
+  }
+
+  template <typename F> void check(const std::string& name, F&& body) {
+    Check check{name};
+    auto started = std::chrono::steady_clock::now();
+    try {
+      check.detail = body();
+    } catch (const Stop& stop) {
+      check.outcome = stop.outcome;
+      check.detail = stop.detail;
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      check.outcome = Outcome::fail;
+      check.detail = e.what();
+    }
+    check.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                   .count();
+    if (m_on_check) {
+      m_on_check(check);
+    }
+    m_report.checks.push_back(std::move(check));
+  }
+
+  Profile m_profile;
+  const DriverCatalog& m_drivers;
+  std::function<void(const Check&)> m_on_check;
+  ScratchDir m_scratch;
+  Ledger m_ledger;
+  events::Publisher m_events;
+  Engine m_engine;
+  Report m_report;
+  const DriverFactory* m_factory = nullptr;
+  Capabilities m_caps;
+  json m_spec;
+  std::optional<SandboxRecord> m_record;
+  Engine::Opened m_opened;
+  std::string m_ledger_id;
+  std::optional<std::string> m_snapshot;
+  bool m_destroyed = false;
+};
+
+} // namespace
+
+const char* to_string(Check::Outcome outcome) {
+  switch (outcome) {
+  case Outcome::pass:
+    return "pass";
+  case Outcome::fail:
+    return "fail";
+  case Outcome::skip:
+    return "skip";
+  }
+  return "?";
+}
+
+int Report::count(Check::Outcome outcome) const {
+  int n = 0;
+  for (const auto& check : checks) {
+    n += check.outcome == outcome ? 1 : 0;
+  }
+  return n;
+}
+
+json Report::to_json() const {
+  json items = json::array();
+  for (const auto& check : checks) {
+    items.push_back({{"name", check.name},
+                     {"result", to_string(check.outcome)},
+                     {"detail", check.detail},
+                     {"duration_ms", static_cast<std::int64_t>(check.ms)}});
+  }
+  return {{"driver", driver},
+          {"profile", profile},
+          {"passed", count(Outcome::pass)},
+          {"failed", count(Outcome::fail)},
+          {"skipped", count(Outcome::skip)},
+          {"checks", items}};
+}
+
+Report run(const Profile& profile, const DriverCatalog& drivers, const Clock& clock,
+           const std::function<void(const Check&)>& on_check) {
+  return Kit(profile, drivers, clock, on_check).run();
+}
+
+} // namespace sandboxer::conformance

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include <sandboxer/proc.hpp>
+
+#include "sdk/protocol/protocol.hpp"
+
+namespace sandboxer::external {
+
+// The driver's own error answer: a DriverError of the kind it named, and for invalid_spec the
+// JSON pointer of the offending key inside the spec (`data.pointer`), when it gave one.
+class RemoteError : public DriverError {
+public:
+  RemoteError(Kind kind, const std::string& message, std::string pointer)
+      : DriverError(kind, message), m_pointer(std::move(pointer)) {}
+  const std::string& pointer() const { return m_pointer; }
+
+private:
+  std::string m_pointer;
+};
+
+// One running external driver and the JSON-RPC conversation with it: one call at a time, each
+// with a deadline. Its stderr goes to sandboxer's log, line by line.
+class Connection {
+public:
+  // Starts the program (no arguments); throws DriverError when it cannot be started.
+  Connection(std::string name, std::filesystem::path path);
+  // Closes its stdin and gives it the grace period to exit, then kills it.
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  struct Call {
+    std::string method;
+    nlohmann::json params = nlohmann::json::object();
+    std::chrono::milliseconds timeout{30'000};
+    // `output` notifications of this call (exec).
+    std::function<void(const nlohmann::json& params)> on_output;
+    // Sent to the driver as `input` notifications of this call until EOF (exec with stdin).
+    int input_fd = -1;
+  };
+  // The call's result. Throws DriverError: the driver's own error, or a broken conversation (the
+  // driver exited, wrote something that is not JSON-RPC, or missed the deadline), after which
+  // usable() is false.
+  nlohmann::json call(const Call& call);
+  bool usable() const { return m_usable; }
+  const std::filesystem::path& path() const { return m_path; }
+
+private:
+  [[noreturn]] void broken(DriverError::Kind kind, const std::string& what);
+  void read_stderr();
+  void send_input(long id, int& input_fd);
+
+  std::string m_name;
+  std::filesystem::path m_path;
+  proc::Child m_child;
+  protocol::LineBuffer m_out, m_err;
+  std::deque<std::string> m_last_stderr; // quoted in errors: why the driver gave up
+  long m_next_id = 0;
+  bool m_usable = true;
+};
+
+} // namespace sandboxer::external

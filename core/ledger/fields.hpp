@@ -1,0 +1,93 @@
+#pragma once
+// Every field of a sandbox record, once: the order is the ledger's (identity and state first, so
+// that `head -c` of a file shows what matters; the free-form driver fields last). The reader, the
+// writer, the public JSON (public_json.cpp) and schemas/ledger.schema.json follow this list;
+// docs/ledger-format.md describes each field.
+
+#include <array>
+
+#include "core/ledger/codec.hpp"
+
+namespace sandboxer::ledger_format {
+
+template <> struct Fields<ProfileRef> {
+  static constexpr std::array fields = {
+      field<&ProfileRef::name>("name"),
+      field<&ProfileRef::path>("path"),
+      field<&ProfileRef::hash>("hash"),
+  };
+};
+
+template <> struct Fields<Owner> {
+  static constexpr std::array fields = {
+      field<&Owner::user>("user"),
+      field<&Owner::host>("host"),
+      field<&Owner::pid>("pid"),
+      field<&Owner::ci>("ci"),
+  };
+};
+
+template <> struct Fields<CreationPolicy> {
+  static constexpr std::array fields = {
+      field<&CreationPolicy::ttl>("ttl"),
+      field<&CreationPolicy::ttl_max>("ttl_max"),
+      field<&CreationPolicy::ttl_requested>("ttl_requested"),
+      field<&CreationPolicy::capped>("capped"),
+      field<&CreationPolicy::snapshots_keep>("snapshots_keep"),
+      field<&CreationPolicy::events>("events"),
+  };
+};
+
+template <> struct Fields<SnapshotRecord> {
+  static constexpr std::array fields = {
+      field<&SnapshotRecord::id>("id", k_required),
+      field<&SnapshotRecord::name>("name"),
+      field<&SnapshotRecord::backend_ref>("backend_ref"),
+      field<&SnapshotRecord::size_bytes>("size_bytes"),
+      field<&SnapshotRecord::created_at>("created_at", k_required),
+  };
+};
+
+template <> struct Fields<HistoryEntry> {
+  static constexpr std::array fields = {
+      field<&HistoryEntry::time>("time", k_required),
+      field<&HistoryEntry::from>("from"),
+      field<&HistoryEntry::to>("to", k_required),
+      field<&HistoryEntry::actor>("actor"),
+      field<&HistoryEntry::reason>("reason"),
+      field<&HistoryEntry::details>("details"),
+      field<&HistoryEntry::event>("event"),
+      field<&HistoryEntry::event_id>("event_id"),
+      field<&HistoryEntry::prev>("prev"),
+  };
+};
+
+template <> struct Fields<SandboxRecord> {
+  static constexpr std::array fields = {
+      field<&SandboxRecord::id>("id", k_required),
+      field<&SandboxRecord::name>("name", k_required),
+      field<&SandboxRecord::state>("state", k_required),
+      field<&SandboxRecord::driver>("driver", k_required),
+      field<&SandboxRecord::profile>("profile"),
+      field<&SandboxRecord::backend_id>("backend_id"),
+      field<&SandboxRecord::created_at>("created_at", k_required),
+      field<&SandboxRecord::expires_at>("expires_at"),
+      field<&SandboxRecord::max_expires_at>("max_expires_at"),
+      field<&SandboxRecord::labels>("labels"),
+      field<&SandboxRecord::env>("env", k_detail | k_private),
+      field<&SandboxRecord::secret_refs>("secret_refs", k_detail | k_private),
+      field<&SandboxRecord::owner>("owner"),
+      field<&SandboxRecord::policy>("policy", k_detail | k_private),
+      field<&SandboxRecord::idempotency_key>("idempotency_key"),
+      field<&SandboxRecord::restored_from>("restored_from"),
+      field<&SandboxRecord::error>("error"),
+      field<&SandboxRecord::snapshots>("snapshots"),
+      field<&SandboxRecord::history>("history", k_detail | k_private),
+      field<&SandboxRecord::chain_head>("chain_head", k_detail | k_private),
+      field<&SandboxRecord::home_host>("home_host", k_private | k_nonempty),
+      field<&SandboxRecord::spec>("spec", k_detail | k_private),
+      field<&SandboxRecord::info>("info", k_detail | k_private),
+  };
+};
+
+} // namespace sandboxer::ledger_format

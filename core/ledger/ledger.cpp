@@ -1,0 +1,30 @@
+#include "core/ledger/ledger.hpp"
+
+#include "core/ledger/local_store.hpp"
+
+namespace sandboxer {
+
+Ledger::Ledger(std::filesystem::path state_dir, Seconds lock_timeout)
+    : m_store(std::make_shared<LocalStore>(std::move(state_dir), lock_timeout)) {}
+
+Ledger::Ledger(std::shared_ptr<LedgerStore> store) : m_store(std::move(store)) {}
+
+void Ledger::scan(ReadScope scope, const std::function<void(SandboxRecord&)>& visit) const {
+  m_store->scan(Records::resident, scope, [&](SandboxRecord& record) {
+    visit(record);
+    return true;
+  });
+}
+
+std::string Ledger::ensure_id() const {
+  if (auto data = read(ReadScope::whole); !data.ledger_id.empty()) {
+    return data.ledger_id;
+  }
+  auto transaction = begin();
+  if (transaction.data().ledger_id.empty()) {
+    transaction.commit();
+  }
+  return transaction.data().ledger_id;
+}
+
+} // namespace sandboxer

@@ -1,0 +1,162 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandboxer/clock.hpp>
+#include <sandboxer/duration.hpp>
+
+#include "core/owner.hpp"
+
+// What the ledger keeps about one sandbox (docs/ledger-format.md). The fields are listed once, in
+// core/ledger/fields.hpp, which the ledger's reader and writer and the public JSON all walk.
+namespace sandboxer {
+
+enum class State {
+  creating,
+  running,
+  snapshotting,
+  destroying,
+  destroyed,
+  failed,
+  expired,
+  orphaned
+};
+const char* to_string(State state);
+std::optional<State> state_from_string(std::string_view text);
+// creating, snapshotting, destroying and expired: an operation is (or was, if its process died)
+// talking to the backend.
+bool is_transitional(State state);
+// Everything but destroyed and failed: the backend may hold a resource.
+bool is_live(State state);
+
+// What a history entry is as a lifecycle event (docs/events.md): decided by whoever writes the
+// entry, and stored with it.
+enum class EventKind {
+  created,
+  ready,
+  restoring,
+  restored,
+  restore_failed,
+  exec_started,
+  exec_finished,
+  snapshotting,
+  snapshotted,
+  snapshot_failed,
+  snapshot_removed,
+  extended,
+  expiring,
+  expired,
+  destroying,
+  destroyed,
+  destroy_failed,
+  failed,
+  orphan_found,
+  repaired,
+  updated,
+};
+// "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
+const char* to_string(EventKind kind);
+std::optional<EventKind> event_kind_from_string(std::string_view text);
+
+// One transition, kept as evidence until the record is pruned. `prev` links the entries of a
+// record into a hash chain (sandboxer/chain.hpp); it is set when the entry is first committed.
+struct HistoryEntry {
+  TimePoint time;
+  std::optional<State> from; // none for the first entry
+  State to = State::creating;
+  std::string actor;  // "alice@host pid 123", "ci:GITHUB_RUN_ID=42", "reaper"
+  std::string reason; // "create", "ttl expired", the backend's error, ...
+  nlohmann::json details = nlohmann::json::object();
+  EventKind event = EventKind::updated;
+  std::string event_id; // the CloudEvents id, given when the entry is committed
+  std::string prev;     // "sha256:..." of the previous entry (of the record id for the first)
+};
+
+struct SnapshotRecord {
+  std::string id;   // snp-...
+  std::string name; // unique within its sandbox
+  std::string backend_ref;
+  std::optional<std::uint64_t> size_bytes;
+  TimePoint created_at;
+};
+
+struct ProfileRef {
+  std::string name;
+  std::string path;
+  std::string hash;
+};
+
+// The rules a sandbox was created with, fixed then so that editing the profile later changes no
+// live sandbox; a restore inherits them from its snapshot's sandbox.
+struct CreationPolicy {
+  // Durations, written in the ledger as format_duration's text ("1h30m").
+  std::optional<Seconds> ttl;           // granted; none: no TTL
+  std::optional<Seconds> ttl_max;       // the profile's ttl.max
+  std::optional<Seconds> ttl_requested; // create --ttl, when given
+  std::optional<std::string> capped;    // the notice, when ttl.max cut the request
+  std::optional<std::uint64_t> snapshots_keep;
+  nlohmann::json events = nlohmann::json::array(); // the profile's event sinks
+};
+
+struct SandboxRecord {
+  std::string id; // sbx- + 12 base32 chars
+  std::string name;
+  ProfileRef profile;
+  std::string driver;
+  nlohmann::json spec = nlohmann::json::object(); // the driver's normalized spec
+  std::string backend_id;
+  nlohmann::json info = nlohmann::json::object(); // CreateResult::info
+  State state = State::creating;
+  TimePoint created_at;
+  std::optional<TimePoint> expires_at;     // none: ttl none
+  std::optional<TimePoint> max_expires_at; // created_at + ttl.max
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> env;
+  nlohmann::json secret_refs = nlohmann::json::object(); // {name: {env|file: ...}}: never values
+  Owner owner;
+  CreationPolicy policy;
+  std::vector<SnapshotRecord> snapshots;
+  std::vector<HistoryEntry> history;
+  std::optional<std::string> idempotency_key;
+  std::optional<std::string> restored_from; // snapshot id
+  std::optional<std::string> error;         // last failure, for failed / retried states
+  std::string chain_head;                   // "sha256:..." of the last history entry, set at commit
+  // The machine whose backend holds it, for a host-local driver (docker on a unix socket, stub,
+  // vm-packer): only that machine may destroy it. Empty: reachable from any machine.
+  std::string home_host;
+
+  // Appends a history entry of kind `event` and sets `state`.
+  void transition(EventKind event, State to, TimePoint time, std::string actor, std::string reason,
+                  nlohmann::json details = nlohmann::json::object());
+};
+
+// Live or still holding snapshots (which outlive their sandbox): kept in the live part of the
+// ledger, which every command reads. Other records are closed history.
+bool is_resident(const SandboxRecord& record);
+
+// The snapshot of `record` that `ref` names: "snp-..." or "<sandbox id or name>:<snapshot name>".
+const SnapshotRecord* snapshot_of(const SandboxRecord& record, const std::string& ref);
+
+void to_json(nlohmann::json& j, const SandboxRecord& r);
+// Throws LedgerError naming the record's id and the offending field ("owner.pid", ...).
+void from_json(const nlohmann::json& j, SandboxRecord& r);
+
+// Appends `r` to `out` as compact JSON, exactly as the ledger stores it, without building a
+// nlohmann::json first: about 10x faster than to_json() + dump().
+void write_json(std::string& out, const SandboxRecord& r);
+
+// "sbx-" + 12 chars of RFC 4648 base32 (lowercase), from a CSPRNG.
+std::string new_sandbox_id();
+std::string new_snapshot_id();
+// "evt-" + 24 base32 chars.
+std::string new_event_id();
+// "ldg-" + 12 base32 chars.
+std::string new_ledger_id();
+
+} // namespace sandboxer

@@ -1,0 +1,211 @@
+// Creating a sandbox: intent, the driver's create, outcome; undoing what a failed create left.
+#include "core/lifecycle/engine_internal.hpp"
+
+namespace sandboxer {
+namespace fs = std::filesystem;
+using namespace engine_internal;
+using namespace lifecycle_rules;
+
+CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
+  SandboxRecord record;
+  // Absolute: the record outlives the directory this command ran in (cron, another shell).
+  std::error_code absolute_error;
+  fs::path stored_path = fs::absolute(profile.path, absolute_error).lexically_normal();
+  record.profile = {profile.name, (absolute_error ? profile.path : stored_path).string(),
+                    profile.hash};
+  record.driver = profile.driver;
+  record.spec = m_drivers.check_profile(profile);
+  if (m_drivers.find(record.driver).host_local(record.spec)) {
+    record.home_host = host_name();
+  }
+  record.labels = profile.labels;
+  record.env = profile.env;
+  record.secret_refs = secret_refs_of(profile);
+  auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
+  set_ttl_policy(record.policy, decision, options.ttl);
+  if (profile.snapshots_keep) {
+    record.policy.snapshots_keep = *profile.snapshots_keep;
+  }
+  if (!profile.events.empty()) {
+    record.policy.events = profile.events;
+  }
+  record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
+  return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
+}
+
+CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& options,
+                                 const std::optional<std::string>& from_snapshot,
+                                 std::vector<std::string> notices) {
+  const auto started = Stopwatch::now();
+  if (options.idempotency_key &&
+      options.idempotency_key->find_first_not_of(" \t\r\n") == std::string::npos) {
+    // An unset CI variable expands to "" (or to the spaces around it): every job on the host
+    // would share one sandbox.
+    throw UsageError("--idempotency-key is empty or blank (is the variable that should give it "
+                     "unset?); "
+                     "give a key unique to the job, e.g. \"$CI_JOB_ID\" or "
+                     "\"$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-$GITHUB_JOB\", or leave the option out");
+  }
+  if (options.ttl && *options.ttl < Seconds(1)) {
+    throw UsageError(fmt::format("--ttl {}: a sandbox must live at least 1s (a ttl of 0 would be "
+                                 "expired before it was made)",
+                                 format_duration(*options.ttl)));
+  }
+  if (options.name) {
+    if (auto problem = name_problem(*options.name)) {
+      throw UsageError(
+          fmt::format("--name \"{}\": invalid name: {}", printable(*options.name), *problem));
+    }
+  }
+  for (const auto& [key, value] : options.labels) {
+    if (auto problem = label_key_problem(key)) {
+      throw UsageError(fmt::format("label \"{}\": invalid key: {}", printable(key), *problem));
+    }
+    if (key.starts_with("sandboxer.")) {
+      throw UsageError(fmt::format("label \"{}\": the prefix \"sandboxer.\" is reserved", key));
+    }
+    if (auto problem = label_value_problem(value)) {
+      throw UsageError(fmt::format("label \"{}\": invalid value: {}", key, *problem));
+    }
+    record.labels[key] = value;
+  }
+  // Opening first means a usage problem (a missing secret, say) leaves no record behind.
+  Opened opened = open_driver(record);
+  // Recorded with the intent: a create killed before its outcome is still found where it went.
+  record.info = opened.location;
+
+  TimePoint now = m_clock.now();
+  record.created_at = now;
+  record.owner = current_owner();
+  record.idempotency_key = options.idempotency_key;
+  record.expires_at = deadline_after(now, record.policy.ttl, "ttl");
+  record.max_expires_at = deadline_after(now, record.policy.ttl_max, "ttl_max");
+  record.history.front().time = now;
+  record.history.front().actor = m_actor;
+
+  std::string ledger_id;
+  {
+    auto tx = m_ledger.begin();
+    if (options.idempotency_key) {
+      if (const SandboxRecord* existing = tx->find_live_by_key(*options.idempotency_key)) {
+        if (!options.reuse_any) {
+          refuse_other_request(*existing, record, *options.idempotency_key);
+        }
+        spdlog::info("idempotency key matches {}: returning it", existing->id);
+        return {*existing, true, {}};
+      }
+    }
+    record.id = new_sandbox_id();
+    record.name = options.name.value_or(record.id);
+    if (options.name) {
+      if (const SandboxRecord* existing = tx->find_live_by_name(*options.name)) {
+        throw Error(ExitCode::conflict,
+                    fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
+                                "destroy that one first",
+                                *options.name, existing->id, to_string(existing->state)));
+      }
+    }
+    SandboxRecord& added = tx->insert(record);
+    commit(tx, added, 0);
+    ledger_id = tx->ledger_id();
+  }
+  m_events.deliver();
+
+  CreateRequest request = create_request(record, ledger_id);
+  request.from_snapshot = from_snapshot;
+  Stopwatch driver_time;
+  try {
+    CreateResult result = driver_time.time([&] { return opened.driver->create(request); });
+    bool destroyed_meanwhile = false;
+    record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
+      r.backend_id = result.backend_id;
+      r.info.update(result.info); // what the driver says, over where it was told to go
+      destroyed_meanwhile = r.state != State::creating;
+      if (!destroyed_meanwhile) {
+        nlohmann::json outcome = driver_time.details(started);
+        if (r.restored_from) {
+          outcome["snapshot"] = *r.restored_from;
+        }
+        r.transition(r.restored_from ? EventKind::restored : EventKind::ready, State::running,
+                     m_clock.now(), m_actor, "created", outcome);
+      }
+    });
+    // Someone destroyed the record while the backend was creating: do not leak what it made.
+    if (destroyed_meanwhile) {
+      destroy_one(record, m_actor, "destroyed while being created", State::destroying);
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} was destroyed while it was being created", record.id));
+    }
+  } catch (const OutcomeNotRecorded&) {
+    throw;
+  } catch (const Interrupted& e) {
+    // The operator (or a CI cancel) stopped it: undo what the backend made, whatever it got to,
+    // and say so in the record. Neither may be cut short by the signal itself.
+    interrupt::Shield cleanup;
+    std::string what = e.what() + undo_create(record, opened);
+    nlohmann::json failure = driver_time.details(started);
+    failure["interrupted"] = interrupt::signal_name(e.signal());
+    record_failure(record.id, Error(e.code(), what), EventKind::failed, State::failed, m_actor, "",
+                   std::move(failure));
+    remember_failed(record.id);
+    throw Interrupted(e.signal());
+  } catch (const Error& e) {
+    if (!may_have_made_something(e)) {
+      record_failure(record.id, e, EventKind::failed, State::failed, m_actor, "",
+                     driver_time.details(started));
+      remember_failed(record.id);
+      throw;
+    }
+    // The backend may have made something before it failed (or before its answer was lost or
+    // refused): a failed create leaves nothing behind that the ledger does not track.
+    Error failed(e.code(), e.what() + undo_create(record, opened));
+    record_failure(record.id, failed, EventKind::failed, State::failed, m_actor, "",
+                   driver_time.details(started));
+    remember_failed(record.id);
+    if (const auto* driver_error = dynamic_cast<const DriverError*>(&e)) {
+      throw DriverError(driver_error->kind(), failed.what());
+    }
+    throw failed;
+  }
+  for (const auto& notice : notices) {
+    spdlog::warn("{}: {}", record.id, notice);
+  }
+  return {record, false, notices};
+}
+
+void Engine::remember_failed(const std::string& id) {
+  try {
+    m_failed_record = get(id);
+  } catch (const Error&) {
+    m_failed_record.reset(); // the error being thrown is what matters
+  }
+}
+
+std::string Engine::undo_create(const SandboxRecord& record, Opened& opened) {
+  if (!opened.factory->capabilities().list_by_label) {
+    return "";
+  }
+  try {
+    size_t removed = remove_resources(record, opened);
+    return removed ? fmt::format("; removed the {} backend resource(s) it had made", removed)
+                   : std::string();
+  } catch (const Error& undo) {
+    return fmt::format("; what the backend made could not be removed ({}): 'sandboxer "
+                       "destroy {}' or 'sandboxer reap --orphans' finishes it",
+                       log::redact(undo.what()), record.id);
+  }
+}
+
+void Engine::destroy_duplicate(const SandboxRecord& record, const std::string& backend_id) {
+  SandboxHandle handle = handle_of(record);
+  handle.backend_id = backend_id;
+  try {
+    open_driver(record).driver->destroy(handle);
+  } catch (const DriverError& e) {
+    if (e.kind() != DriverError::Kind::not_found) {
+      throw;
+    }
+  }
+}
+
+} // namespace sandboxer

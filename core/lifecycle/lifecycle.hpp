@@ -1,0 +1,219 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/driver.hpp>
+#include <sandboxer/error.hpp>
+
+#include "core/catalog/catalog.hpp"
+#include "core/events/hook.hpp"
+#include "core/ledger/ledger.hpp"
+#include "core/lifecycle/retry.hpp"
+#include "core/profile/profile.hpp"
+
+namespace sandboxer {
+
+struct CreateOptions {
+  std::optional<std::string> name;
+  std::optional<Seconds> ttl;
+  std::optional<std::string> idempotency_key;
+  // A key that matches a live sandbox made with another profile or TTL returns it anyway,
+  // instead of refusing (create --reuse-any).
+  bool reuse_any = false;
+  Labels labels; // added to the profile's
+};
+
+struct DestroyOptions {
+  std::optional<Seconds> grace; // destroy --timeout: the stop's grace before the kill
+  // destroy --force: no grace (grace 0), whatever --timeout or the profile says.
+  bool force = false;
+  // destroy --forget: when the backend fails, the record is closed anyway (destroyed, with the
+  // error in its history), leaving what the backend still has to `reap --orphans`. Separate from
+  // --force: killing at once and giving up on the backend are two different decisions.
+  bool forget = false;
+};
+
+struct CreateOutcome {
+  SandboxRecord record;
+  bool reused = false;              // an idempotency key matched a live sandbox
+  std::vector<std::string> notices; // e.g. "ttl 8h capped to the profile's max 4h"
+};
+
+struct ExtendOptions {
+  std::optional<Seconds> by;
+  std::optional<TimePoint> to;
+};
+
+struct ExtendOutcome {
+  SandboxRecord record;
+  std::vector<std::string> notices;
+};
+
+struct ExpiredDestroy {
+  enum class Outcome { destroyed, skipped, failed };
+  Outcome outcome = Outcome::skipped;
+  std::string message; // the skip reason or the backend's error
+  int attempt = 0;
+  std::optional<TimePoint> next_attempt_at;
+};
+
+// A backend resource with this ledger's label and no live record.
+struct OrphanTarget {
+  std::string sandbox_id; // its sandboxer.id label
+  std::string backend_id;
+  std::string driver;
+  nlohmann::json spec;        // of the profile or record whose driver listed it
+  nlohmann::json secret_refs; // idem
+  nlohmann::json location;    // where it was listed (Engine::location)
+  std::string profile;        // its sandboxer.profile label
+  Labels labels;
+};
+
+// Records whose backends have the same key are listed together (Engine::backend_key).
+std::string backend_key(const std::string& driver, const nlohmann::json& spec,
+                        const nlohmann::json& location);
+
+// The backend's word when it contradicts a record that says the sandbox runs (its container was
+// stopped or removed behind sandboxer's back), else none.
+std::optional<std::string> backend_disagrees(State recorded, BackendStatus::State backend);
+
+// The one path through which every operation runs: lock -> record intent -> unlock -> driver call
+// -> lock -> record outcome -> event. No backend call ever happens while the ledger lock is held.
+class Engine {
+public:
+  Engine(const Ledger& ledger, const DriverCatalog& drivers, const Clock& clock, EventHook& events,
+         std::string actor);
+  const DriverCatalog& drivers() const { return m_drivers; }
+
+  // Throws PolicyError when the profile forbids what was asked, DriverError when the backend fails
+  // (after recording `failed` with the backend's message).
+  CreateOutcome create(const Profile& profile, const CreateOptions& options);
+  SandboxRecord destroy(const std::string& id_or_name, const std::string& reason,
+                        const DestroyOptions& options = {});
+  SandboxRecord snapshot(const std::string& id_or_name, const std::optional<std::string>& name,
+                         bool disk_only = false);
+  // `snapshot_ref` is a snapshot id (snp-...) or "<sandbox>:<snapshot name>". A new sandbox is
+  // created from it with the original sandbox's spec.
+  CreateOutcome restore(const std::string& snapshot_ref, const CreateOptions& options);
+  // restore --in-place: swaps the backend resource of the live sandbox `id_or_name` for one made
+  // from the snapshot, keeping its id, name, TTL and profile (Capabilities::restore_in_place).
+  SandboxRecord restore_in_place(const std::string& snapshot_ref, const std::string& id_or_name);
+  void delete_snapshot(const std::string& snapshot_ref);
+  ExtendOutcome extend(const std::string& id_or_name, const ExtendOptions& options);
+  // Returns the command's exit status.
+  int exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io);
+  // The backend's view of a sandbox (no ledger change).
+  BackendStatus status(const std::string& id_or_name);
+  // The sandbox's own output (Capabilities::logs). Read-only, as status is: no history entry and
+  // no event (docs/architecture.md, "Read-only verbs").
+  void logs(const std::string& id_or_name, const LogsRequest& request, LogSink& sink);
+
+  // reap's primitives (core/reap/ decides when to call them). Each runs like every other
+  // operation: lock -> intent -> unlock -> driver -> lock -> outcome -> event.
+  //
+  // Claims `id` as expired unless `blocker` (called under the lock with the current record) gives
+  // a reason not to, then destroys it. A failure leaves it expired, with the error, the attempt
+  // number and the next attempt's time in the history entry's details.
+  ExpiredDestroy
+  destroy_expired(const std::string& id,
+                  const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
+                  const RetryPolicy& retry, const std::string& actor);
+  // Applies `change` to record `id` only if its history still has `expected_history_size`
+  // entries (nothing happened to it since it was read); returns the record, or none.
+  std::optional<SandboxRecord> settle(const std::string& id, size_t expected_history_size,
+                                      const std::function<void(SandboxRecord&)>& change);
+  // The backend's view of `record`, which may not be in the ledger any more.
+  BackendStatus backend_status(const SandboxRecord& record);
+  // Destroys `backend_id`, a resource that carries `record`'s id but is not the one it recorded
+  // (a create repeated after its answer was lost); the record itself is left as it is.
+  void destroy_duplicate(const SandboxRecord& record, const std::string& backend_id);
+  // Resources whose labels include `selector`, on the backend where `where` lives (its driver,
+  // spec, secrets and the location in its info: a record, or a probe made of those).
+  std::vector<RemoteResource> list_remote(const SandboxRecord& where, const Labels& selector);
+  // Records the orphan (a new `orphaned` record, or its old destroyed/failed one moved to
+  // `orphaned`) and destroys it. Returns none without touching anything when a live record
+  // appeared meanwhile. Throws the driver's error after recording it.
+  std::optional<SandboxRecord> destroy_orphan(const OrphanTarget& target, const std::string& actor);
+
+  // After create() or restore() threw: the record it left (failed, with its error), when it got as
+  // far as writing one; scripts get it on stdout with the exit code.
+  const std::optional<SandboxRecord>& failed_record() const { return m_failed_record; }
+
+  // The record of `id_or_name` (LedgerData::find), or NotFoundError.
+  SandboxRecord get(const std::string& id_or_name) const;
+
+  // Where drivers report progress of long operations; by default nowhere.
+  void set_progress(Progress* progress) { m_progress = progress; }
+
+  // The driver bound to `record`'s spec and secrets, for a call outside the ledger's rules (the
+  // conformance kit asks it about ids the ledger has closed).
+  struct Opened {
+    const DriverFactory* factory = nullptr;
+    std::unique_ptr<Driver> driver;
+    nlohmann::json location; // where it was opened (DriverContext::location)
+  };
+  Opened open_driver(const SandboxRecord& record) const;
+  // Where `record`'s sandbox lives (core/lifecycle/location.hpp): what groups records by backend.
+  nlohmann::json location(const SandboxRecord& record) const;
+  // One backend: the driver, spec and location; records with the same key are listed together.
+  std::string backend_key(const SandboxRecord& record) const {
+    return sandboxer::backend_key(record.driver, record.spec, location(record));
+  }
+  // The backend's state of each live record with a resource, by id: one listing per backend
+  // (core/lifecycle/backend_states.cpp). A record its backend did not list is `missing`; the
+  // records of a backend that cannot be asked are left out, with one warning.
+  std::map<std::string, BackendStatus> backend_states(const std::vector<SandboxRecord>& records,
+                                                      const std::string& ledger_id);
+
+private:
+  // The context a driver of `record` gets, but for secrets and location; its data dir is only
+  // named, not made (location() asks for it per record, and needs no directory).
+  DriverContext context_of(const SandboxRecord& record) const;
+  // Applies `change` to the record `id` under the lock, commits, and emits each new history entry.
+  SandboxRecord update(const std::string& id, const std::function<void(SandboxRecord&)>& change);
+  // update() of the outcome of a backend call that succeeded (`done`: "created", "destroyed").
+  // When that commit fails, the backend has done its part while the ledger still shows the
+  // intent: the error then names the sandbox and its backend resource, and says how to settle it.
+  SandboxRecord record_outcome(const std::string& id, const std::string& backend_id,
+                               const char* done, const std::function<void(SandboxRecord&)>& change);
+  // A backend call failed: records the redacted error on `id` and moves it to `to`, with the
+  // reason `what` + the error. The caller rethrows its error; a failure to record it is logged,
+  // never thrown over it.
+  void record_failure(const std::string& id, const Error& error, EventKind kind, State to,
+                      const std::string& actor, const std::string& what, nlohmann::json details);
+  CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
+                           const std::optional<std::string>& from_snapshot,
+                           std::vector<std::string> notices);
+  // `failure_details` go into the history entry of a failed destroy. Returns the closed record as
+  // committed.
+  SandboxRecord destroy_one(const SandboxRecord& record, const std::string& actor,
+                            const std::string& reason, State intent,
+                            const nlohmann::json& failure_details = nlohmann::json::object(),
+                            const DestroyOptions& options = {});
+  // Stages the events of `record`'s history from `first_new_entry` on, commits, and marks them
+  // committed: the one place a transition is written.
+  void commit(Ledger::Transaction& tx, SandboxRecord& record, size_t first_new_entry);
+  // Destroys every backend resource of `record`: the one it recorded, and those that carry its
+  // sandboxer.id label (Capabilities::list_by_label); without `recorded_too`, only those others.
+  // Returns how many were there.
+  size_t remove_resources(const SandboxRecord& record, Opened& opened, bool recorded_too = true);
+  // remove_resources() after a failed create, when the driver can find what it made by label;
+  // returns what to add to the error ("; removed the 1 backend resource(s) it had made").
+  std::string undo_create(const SandboxRecord& record, Opened& opened);
+  void remember_failed(const std::string& id);
+  SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
+
+  const Ledger& m_ledger;
+  const DriverCatalog& m_drivers;
+  const Clock& m_clock;
+  EventHook& m_events;
+  std::string m_actor;
+  Progress* m_progress = nullptr;
+  std::optional<SandboxRecord> m_failed_record;
+};
+
+} // namespace sandboxer

@@ -1,0 +1,46 @@
+#pragma once
+// The rules a lifecycle operation follows, apart from the operations (engine.cpp): how a TTL is
+// decided and recorded, what every backend resource is labeled with, what a driver is asked.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandboxer/driver.hpp>
+#include <sandboxer/duration.hpp>
+
+#include "core/ledger/record.hpp"
+#include "core/profile/profile.hpp"
+
+namespace sandboxer::lifecycle_rules {
+
+SandboxHandle handle_of(const SandboxRecord& record);
+
+// The TTL a create asked for, checked against the profile's policy.
+struct TtlDecision {
+  std::optional<Seconds> ttl;
+  std::optional<Seconds> max;
+  std::vector<std::string> notices;
+};
+TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& requested,
+                       const std::string& profile_name);
+// The TTL part of a creation policy: what was granted, the cap, and what was asked when the cap
+// cut it short (a cap is reported, never silent).
+void set_ttl_policy(CreationPolicy& policy, const TtlDecision& decision,
+                    const std::optional<Seconds>& requested);
+// now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.
+// Throws UsageError when the deadline cannot be recorded.
+std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<Seconds>& duration,
+                                        const char* key);
+
+// An idempotency key names one request: a live sandbox it made with another profile (resolved
+// hash) or another --ttl is not what this create asked for. Throws PolicyError (exit 7) naming
+// it; `create --reuse-any` skips the check.
+void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wanted,
+                          const std::string& key);
+
+Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
+// What every driver is asked to make for `record`.
+CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);
+
+} // namespace sandboxer::lifecycle_rules

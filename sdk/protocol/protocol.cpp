@@ -1,0 +1,204 @@
+#include "sdk/protocol/protocol.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <unistd.h>
+
+#include "sdk/json/limits.hpp"
+
+namespace sandboxer::protocol {
+
+std::string kind_name(DriverError::Kind kind) {
+  // The protocol says "backend" where sandboxer says "error"; the other names are the same.
+  return kind == DriverError::Kind::error ? "backend" : to_string(kind);
+}
+
+DriverError::Kind kind_of(std::string_view name) {
+  using Kind = DriverError::Kind;
+  for (Kind kind : {Kind::timeout, Kind::auth, Kind::not_found, Kind::unsupported, Kind::conflict,
+                    Kind::invalid_spec, Kind::refused, Kind::unavailable}) {
+    if (name == to_string(kind)) {
+      return kind;
+    }
+  }
+  // "backend", and any kind a newer driver may send.
+  return Kind::error;
+}
+
+nlohmann::json error_object(DriverError::Kind kind, const std::string& message,
+                            const std::string& pointer) {
+  nlohmann::json data = {{"kind", kind_name(kind)}};
+  if (!pointer.empty()) {
+    data["pointer"] = pointer;
+  }
+  return {{"code", k_driver_error}, {"message", message}, {"data", data}};
+}
+
+nlohmann::json capabilities_json(const Capabilities& caps) {
+  return {{"snapshot", caps.snapshot},
+          {"exec", caps.exec},
+          {"native_ttl", caps.native_ttl},
+          {"list_by_label", caps.list_by_label},
+          {"exec_user", caps.exec_user},
+
+          {"logs", caps.logs}};
+}
+
+Capabilities capabilities_of(const nlohmann::json& caps) {
+  auto flag = [&](const char* key) {
+    return caps.is_object() && caps.contains(key) && caps[key].is_boolean() &&
+           caps[key].get<bool>();
+  };
+  Capabilities out;
+  out.snapshot = flag("snapshot");
+  out.exec = flag("exec");
+  out.native_ttl = flag("native_ttl");
+  out.list_by_label = flag("list_by_label");
+  // Optional (added with exec -u): a driver that does not say it honours `user` is never sent one.
+  out.exec_user = flag("exec_user");
+  out.logs = flag("logs");
+  return out;
+}
+
+void LineBuffer::feed(std::string_view bytes) {
+  if (m_start > 0 && m_start == m_data.size()) {
+    m_data.clear();
+    m_start = 0;
+    m_scanned = 0;
+  }
+  m_data.append(bytes);
+  // Only the bytes not searched before are searched: a long line fed in small pieces costs its
+  // length once, not once per piece.
+  if (m_data.size() - m_start > k_max_line && !has_newline()) {
+    throw std::length_error("a line longer than 64 MiB");
+  }
+}
+
+bool LineBuffer::has_newline() {
+  const size_t from = std::max(m_start, m_scanned);
+  if (m_data.find('\n', from) != std::string::npos) {
+    return true;
+  }
+  m_scanned = m_data.size();
+  return false;
+}
+
+bool LineBuffer::next(std::string& line) {
+  size_t end = m_data.find('\n', std::max(m_start, m_scanned));
+  if (end == std::string::npos) {
+    m_scanned = m_data.size();
+    if (m_start > 0) {
+      m_data.erase(0, m_start);
+      m_scanned -= m_start;
+      m_start = 0;
+    }
+    return false;
+  }
+  line.assign(m_data, m_start, end - m_start);
+  if (!line.empty() && line.back() == '\r') {
+    line.pop_back();
+  }
+  m_start = end + 1;
+  return true;
+}
+
+std::string LineBuffer::rest() {
+  std::string out = m_data.substr(m_start);
+  m_data.clear();
+  m_start = 0;
+  m_scanned = 0;
+  return out;
+}
+
+Message read_message(std::string_view line, long id) {
+  using json = nlohmann::json;
+  Message out;
+  if (line.empty()) {
+    return out;
+  }
+  // A message nested past what the ledger keeps is refused while it is parsed: the value is never
+  // built, so nothing later walks a hundred thousand levels.
+  struct TooDeep {};
+  constexpr int k_max_message_depth = json_limits::k_max_value_depth + 8;
+  json message;
+  try {
+    message = json::parse(
+        line,
+        [](int depth, json::parse_event_t, json&) {
+          if (depth > k_max_message_depth) {
+            throw TooDeep{};
+          }
+          return true;
+        },
+        false);
+  } catch (const TooDeep&) {
+    out.type = Message::Type::malformed;
+    out.message = fmt::format("a line nested deeper than {} levels", k_max_message_depth);
+    return out;
+  }
+  if (message.is_discarded() || !message.is_object()) {
+    out.type = Message::Type::malformed;
+    out.message = "a line that is not a JSON object";
+    return out;
+  }
+  if (!message.contains("id") || message["id"].is_null()) {
+    const json& params = message.contains("params") ? message["params"] : json();
+    const json* method = message.contains("method") ? &message["method"] : nullptr;
+    if (method && *method == "output" && params.is_object() && params.contains("id") &&
+        params["id"].is_number_integer() && params["id"].get<long>() == id) {
+      out.type = Message::Type::output;
+      out.value = params;
+    }
+    return out;
+  }
+  if (!message["id"].is_number_integer() || message["id"].get<long>() != id) {
+    return out;
+  }
+  if (message.contains("error")) {
+    const json& error = message["error"];
+    out.type = Message::Type::error;
+    out.message = error.is_object() && error.contains("message") && error["message"].is_string()
+                      ? error["message"].get<std::string>()
+                      : error.dump(-1, ' ', false, json::error_handler_t::replace);
+    const json data = error.is_object() && error.contains("data") ? error["data"] : json();
+    if (data.is_object() && data.contains("kind") && data["kind"].is_string()) {
+      out.kind = kind_of(data["kind"].get<std::string>());
+    }
+    if (data.is_object() && data.contains("pointer") && data["pointer"].is_string()) {
+      out.pointer = data["pointer"].get<std::string>();
+    }
+    if (error.is_object() && error.contains("code") && error["code"] == k_method_not_found) {
+      out.kind = DriverError::Kind::unsupported;
+    }
+    return out;
+  }
+  if (!message.contains("result")) {
+    out.type = Message::Type::malformed;
+    out.message = "a response with neither result nor error";
+    return out;
+  }
+  out.type = Message::Type::result;
+  out.value = std::move(message["result"]);
+  return out;
+}
+
+bool write_line(int fd, const nlohmann::json& message) {
+  std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += '\n';
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    ssize_t n = ::write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+} // namespace sandboxer::protocol

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include <sandboxer/driver.hpp>
+#include <sandboxer/error.hpp>
+
+// The driver protocol, version 1 (docs/driver-protocol.md): what both ends agree on. sandboxer's
+// client (core/external/) and the SDK's server (sdk/) share it, so the two cannot drift.
+namespace sandboxer::protocol {
+
+inline constexpr int k_version = 1;
+// JSON-RPC 2.0's own codes that the protocol uses.
+inline constexpr int k_parse_error = -32700;
+inline constexpr int k_invalid_request = -32600;
+inline constexpr int k_method_not_found = -32601;
+inline constexpr int k_invalid_params = -32602;
+// Every error of a driver's own: the kind is in `data.kind`.
+inline constexpr int k_driver_error = -32000;
+// A line longer than this is a broken driver, not a message.
+inline constexpr size_t k_max_line = 64u << 20;
+
+// The error kinds of the protocol ("not_found", "invalid_spec", "backend", "unavailable",
+// "unsupported", and "refused", "timeout", "auth", "conflict") and sandboxer's DriverError kinds.
+std::string kind_name(DriverError::Kind kind);
+// An unknown name is "backend": a newer driver's kind still fails the call.
+DriverError::Kind kind_of(std::string_view name);
+
+// A JSON-RPC error object for `error`: {code, message, data: {kind[, pointer]}}.
+nlohmann::json error_object(DriverError::Kind kind, const std::string& message,
+                            const std::string& pointer = "");
+
+nlohmann::json capabilities_json(const Capabilities& caps);
+Capabilities capabilities_of(const nlohmann::json& caps);
+
+// Splits a byte stream into lines: feed() what a read returned, then take whole lines out.
+class LineBuffer {
+public:
+  // Throws std::length_error when a line grows past k_max_line.
+  void feed(std::string_view bytes);
+  // The next whole line, without its '\n', or false.
+  bool next(std::string& line);
+  // What is left after the stream ended (a last line without '\n').
+  std::string rest();
+
+private:
+  // Whether a '\n' lies past what was searched already; remembers how far it searched.
+  bool has_newline();
+
+  std::string m_data;
+  size_t m_start = 0;   // where the next line begins
+  size_t m_scanned = 0; // no '\n' in [m_start, m_scanned)
+};
+
+// One line a driver wrote on stdout, read by sandboxer as the answer to request `id`.
+struct Message {
+  enum class Type {
+    ignored,  // an empty line, a notification of no interest, a response to another id
+    output,   // an `output` notification of request `id`: `params` holds it
+    result,   // the response's `result`, in `value`
+    error,    // the response's error: kind, message and pointer filled in
+    malformed // not JSON-RPC: `message` says what is wrong
+  };
+  Type type = Type::ignored;
+  nlohmann::json value;
+  DriverError::Kind kind = DriverError::Kind::error;
+  std::string message;
+  std::string pointer;
+};
+// Never throws: a driver may write anything.
+Message read_message(std::string_view line, long id);
+
+// Writes `message` and a '\n' to `fd` in full (blocking). Returns false when the reader is gone.
+bool write_line(int fd, const nlohmann::json& message);
+
+} // namespace sandboxer::protocol
