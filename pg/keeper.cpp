@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <poll.h>
 #include <random>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +24,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/proc.hpp>
 
 #include "core/sha256.hpp"
 #include "pg/keeper_wire.hpp"
@@ -314,18 +315,8 @@ std::optional<std::string> salt_of(const std::filesystem::path& dir, bool make) 
 
 // The environment a keeper starts with: the command's, with the ledger's URI given as
 // $SANDBOXER_LEDGER rather than in its arguments (which `ps` shows every user).
-std::vector<std::string> keeper_environment(const std::string& url) {
-  std::vector<std::string> entries;
-  for (char** entry = environ; entry && *entry; ++entry) {
-    if (std::strncmp(*entry, "SANDBOXER_LEDGER=", 17) != 0 &&
-        std::strncmp(*entry, k_started_keeper_variable, std::strlen(k_started_keeper_variable)) !=
-            0) {
-      entries.emplace_back(*entry);
-    }
-  }
-  entries.push_back("SANDBOXER_LEDGER=" + url);
-  entries.push_back(std::string(k_started_keeper_variable) + "=1");
-  return entries;
+std::map<std::string, std::string> keeper_environment(const std::string& url) {
+  return {{"SANDBOXER_LEDGER", url}, {k_started_keeper_variable, "1"}};
 }
 
 // A file that says a keeper is being started at `socket`: made by the command that starts it,
@@ -353,15 +344,6 @@ bool claim_start(const std::filesystem::path& socket) {
     ::unlink(marker.c_str());
   }
   return false;
-}
-
-std::vector<char*> pointers_to(std::vector<std::string>& words) {
-  std::vector<char*> pointers;
-  for (auto& word : words) {
-    pointers.push_back(word.data());
-  }
-  pointers.push_back(nullptr);
-  return pointers;
 }
 
 } // namespace
@@ -518,37 +500,20 @@ void start_keeper(const std::filesystem::path& state_dir, const std::filesystem:
     std::error_code ignored;
     const auto absolute = std::filesystem::absolute(state_dir, ignored);
     const std::string log_path = (absolute / "ledger-keeper" / "keeper.log").string();
-    std::vector<std::string> words = {"sandboxer",
-                                      "--state-dir",
-                                      absolute.string(),
-                                      "ledger",
-                                      "keep",
-                                      "--idle",
-                                      fmt::format("{}s", idle.count())};
-    std::vector<std::string> environment = keeper_environment(url);
-    auto argv = pointers_to(words);
-    auto envp = pointers_to(environment);
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attributes;
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawnattr_init(&attributes);
-    // Its own session, so that a Ctrl-C meant for this command leaves it be; no descriptor of
-    // ours (a CI runner's pipe would wait for it).
-    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
-    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
-                                       O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-    ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    ::posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-    pid_t pid = 0;
-    const int failed =
-        ::posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), envp.data());
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attributes);
-    if (failed != 0) {
+    proc::Command keeper;
+    keeper.argv = {"sandboxer",
+                   "--state-dir",
+                   absolute.string(),
+                   "ledger",
+                   "keep",
+                   "--idle",
+                   fmt::format("{}s", idle.count())};
+    keeper.env_set = keeper_environment(url);
+    try {
+      proc::start_detached(keeper, log_path, std::filesystem::path("/proc/self/exe"));
+    } catch (const Error& e) {
       ::unlink(start_marker(socket).c_str());
-      spdlog::debug("ledger {}: could not start a connection keeper: {}", url,
-                    std::strerror(failed));
+      spdlog::debug("ledger {}: could not start a connection keeper: {}", url, e.what());
     }
   });
 }

@@ -188,6 +188,44 @@ pid_t spawn(const Command& command, Spawner& spawner) {
   return pid;
 }
 
+} // namespace
+
+int start_detached(const Command& command, const std::filesystem::path& output,
+                   const std::optional<std::filesystem::path>& program) {
+  Spawner spawner(false);
+  short flags = 0;
+  check_spawn(posix_spawnattr_getflags(&spawner.m_attr, &flags), "flags");
+  check_spawn(posix_spawnattr_setflags(&spawner.m_attr, flags | POSIX_SPAWN_SETSID), "session");
+  auto* actions = &spawner.m_actions;
+  check_spawn(posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0),
+              "stdin");
+  check_spawn(posix_spawn_file_actions_addopen(actions, STDOUT_FILENO, output.c_str(),
+                                               O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600),
+              "stdout");
+  check_spawn(posix_spawn_file_actions_adddup2(actions, STDOUT_FILENO, STDERR_FILENO), "stderr");
+  check_spawn(posix_spawn_file_actions_addclosefrom_np(actions, STDERR_FILENO + 1), "descriptors");
+  if (!program) {
+    return spawn(command, spawner);
+  }
+  if (command.cwd) {
+    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
+  }
+  std::vector<std::string> argv_strings = command.argv;
+  std::vector<std::string> env_strings = build_environment(command);
+  auto argv = as_pointers(argv_strings);
+  auto envp = as_pointers(env_strings);
+  pid_t pid = -1;
+  if (int rc =
+          posix_spawn(&pid, program->c_str(), actions, &spawner.m_attr, argv.data(), envp.data());
+      rc != 0) {
+    throw Error(ExitCode::runtime,
+                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
+  }
+  return pid;
+}
+
+namespace {
+
 using clock = std::chrono::steady_clock;
 
 // After a SIGTERM, the time a program gets before SIGKILL.

@@ -50,6 +50,16 @@ struct Result {
 // only joins its words with spaces.
 std::string shell_words(const std::vector<std::string>& argv);
 
+// Starts `command` (argv, env_set, clear_env, cwd) left to run on its own, for a service that a
+// command starts for later ones: a session of its own (a Ctrl-C meant for sandboxer leaves it be),
+// stdin from /dev/null, stdout and stderr appended to `output` (created 0600, never through a
+// symbolic link), and no other descriptor of sandboxer's (a CI runner's pipe would wait for it).
+// Not waited for: returns its pid. With `program`, that file is run and argv[0] only names it
+// (/proc/self/exe runs sandboxer itself). Throws sandboxer::Error naming argv[0] when it cannot
+// be started.
+int start_detached(const Command& command, const std::filesystem::path& output,
+                   const std::optional<std::filesystem::path>& program = std::nullopt);
+
 // Runs `command` with posix_spawnp and waits for it. Throws sandboxer::Error when the program
 // cannot be started (not found, not executable), naming argv[0].
 Result run(const Command& command);

@@ -1,7 +1,12 @@
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
@@ -33,6 +38,35 @@ TEST(Proc, TerminalGivesTheProgramATerminalAndOneStream) {
   EXPECT_EQ(result.status(), 5);
   command.terminal = false;
   EXPECT_EQ(proc::run(command).out, "");
+}
+
+// A service a command starts for later ones (the PostgreSQL ledger's keeper): a session of its
+// own, its output appended to a file, no descriptor of ours, not waited for.
+TEST(Proc, StartDetachedRunsInItsOwnSessionWithItsOutputInAFile) {
+  testing::TempDir dir;
+  const auto output = dir / "service.log";
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0); // not close-on-exec: a leak would show in /proc/self/fd
+  proc::Command command;
+  command.argv = {"service", "-c",
+                  "echo pid $$; echo sid $(cut -d' ' -f6 /proc/$$/stat); ls /proc/$$/fd | "
+                  "tr '\\n' ' ' >&2; echo"};
+  command.env_set = {{"GREETING", "hi"}};
+  const int pid = proc::start_detached(command, output, std::filesystem::path("/bin/sh"));
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  std::string text;
+  for (int i = 0; i < 100 && std::count(text.begin(), text.end(), '\n') < 3; ++i) {
+    usleep(50'000);
+    std::ifstream in(output);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_NE(text.find(fmt::format("pid {}\nsid {}\n", pid, pid)), std::string::npos) << text;
+  EXPECT_NE(text.find("0 1 2 "), std::string::npos) << text;
+  EXPECT_EQ(text.find(fmt::format(" {} ", pipe_fds[1])), std::string::npos) << text;
+  EXPECT_EQ(std::filesystem::status(output).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  waitpid(pid, nullptr, 0);
 }
 
 TEST(Proc, ArgumentsAreNotInterpretedByAShell) {
