@@ -8,6 +8,7 @@
 #if SANDBOXER_LEDGER_PG
 #include "pg/pg_store.hpp"
 #endif
+#include "core/errors.hpp"
 #include "core/owner.hpp"
 #include "core/secrets/secrets.hpp"
 

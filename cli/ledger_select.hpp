@@ -35,6 +35,7 @@ bool url_has_password(const std::string& url);
 
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/ledger_store.hpp"
 
 namespace sandboxer::ledger {

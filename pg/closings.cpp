@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/errors.hpp"
 #include "core/ledger/journal.hpp"
 #include "core/ledger/journal_chain.hpp"
 #include "core/sha256.hpp"

@@ -7,6 +7,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "core/errors.hpp"
 #include "core/ledger/chain.hpp"
 #include "core/ledger/codec.hpp"
 #include "core/ledger/document.hpp"

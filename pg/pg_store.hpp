@@ -12,6 +12,7 @@
 
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/ledger_store.hpp"
 #include "pg/connection.hpp"
 #include "pg/pg_outbox.hpp"

@@ -7,6 +7,8 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
 
+#include "sdk/testing.hpp"
+
 namespace sandboxer {
 namespace {
 

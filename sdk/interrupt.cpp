@@ -10,6 +10,8 @@
 
 #include <sandboxer/interrupt.hpp>
 
+#include "sdk/testing.hpp"
+
 namespace sandboxer::interrupt {
 namespace {
 

@@ -9,6 +9,7 @@
 
 #include "cli/ledger_select.hpp"
 #include "cli/registry.hpp"
+#include "core/errors.hpp"
 #include "core/owner.hpp"
 #include "core/profile/profile.hpp"
 

@@ -11,6 +11,7 @@
 
 #include "cli/commands/output.hpp"
 #include "cli/ledger_select.hpp"
+#include "core/errors.hpp"
 #include "core/events/events.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/lifecycle/lifecycle.hpp"

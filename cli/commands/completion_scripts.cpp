@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -4,6 +4,7 @@
 #include <sandboxer/log.hpp>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 #include "core/profile/profile.hpp"
 
 namespace sandboxer::commands {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

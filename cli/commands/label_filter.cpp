@@ -5,6 +5,8 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
+
 namespace sandboxer::commands {
 
 LabelFilter parse_label_filter(const std::vector<std::string>& items) {

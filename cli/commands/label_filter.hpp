@@ -7,6 +7,8 @@
 
 #include <sandboxer/driver.hpp>
 
+#include "core/errors.hpp"
+
 namespace sandboxer::commands {
 
 // `--label KEY=VALUE` (that value) or `--label KEY` (any value), repeatable; a record matches when

@@ -5,6 +5,7 @@
 #include "cli/commands/commands.hpp"
 #include "cli/commands/ledger_move.hpp"
 #if SANDBOXER_LEDGER_PG
+#include "core/errors.hpp"
 #include "pg/kept_connection.hpp"
 #include "pg/pg_store.hpp"
 #endif

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 #include "core/ledger/chain.hpp"
 #include "core/ledger/document.hpp"
 #include "sdk/files.hpp"

@@ -6,6 +6,7 @@
 
 #include "cli/commands/commands.hpp"
 #include "cli/commands/label_filter.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

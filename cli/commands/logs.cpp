@@ -6,6 +6,7 @@
 #include <sandboxer/duration.hpp>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

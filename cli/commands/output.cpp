@@ -7,6 +7,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/names.hpp"
 
 namespace sandboxer::commands {

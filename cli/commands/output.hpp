@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/public_json.hpp"
 

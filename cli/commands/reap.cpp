@@ -11,6 +11,7 @@
 #include <sandboxer/lock_file.hpp>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 #include "core/owner.hpp"
 #include "core/profile/profile.hpp"
 #include "core/secrets/secrets.hpp"

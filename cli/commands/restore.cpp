@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

@@ -25,6 +25,7 @@
 #include "cli/commands/commands.hpp"
 #include "cli/commands/complete.hpp"
 #include "core/profile/profile.hpp"
+#include "sdk/testing.hpp"
 
 using namespace sandboxer;
 

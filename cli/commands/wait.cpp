@@ -9,6 +9,7 @@
 #include <sandboxer/interrupt.hpp>
 
 #include "cli/commands/commands.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::commands {
 namespace {

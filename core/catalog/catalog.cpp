@@ -7,6 +7,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/external/external_driver.hpp"
 #include "core/owner.hpp"
 #include "core/profile/profile.hpp"

@@ -9,6 +9,8 @@
 
 #include <sandboxer/driver.hpp>
 
+#include "core/errors.hpp"
+
 namespace sandboxer {
 
 struct Profile;

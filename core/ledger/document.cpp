@@ -8,6 +8,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/fields.hpp"
 
 namespace sandboxer::ledger_format {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "core/ledger/codec.hpp"
 #include "core/ledger/ledger_store.hpp"
 

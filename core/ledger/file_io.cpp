@@ -10,6 +10,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "sdk/file_descriptor.hpp"
 #include "sdk/files.hpp"
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/errors.hpp"
+
 namespace sandboxer::ledger_files {
 
 std::string errno_text();

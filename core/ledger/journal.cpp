@@ -8,6 +8,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/file_io.hpp"
 #include "core/sha256.hpp"
 #include "sdk/file_descriptor.hpp"

@@ -9,6 +9,7 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/ledger_store.hpp"
 #include "core/ledger/record.hpp"
 

@@ -12,6 +12,7 @@
 
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/record.hpp"
 
 // The ledger's storage, behind one small interface: the local files (core/ledger/local_store.cpp,

@@ -12,6 +12,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/chain.hpp"
 #include "core/ledger/file_io.hpp"
 #include "core/ledger/journal_chain.hpp"

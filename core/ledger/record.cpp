@@ -8,6 +8,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/document.hpp"
 #include "core/ledger/ledger_store.hpp"
 

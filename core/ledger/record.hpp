@@ -11,6 +11,7 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/owner.hpp"
 
 // What the ledger keeps about one sandbox (docs/ledger-format.md). The fields are listed once, in

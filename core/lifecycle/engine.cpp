@@ -2,6 +2,7 @@
 // This file holds what every verb uses: opening a driver where the sandbox lives, committing to
 // the ledger, recording outcomes. The verbs are in engine_create, engine_destroy,
 // engine_snapshot and engine_running.
+#include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
 
 namespace sandboxer {

@@ -1,4 +1,5 @@
 // Creating a sandbox: intent, the driver's create, outcome; undoing what a failed create left.
+#include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
 
 namespace sandboxer {

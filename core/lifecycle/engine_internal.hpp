@@ -12,6 +12,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
+#include "core/errors.hpp"
 #include "core/lifecycle/checked_driver.hpp"
 #include "core/lifecycle/lifecycle.hpp"
 #include "core/lifecycle/location.hpp"

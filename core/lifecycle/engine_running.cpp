@@ -1,5 +1,6 @@
 // What is done with a running sandbox: extend its deadline, exec in it, ask its status, read its
 // logs.
+#include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
 
 namespace sandboxer {

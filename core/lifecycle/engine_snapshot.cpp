@@ -1,5 +1,6 @@
 // Snapshots: taking one, keeping the profile's number of them, restoring (as a new sandbox or in
 // place) and deleting.
+#include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
 
 namespace sandboxer {

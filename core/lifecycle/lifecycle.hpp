@@ -10,6 +10,7 @@
 #include <sandboxer/error.hpp>
 
 #include "core/catalog/catalog.hpp"
+#include "core/errors.hpp"
 #include "core/events/hook.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/lifecycle/retry.hpp"

@@ -4,6 +4,8 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
+
 namespace sandboxer::lifecycle_rules {
 
 // now + a duration of the creation policy ("ttl", "ttl_max"), or nullopt when there is none.

@@ -9,6 +9,7 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/record.hpp"
 #include "core/profile/profile.hpp"
 

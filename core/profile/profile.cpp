@@ -14,6 +14,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/names.hpp"
 #include "core/owner.hpp"
 #include "core/profile/internal.hpp"

@@ -11,6 +11,8 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
+
 namespace sandboxer {
 
 // Where a secret's value comes from. Profiles hold references only, never values.

@@ -4,6 +4,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/reap/internal.hpp"
 #include "core/reap/reap.hpp"
 

@@ -10,6 +10,7 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/duration.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/lifecycle/lifecycle.hpp"
 #include "core/profile/profile.hpp"

@@ -13,6 +13,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
+#include "core/errors.hpp"
 #include "core/owner.hpp"
 #include "core/reap/internal.hpp"
 

@@ -6,6 +6,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/external/external_driver.hpp"
 
 namespace sandboxer::schemas {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/catalog/catalog.hpp"
+#include "core/errors.hpp"
 
 // The published JSON Schemas (schemas/ in the source tree, embedded at build time).
 namespace sandboxer::schemas {

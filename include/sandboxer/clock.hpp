@@ -19,12 +19,6 @@ public:
 // The system's UTC clock, truncated to whole seconds.
 const Clock& system_clock();
 
-// From now on, system_clock() reads SANDBOXER_FAKE_NOW (an RFC 3339 time) when it is set, so
-// end-to-end tests of expiry run at a chosen instant. Only test builds call this (the
-// sandboxer-testclock executable and the unit tests): the installed `sandboxer` never does, so an
-// environment variable cannot make it reap what has not expired.
-void allow_fake_now();
-
 // "2026-12-02T11:51:32Z". Throws Error (runtime) for a time outside the years 0000-9999, which
 // RFC 3339 cannot write and parse_time would refuse: no commit can store what no read accepts.
 std::string format_time(TimePoint t);

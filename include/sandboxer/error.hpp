@@ -37,40 +37,10 @@ private:
   ExitCode m_code;
 };
 
-// A bad command line. `main` adds "Try 'sandboxer <cmd> --help'".
-class UsageError : public Error {
-public:
-  explicit UsageError(const std::string& message) : Error(ExitCode::usage, message) {}
-};
-
-// An invalid profile; the message starts with "file:line:col: ".
-class ProfileError : public Error {
-public:
-  explicit ProfileError(const std::string& message) : Error(ExitCode::usage, message) {}
-};
-
-// A missing sandbox, snapshot or profile.
-class NotFoundError : public Error {
-public:
-  explicit NotFoundError(const std::string& message) : Error(ExitCode::not_found, message) {}
-};
-
-// The ledger cannot be read or written (corrupt, unreadable, newer schema, ...).
-class LedgerError : public Error {
-public:
-  explicit LedgerError(const std::string& message) : Error(ExitCode::runtime, message) {}
-};
-
 // A lock (ledger or reaper) was not acquired within its bounded wait.
 class LockTimeoutError : public Error {
 public:
   explicit LockTimeoutError(const std::string& message) : Error(ExitCode::lock_timeout, message) {}
-};
-
-// A request refused by policy: a TTL beyond the cap, a reap beyond --max-destroy, ...
-class PolicyError : public Error {
-public:
-  explicit PolicyError(const std::string& message) : Error(ExitCode::policy, message) {}
 };
 
 // What a driver reports when its backend fails. `kind` lets the core decide (a not_found on destroy

@@ -40,11 +40,6 @@ public:
   Shield& operator=(const Shield&) = delete;
 };
 
-// For tests: forget the signals received so far.
-void reset_for_tests();
-// For tests: act as if `signal` had arrived.
-void simulate(int signal);
-
 } // namespace sandboxer::interrupt
 
 namespace sandboxer {

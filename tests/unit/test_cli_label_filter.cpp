@@ -5,6 +5,7 @@
 #include <sandboxer/error.hpp>
 
 #include "cli/commands/label_filter.hpp"
+#include "core/errors.hpp"
 #include "core/events/events.hpp"
 
 namespace sandboxer::commands {

@@ -2,6 +2,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/profile/profile.hpp"
 #include "support/catalog.hpp"
 #include "support/temp_dir.hpp"

@@ -8,6 +8,7 @@
 #include <sandboxer/proc.hpp>
 
 #include "core/lifecycle/lifecycle.hpp"
+#include "sdk/testing.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
 #include "support/recording_hook.hpp"

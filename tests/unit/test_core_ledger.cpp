@@ -20,9 +20,11 @@
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/ledger/chain.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/owner.hpp"
+#include "sdk/testing.hpp"
 #include "support/temp_dir.hpp"
 
 namespace sandboxer {

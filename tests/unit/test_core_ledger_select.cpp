@@ -3,6 +3,7 @@
 #include <sandboxer/error.hpp>
 
 #include "cli/ledger_select.hpp"
+#include "core/errors.hpp"
 
 namespace sandboxer::ledger {
 namespace {

@@ -3,6 +3,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/events/events.hpp"
 #include "core/lifecycle/lifecycle.hpp"
 #include "support/catalog.hpp"

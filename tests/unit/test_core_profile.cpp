@@ -7,6 +7,7 @@
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/profile/profile.hpp"
 #include "core/schemas/schemas.hpp"
 #include "support/catalog.hpp"

@@ -6,6 +6,7 @@
 
 #include <sandboxer/error.hpp>
 
+#include "core/errors.hpp"
 #include "core/events/events.hpp"
 #include "core/owner.hpp"
 #include "core/reap/reap.hpp"
