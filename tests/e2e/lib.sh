@@ -24,13 +24,18 @@ mkdir -p "$PROFILES"
 # A connection keeper that a test's last command started (docs/fleet.md) may be coming up in a
 # state dir while it goes: removed again a second later, its place stays gone and it leaves.
 remove_work() { rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }; }
-trap remove_work EXIT
-# at_exit CMD: runs CMD when the test exits (last added first), before $WORK goes.
+# on_exit: the at_exit commands, then $WORK goes; in the test's own shell only. A subshell that
+# the test kills may run the EXIT trap it inherited as it dies (bash catches the terminating
+# signals once an EXIT trap is set); it must not stop the test's servers or remove $WORK.
 AT_EXIT=""
-at_exit() {
-  AT_EXIT="$1; $AT_EXIT"
-  trap "$AT_EXIT"' remove_work' EXIT
+on_exit() {
+  [ "$BASHPID" = "$$" ] || return 0
+  eval "$AT_EXIT"
+  remove_work
 }
+trap on_exit EXIT
+# at_exit CMD: runs CMD when the test exits (last added first), before $WORK goes.
+at_exit() { AT_EXIT="$1; $AT_EXIT"; }
 
 # sbx ARGS...: the binary with this test's state and profiles.
 sbx() { "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" "$@"; }
