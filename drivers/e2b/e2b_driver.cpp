@@ -470,7 +470,7 @@ private:
   const Clock& m_clock;
 };
 
-class E2bFactory : public DriverFactory {
+class E2bFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "e2b"; }
   std::string_view doc() const override {
@@ -484,13 +484,12 @@ public:
             .exec_user = true,
             .logs = true};
   }
-  json parse_spec(const json& section) const override { return to_json(e2b::parse_spec(section)); }
   json location(const json& spec, const DriverContext&) const override {
-    Endpoints endpoints = resolve_endpoints(e2b::parse_spec(spec));
+    Endpoints endpoints = resolve_endpoints(bind(spec));
     return {{"api_url", endpoints.api_url}, {"domain", endpoints.domain}};
   }
   std::unique_ptr<Driver> open(const json& spec_json, const DriverContext& context) const override {
-    Spec spec = e2b::parse_spec(spec_json);
+    Spec spec = bind(spec_json);
     auto key = context.secrets.find("api_key");
     if (key == context.secrets.end()) {
       throw DriverError(Kind::invalid_spec,
@@ -509,6 +508,9 @@ public:
     return std::make_unique<E2bDriver>(std::move(spec), std::move(endpoints), key->second,
                                        context.clock ? *context.clock : system_clock());
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return e2b::spec_table(); }
 };
 
 } // namespace

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <sandboxer/spec_table.hpp>
+
 namespace sandboxer::drivers::e2b {
 
 // The profile's `e2b:` section, validated. See docs/drivers/e2b.md.
@@ -26,6 +28,8 @@ struct Spec {
   int retries = 4; // extra attempts of an idempotent call, and of any call refused with 429
 };
 
+// The fields of an `e2b:` section: reading, the stored form and the schema.
+const spec::Table<Spec>& spec_table();
 // Binds and checks an `e2b:` section; throws SpecError with the JSON pointer of the bad value.
 Spec parse_spec(const nlohmann::json& section);
 // The normalized form stored in the ledger; parse_spec(to_json(s)) == s.
