@@ -168,8 +168,10 @@ void set_nonblocking(int fd) {
 }
 
 // Adds `command`'s cwd to the spawner's actions (its fds are set by the caller) and starts it
-// with its argv and environment. Throws naming argv[0] when it cannot be started.
-pid_t spawn(const Command& command, Spawner& spawner) {
+// with its argv and environment: argv[0] looked up on PATH, or `program` when given (a file that
+// argv[0] only names). Throws naming argv[0] when it cannot be started.
+pid_t spawn(const Command& command, Spawner& spawner,
+            const std::optional<std::filesystem::path>& program = std::nullopt) {
   if (command.cwd) {
     check_spawn(posix_spawn_file_actions_addchdir_np(&spawner.m_actions, command.cwd->c_str()),
                 "cwd");
@@ -179,9 +181,11 @@ pid_t spawn(const Command& command, Spawner& spawner) {
   auto argv = as_pointers(argv_strings);
   auto envp = as_pointers(env_strings);
   pid_t pid = -1;
-  if (int rc = posix_spawnp(&pid, argv[0], &spawner.m_actions, &spawner.m_attr, argv.data(),
-                            envp.data());
-      rc != 0) {
+  int rc = program ? posix_spawn(&pid, program->c_str(), &spawner.m_actions, &spawner.m_attr,
+                                 argv.data(), envp.data())
+                   : posix_spawnp(&pid, argv[0], &spawner.m_actions, &spawner.m_attr, argv.data(),
+                                  envp.data());
+  if (rc != 0) {
     throw Error(ExitCode::runtime,
                 fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
   }
@@ -204,24 +208,7 @@ int start_detached(const Command& command, const std::filesystem::path& output,
               "stdout");
   check_spawn(posix_spawn_file_actions_adddup2(actions, STDOUT_FILENO, STDERR_FILENO), "stderr");
   check_spawn(posix_spawn_file_actions_addclosefrom_np(actions, STDERR_FILENO + 1), "descriptors");
-  if (!program) {
-    return spawn(command, spawner);
-  }
-  if (command.cwd) {
-    check_spawn(posix_spawn_file_actions_addchdir_np(actions, command.cwd->c_str()), "cwd");
-  }
-  std::vector<std::string> argv_strings = command.argv;
-  std::vector<std::string> env_strings = build_environment(command);
-  auto argv = as_pointers(argv_strings);
-  auto envp = as_pointers(env_strings);
-  pid_t pid = -1;
-  if (int rc =
-          posix_spawn(&pid, program->c_str(), actions, &spawner.m_attr, argv.data(), envp.data());
-      rc != 0) {
-    throw Error(ExitCode::runtime,
-                fmt::format("cannot run '{}': {}", command.argv[0], strerror(rc)));
-  }
-  return pid;
+  return spawn(command, spawner, program);
 }
 
 namespace {

@@ -105,19 +105,14 @@ ExitCode run_keep(Context& context, const std::string& idle_text) {
     throw UsageError(fmt::format("--idle: invalid duration \"{}\" (use 0, 60s, 10m)", idle_text));
   }
 #if SANDBOXER_LEDGER_PG
-  const auto* store = dynamic_cast<const ledger::pg::PgStore*>(&context.ledger().store());
-#else
-  const struct {
-    void keep_connections(Seconds) const {}
-  }* store = nullptr;
-#endif
-  if (store == nullptr) {
-    throw UsageError(fmt::format("ledger keep: the ledger in use is {}; only a PostgreSQL ledger "
-                                 "has connections to keep (give --ledger or $SANDBOXER_LEDGER)",
-                                 context.ledger().location()));
+  if (const auto* store = dynamic_cast<const ledger::pg::PgStore*>(&context.ledger().store())) {
+    store->keep_connections(*idle);
+    return ExitCode::ok;
   }
-  store->keep_connections(*idle);
-  return ExitCode::ok;
+#endif
+  throw UsageError(fmt::format("ledger keep: the ledger in use is {}; only a PostgreSQL ledger "
+                               "has connections to keep (give --ledger or $SANDBOXER_LEDGER)",
+                               context.ledger().location()));
 }
 
 } // namespace

@@ -735,7 +735,7 @@ private:
   std::mutex m_left_mutex;
 };
 
-class ComposeSshFactory : public DriverFactory {
+class ComposeSshFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "compose-ssh"; }
   std::string_view doc() const override {
@@ -748,18 +748,14 @@ public:
             .list_by_label = true,
             .restore_in_place = false,
             .exec_user = true,
-
             .logs = true};
   }
-  json parse_spec(const json& section) const override {
-    return to_json(compose_ssh::parse_spec(section));
-  }
-  json parse_profile_section(const json& section, const SpecOrigin& origin) const override {
-    return to_json(compose_ssh::parse_profile_section(section, origin));
-  }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
-    return std::make_unique<ComposeSshDriver>(compose_ssh::parse_spec(spec), context);
+    return std::make_unique<ComposeSshDriver>(bind(spec), context);
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return compose_ssh::spec_table(); }
 };
 
 } // namespace

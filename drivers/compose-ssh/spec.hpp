@@ -7,6 +7,7 @@
 #include <string>
 
 #include <sandboxer/driver.hpp>
+#include <sandboxer/spec_table.hpp>
 
 namespace sandboxer::drivers::compose_ssh {
 
@@ -32,6 +33,8 @@ struct Spec {
   std::chrono::seconds stop_timeout{10}; // destroy: SIGTERM to SIGKILL
 };
 
+// The fields of a `compose-ssh:` section: reading, the stored form and the schema.
+const spec::Table<Spec>& spec_table();
 // Binds a stored (normalized) section; a relative path resolves against the working directory.
 Spec parse_spec(const nlohmann::json& section);
 // Binds a section read from a profile: relative paths resolve with `origin`, and the local files

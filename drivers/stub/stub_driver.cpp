@@ -13,6 +13,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/proc.hpp>
+#include <sandboxer/spec_table.hpp>
 
 namespace sandboxer::drivers::stub {
 namespace fs = std::filesystem;
@@ -28,52 +29,76 @@ struct Spec {
   std::map<std::string, long> fail; // op -> the Nth call fails; 0 means every call
 };
 
-Spec bind(const nlohmann::json& section) {
-  check_keys(section, {"root", "latency", "fail"});
-  Spec spec;
-  if (section.contains("root")) {
-    if (!section["root"].is_string() || section["root"].get<std::string>().empty()) {
-      throw SpecError("/root", "expected a directory path");
-    }
-    spec.root = section["root"].get<std::string>();
+// A mapping of operation: value, each value read with `item`.
+template <class T>
+spec::Codec<std::map<std::string, T>> per_op(spec::Codec<T> item) {
+  nlohmann::json properties = nlohmann::json::object();
+  for (const auto& op : k_ops) {
+    properties[op] = item.schema;
   }
-  if (section.contains("latency")) {
-    check_keys(section["latency"], k_ops, "/latency");
-    for (const auto& [op, value] : section["latency"].items()) {
-      auto ms = value.is_string() ? parse_duration_ms(value.get<std::string>()) : std::nullopt;
-      if (!ms) {
-        throw SpecError("/latency/" + op, "invalid latency (use 250ms, 2s, 1m)");
-      }
-      spec.latency[op] = *ms;
-    }
-  }
-  if (section.contains("fail")) {
-    check_keys(section["fail"], k_ops, "/fail");
-    for (const auto& [op, value] : section["fail"].items()) {
-      if (value.is_string() && value.get<std::string>() == "always") {
-        spec.fail[op] = 0;
-      } else if (value.is_number_integer() && value.get<long>() >= 1) {
-        spec.fail[op] = value.get<long>();
-      } else {
-        throw SpecError("/fail/" + op, "expected a call number >= 1 or \"always\"");
-      }
-    }
-  }
-  return spec;
+  return {[item](const nlohmann::json& value, const spec::ReadContext& at) {
+            check_keys(value, k_ops, at.pointer);
+            std::map<std::string, T> out;
+            for (const auto& [op, op_value] : value.items()) {
+              out[op] = item.read(op_value, at.at(op));
+            }
+            return out;
+          },
+          [item](const std::map<std::string, T>& map) {
+            nlohmann::json out = nlohmann::json::object();
+            for (const auto& [op, op_value] : map) {
+              out[op] = item.write(op_value);
+            }
+            return out;
+          },
+          {{"type", "object"}, {"additionalProperties", false}, {"properties", properties}}};
 }
 
-nlohmann::json to_json(const Spec& spec) {
-  nlohmann::json j = nlohmann::json::object();
-  if (spec.root) {
-    j["root"] = *spec.root;
-  }
-  for (const auto& [op, ms] : spec.latency) {
-    j["latency"][op] = fmt::format("{}ms", ms.count());
-  }
-  for (const auto& [op, n] : spec.fail) {
-    j["fail"][op] = n == 0 ? nlohmann::json("always") : nlohmann::json(n);
-  }
-  return j;
+const spec::Codec<std::chrono::milliseconds> k_latency = {
+    [](const nlohmann::json& value, const spec::ReadContext& at) {
+      auto ms = value.is_string() ? parse_duration_ms(value.get<std::string>()) : std::nullopt;
+      if (!ms) {
+        throw SpecError(at.pointer, "invalid latency (use 250ms, 2s, 1m)");
+      }
+      return *ms;
+    },
+    [](const std::chrono::milliseconds& ms) { return nlohmann::json(fmt::format("{}ms", ms.count())); },
+    {{"$ref", "#/$defs/duration_ms"}}};
+
+const spec::Codec<long> k_failing_call = {
+    [](const nlohmann::json& value, const spec::ReadContext& at) {
+      if (value.is_string() && value.get<std::string>() == "always") {
+        return 0L;
+      }
+      if (value.is_number_integer() && value.get<long>() >= 1) {
+        return value.get<long>();
+      }
+      throw SpecError(at.pointer, "expected a call number >= 1 or \"always\"");
+    },
+    [](const long& n) { return n == 0 ? nlohmann::json("always") : nlohmann::json(n); },
+    {{"anyOf", {{{"const", "always"}}, {{"type", "integer"}, {"minimum", 1}}}}}};
+
+const spec::Table<Spec>& spec_table() {
+  static const spec::Table<Spec> table = [] {
+    spec::Table<Spec> t;
+    t.driver = "stub";
+    spec::Codec<std::string> root = {
+        [](const nlohmann::json& value, const spec::ReadContext& at) {
+          if (!value.is_string() || value.get<std::string>().empty()) {
+            throw SpecError(at.pointer, "expected a directory path");
+          }
+          return value.get<std::string>();
+        },
+        [](const std::string& path) { return nlohmann::json(path); },
+        {{"type", "string"}, {"minLength", 1}}};
+    t.fields = {
+        spec::field("root", &Spec::root, root),
+        spec::field("latency", &Spec::latency, per_op(k_latency), "", spec::Write::if_not_empty),
+        spec::field("fail", &Spec::fail, per_op(k_failing_call), "", spec::Write::if_not_empty),
+    };
+    return t;
+  }();
+  return table;
 }
 
 std::string read_text(const fs::path& path) {
@@ -420,7 +445,7 @@ private:
   fs::path m_root;
 };
 
-class StubFactory : public DriverFactory {
+class StubFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "stub"; }
   std::string_view doc() const override {
@@ -438,9 +463,6 @@ public:
             .restore_in_place = true,
             .logs = true};
   }
-  nlohmann::json parse_spec(const nlohmann::json& section) const override {
-    return to_json(bind(section));
-  }
   nlohmann::json location(const nlohmann::json& spec, const DriverContext& context) const override {
     Spec bound = bind(spec);
     return {{"root", (bound.root ? fs::path(*bound.root) : context.data_dir).string()}};
@@ -451,6 +473,9 @@ public:
     fs::path root = context.root_or(bound.root ? fs::path(*bound.root) : context.data_dir);
     return std::make_unique<StubDriver>(std::move(bound), root);
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return stub::spec_table(); }
 };
 
 } // namespace

@@ -45,6 +45,12 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # alive PID: the process runs (a zombie waiting for its reaper does not count).
 alive() { [ -e "/proc/$1" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
+# install_into PREFIX: `cmake --install` of the build under test into PREFIX; fails with its log.
+install_into() {
+  cmake --install "$(dirname "$SANDBOXER")" --prefix "$1" >"$WORK/install.log" 2>&1 ||
+    fail "cmake --install: $(cat "$WORK/install.log")"
+}
+
 # require_docker: skips the test (exit 125) unless a Docker Engine answers and has the image that
 # scripts/start-docker.sh builds.
 require_docker() {

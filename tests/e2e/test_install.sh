@@ -6,10 +6,8 @@ source "$(dirname "$0")/lib.sh"
 require_docker
 command -v cmake >/dev/null || skip "cmake is missing"
 
-BUILD_DIR=$(dirname "$SANDBOXER")
 PREFIX="$WORK/prefix"
-cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 ||
-  fail "cmake --install: $(cat "$WORK/install.log")"
+install_into "$PREFIX"
 [ -x "$PREFIX/bin/sandboxer" ] || fail "no binary installed"
 [ -f "$PREFIX/share/sandboxer/profiles/default.yaml" ] || fail "no default profile installed"
 [ -f "$PREFIX/share/sandboxer/profiles/compose/stack.yml" ] ||

@@ -9,8 +9,7 @@ command -v ninja >/dev/null || skip "ninja is missing"
 
 BUILD_DIR=$(dirname "$SANDBOXER")
 PREFIX="$WORK/prefix"
-cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$WORK/install.log" 2>&1 ||
-  fail "cmake --install: $(cat "$WORK/install.log")"
+install_into "$PREFIX"
 [ -f "$PREFIX/lib/cmake/sandboxer-sdk/sandboxer-sdk-config.cmake" ] || fail "no CMake package installed"
 [ -f "$PREFIX/lib/libsandboxer_sdk.a" ] || fail "no SDK library installed"
 [ -f "$PREFIX/include/sandboxer/driver.hpp" ] || fail "no SDK headers installed"
