@@ -25,10 +25,10 @@ if [ "$mode" != run-only ]; then
 fi
 
 # Weights: the parsers of what another party writes (a profile someone hands over, a journal on
-# a shared disk, an external driver's stdout, the guest agent's frames, the keeper's wire) get two
-# shares; the rest, whose input sandboxer mostly wrote itself, one.
-targets=(profile:2 journal:2 protocol:2 vm_agent:2 keeper_wire:2 json:1 ledger:1 duration_time:1
-  compose:1)
+# a shared disk, an external driver's stdout, the guest agent's frames, the keeper's wire, a tar
+# stream out of a sandbox) get two shares; the rest, whose input sandboxer mostly wrote itself, one.
+targets=(profile:2 journal:2 protocol:2 vm_agent:2 keeper_wire:2 tar:2 json:1 ledger:1
+  duration_time:1 compose:1)
 shares=0
 for t in "${targets[@]}"; do shares=$((shares + ${t#*:})); done
 
