@@ -16,6 +16,11 @@ public:
   }
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : m_fd(other.release()) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    reset(other.release());
+    return *this;
+  }
   int get() const { return m_fd; }
   int release() { return std::exchange(m_fd, -1); }
   void reset(int fd) {

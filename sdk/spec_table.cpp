@@ -1,5 +1,3 @@
-#include <sandboxer/spec_table.hpp>
-
 #include <fmt/format.h>
 #include <regex>
 
@@ -7,6 +5,7 @@
 #include <sandboxer/endpoint.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/spec_fields.hpp>
+#include <sandboxer/spec_table.hpp>
 
 namespace sandboxer::spec {
 namespace {
@@ -98,7 +97,8 @@ Codec<bool> boolean() {
             }
             return value.get<bool>();
           },
-          [](const bool& value) { return json(value); }, {{"type", "boolean"}}};
+          [](const bool& value) { return json(value); },
+          {{"type", "boolean"}}};
 }
 
 Codec<int> integer(int low, int high) {
@@ -109,20 +109,26 @@ Codec<int> integer(int low, int high) {
           {{"type", "integer"}, {"minimum", low}, {"maximum", high}}};
 }
 
-Codec<milliseconds> duration_ms() { return duration_codec(false, false); }
-Codec<milliseconds> duration_in_ms() { return duration_codec(false, true); }
-Codec<milliseconds> duration_ms_or_zero() { return duration_codec(true, false); }
+Codec<milliseconds> duration_ms() {
+  return duration_codec(false, false);
+}
+Codec<milliseconds> duration_in_ms() {
+  return duration_codec(false, true);
+}
+Codec<milliseconds> duration_ms_or_zero() {
+  return duration_codec(true, false);
+}
 
 Codec<std::chrono::seconds> seconds() {
-  return {[](const json& value, const ReadContext& at) {
-            auto parsed = value.is_string() ? parse_duration(value.get<std::string>()) : std::nullopt;
-            if (!parsed) {
-              throw SpecError(at.pointer, "invalid duration (use 30s, 2m)");
-            }
-            return *parsed;
-          },
-          [](const std::chrono::seconds& value) { return json(format_duration(value)); },
-          k_duration};
+  return {
+      [](const json& value, const ReadContext& at) {
+        auto parsed = value.is_string() ? parse_duration(value.get<std::string>()) : std::nullopt;
+        if (!parsed) {
+          throw SpecError(at.pointer, "invalid duration (use 30s, 2m)");
+        }
+        return *parsed;
+      },
+      [](const std::chrono::seconds& value) { return json(format_duration(value)); }, k_duration};
 }
 
 Codec<std::chrono::seconds> whole_seconds() {
@@ -133,9 +139,7 @@ Codec<std::chrono::seconds> whole_seconds() {
             }
             return std::chrono::duration_cast<std::chrono::seconds>(parsed);
           },
-          [](const std::chrono::seconds& value) {
-            return json(spec_fields::duration_text(value));
-          },
+          [](const std::chrono::seconds& value) { return json(spec_fields::duration_text(value)); },
           k_duration_ms};
 }
 
@@ -178,14 +182,14 @@ void check_section(const json& section, const std::vector<std::string>& keys,
 
 json schema(const std::string& driver, const std::vector<std::pair<std::string, json>>& properties,
             const std::vector<std::string>& required_keys, const json& extra, const json& defs) {
-  json out = {{"$schema", "https://json-schema.org/draft/2020-12/schema"},
-              {"$id", fmt::format("https://sandboxer.dev/schemas/drivers/{}.schema.json", driver)},
-              {"title", fmt::format("the {0} driver's profile section (docs/drivers/{0}.md)",
-                                    driver)},
-              {"type", "object"},
-              {"additionalProperties", false},
-              {"$defs", duration_defs()},
-              {"properties", json::object()}};
+  json out = {
+      {"$schema", "https://json-schema.org/draft/2020-12/schema"},
+      {"$id", fmt::format("https://sandboxer.dev/schemas/drivers/{}.schema.json", driver)},
+      {"title", fmt::format("the {0} driver's profile section (docs/drivers/{0}.md)", driver)},
+      {"type", "object"},
+      {"additionalProperties", false},
+      {"$defs", duration_defs()},
+      {"properties", json::object()}};
   out["$defs"].merge_patch(defs);
   for (const auto& [name, property] : properties) {
     out["properties"][name] = property;

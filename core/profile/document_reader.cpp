@@ -22,7 +22,8 @@ void DocumentReader::fail_at_key(const std::string& pointer, const std::string& 
   fail(where(pointer, true), message);
 }
 
-std::optional<std::string> DocumentReader::text_of(const json& value, const std::string& pointer) const {
+std::optional<std::string> DocumentReader::text_of(const json& value,
+                                                   const std::string& pointer) const {
   if (value.is_string()) {
     return value.get<std::string>();
   }

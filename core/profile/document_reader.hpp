@@ -43,8 +43,7 @@ public:
   Seconds duration_at(const std::string& pointer, const std::string& field) const;
 
   // `field` names it in errors: "secrets.NAME", "events[0].token".
-  SecretRef secret_ref(const std::string& field, const json& ref,
-                       const std::string& pointer) const;
+  SecretRef secret_ref(const std::string& field, const json& ref, const std::string& pointer) const;
 
 protected:
   const fs::path& m_file;

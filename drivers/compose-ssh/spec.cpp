@@ -18,9 +18,9 @@ const spec::Table<Spec>& spec_table() {
                     .described(name);
     auto user = spec::text_matching(R"(^[A-Za-z0-9_][A-Za-z0-9_.-]*$)", "expected a user name")
                     .described(name);
-    auto service = spec::text_matching(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)",
-                                       "expected a compose service name")
-                       .described(name);
+    auto service =
+        spec::text_matching(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)", "expected a compose service name")
+            .described(name);
     auto remote_path = spec::text().described(name).checked([](const auto& path, const auto& at) {
       if (path.find('\0') != std::string::npos) {
         throw SpecError(at.pointer, "expected a path");
@@ -68,12 +68,16 @@ const spec::Table<Spec>& spec_table() {
   return table;
 }
 
-Spec parse_spec(const json& section) { return spec::read(spec_table(), section); }
+Spec parse_spec(const json& section) {
+  return spec::read(spec_table(), section);
+}
 
 Spec parse_profile_section(const json& section, const SpecOrigin& origin) {
   return spec::read(spec_table(), section, origin);
 }
 
-json to_json(const Spec& spec) { return spec::write(spec_table(), spec); }
+json to_json(const Spec& spec) {
+  return spec::write(spec_table(), spec);
+}
 
 } // namespace sandboxer::drivers::compose_ssh

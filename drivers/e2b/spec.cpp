@@ -60,9 +60,13 @@ const spec::Table<Spec>& spec_table() {
   return table;
 }
 
-Spec parse_spec(const json& section) { return spec::read(spec_table(), section); }
+Spec parse_spec(const json& section) {
+  return spec::read(spec_table(), section);
+}
 
-json to_json(const Spec& spec) { return spec::write(spec_table(), spec); }
+json to_json(const Spec& spec) {
+  return spec::write(spec_table(), spec);
+}
 
 Endpoints resolve_endpoints(const Spec& spec) {
   Endpoints endpoints;

@@ -30,8 +30,7 @@ struct Spec {
 };
 
 // A mapping of operation: value, each value read with `item`.
-template <class T>
-spec::Codec<std::map<std::string, T>> per_op(spec::Codec<T> item) {
+template <class T> spec::Codec<std::map<std::string, T>> per_op(spec::Codec<T> item) {
   nlohmann::json properties = nlohmann::json::object();
   for (const auto& op : k_ops) {
     properties[op] = item.schema;
@@ -62,7 +61,9 @@ const spec::Codec<std::chrono::milliseconds> k_latency = {
       }
       return *ms;
     },
-    [](const std::chrono::milliseconds& ms) { return nlohmann::json(fmt::format("{}ms", ms.count())); },
+    [](const std::chrono::milliseconds& ms) {
+      return nlohmann::json(fmt::format("{}ms", ms.count()));
+    },
     {{"$ref", "#/$defs/duration_ms"}}};
 
 const spec::Codec<long> k_failing_call = {
@@ -82,15 +83,14 @@ const spec::Table<Spec>& spec_table() {
   static const spec::Table<Spec> table = [] {
     spec::Table<Spec> t;
     t.driver = "stub";
-    spec::Codec<std::string> root = {
-        [](const nlohmann::json& value, const spec::ReadContext& at) {
-          if (!value.is_string() || value.get<std::string>().empty()) {
-            throw SpecError(at.pointer, "expected a directory path");
-          }
-          return value.get<std::string>();
-        },
-        [](const std::string& path) { return nlohmann::json(path); },
-        {{"type", "string"}, {"minLength", 1}}};
+    spec::Codec<std::string> root = {[](const nlohmann::json& value, const spec::ReadContext& at) {
+                                       if (!value.is_string() || value.get<std::string>().empty()) {
+                                         throw SpecError(at.pointer, "expected a directory path");
+                                       }
+                                       return value.get<std::string>();
+                                     },
+                                     [](const std::string& path) { return nlohmann::json(path); },
+                                     {{"type", "string"}, {"minLength", 1}}};
     t.fields = {
         spec::field("root", &Spec::root, root),
         spec::field("latency", &Spec::latency, per_op(k_latency), "", spec::Write::if_not_empty),

@@ -26,12 +26,13 @@ struct ReadContext {
   std::string pointer;
   std::function<std::filesystem::path(const std::string& pointer)> directory_of;
   bool from_profile = false; // local files a profile names must exist; a stored spec's need not
-  ReadContext at(const std::string& key) const { return {pointer + "/" + key, directory_of, from_profile}; }
+  ReadContext at(const std::string& key) const {
+    return {pointer + "/" + key, directory_of, from_profile};
+  }
 };
 
 // How one value type is read, written and described.
-template <class T>
-struct Codec {
+template <class T> struct Codec {
   std::function<T(const json& value, const ReadContext& at)> read;
   std::function<json(const T& value)> write;
   json schema;
@@ -54,8 +55,8 @@ struct Codec {
 };
 
 // The codecs of the plain kinds. Each error names the pointer and what was expected.
-Codec<std::string> text();       // a non-empty string
-Codec<std::string> any_text();   // a string, empty allowed
+Codec<std::string> text();     // a non-empty string
+Codec<std::string> any_text(); // a string, empty allowed
 Codec<std::string> text_matching(const std::string& regex, std::string expected);
 Codec<std::vector<std::string>> strings();
 Codec<std::map<std::string, std::string>> string_map(); // numbers and booleans kept as text
@@ -67,7 +68,7 @@ Codec<std::chrono::milliseconds> duration_ms();
 Codec<std::chrono::milliseconds> duration_in_ms();
 // duration_ms where "0" (none at all) is a setting, not a missing timeout.
 Codec<std::chrono::milliseconds> duration_ms_or_zero();
-Codec<std::chrono::seconds> seconds(); // parse_duration's grammar, written by format_duration
+Codec<std::chrono::seconds> seconds();       // parse_duration's grammar, written by format_duration
 Codec<std::chrono::seconds> whole_seconds(); // a duration_ms that must be whole seconds
 // An http(s) endpoint, checked as checked_endpoint does; `credential` names what it would carry.
 Codec<std::string> endpoint(std::string key, std::string credential);
@@ -76,8 +77,7 @@ Codec<std::string> endpoint(std::string key, std::string credential);
 Codec<std::filesystem::path> local_path(bool must_exist);
 
 // One of a few names, each standing for a value.
-template <class E>
-Codec<E> one_of(std::vector<std::pair<std::string, E>> names) {
+template <class E> Codec<E> one_of(std::vector<std::pair<std::string, E>> names) {
   json listed = json::array();
   std::string expected;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -110,8 +110,7 @@ enum class Write {
   if_not_empty, // a list or a map, left out when empty
 };
 
-template <class Spec>
-struct Field {
+template <class Spec> struct Field {
   std::string name;
   std::function<void(Spec& spec, const json& value, const ReadContext& at)> read;
   std::function<void(const Spec& spec, json& section)> write;
@@ -163,22 +162,19 @@ Field<Spec> field(std::string name, std::optional<T> Spec::*member, Codec<T> cod
 }
 
 // The same field, required.
-template <class Spec>
-Field<Spec> required(Field<Spec> field) {
+template <class Spec> Field<Spec> required(Field<Spec> field) {
   field.required = true;
   return field;
 }
 
 // The same field with its schema replaced where the reader takes more than one codec says (a
 // number or its digits, a path kept as written).
-template <class Spec>
-Field<Spec> with_schema(Field<Spec> field, json schema) {
+template <class Spec> Field<Spec> with_schema(Field<Spec> field, json schema) {
   field.schema = std::move(schema);
   return field;
 }
 
-template <class Spec>
-struct Table {
+template <class Spec> struct Table {
   std::string driver; // its name: the schema's $id and title
   std::vector<Field<Spec>> fields;
   // What a section that is not a mapping gets told.
@@ -230,8 +226,7 @@ Spec read(const Table<Spec>& table, const json& section, const ReadContext& at) 
 }
 
 // A stored spec: relative paths resolve against the working directory, files need not exist.
-template <class Spec>
-Spec read(const Table<Spec>& table, const json& section) {
+template <class Spec> Spec read(const Table<Spec>& table, const json& section) {
   return read(table, section,
               ReadContext{"", [](const std::string&) { return std::filesystem::current_path(); }});
 }
@@ -243,8 +238,7 @@ Spec read(const Table<Spec>& table, const json& section, const SpecOrigin& origi
 }
 
 // The normalized form the ledger stores; read(write(s)) == s.
-template <class Spec>
-json write(const Table<Spec>& table, const Spec& spec) {
+template <class Spec> json write(const Table<Spec>& table, const Spec& spec) {
   json out = json::object();
   for (const auto& field : table.fields) {
     field.write(spec, out);
@@ -253,8 +247,7 @@ json write(const Table<Spec>& table, const Spec& spec) {
 }
 
 // The section's JSON Schema, as schemas/drivers/NAME.schema.json publishes it.
-template <class Spec>
-json schema_of(const Table<Spec>& table) {
+template <class Spec> json schema_of(const Table<Spec>& table) {
   std::vector<std::pair<std::string, json>> properties;
   std::vector<std::string> required_keys;
   for (const auto& field : table.fields) {
@@ -267,8 +260,7 @@ json schema_of(const Table<Spec>& table) {
 }
 
 // A nested mapping read with a table of its own (docker's readiness, vm-packer's exec).
-template <class Sub>
-Codec<Sub> object(const Table<Sub>& table) {
+template <class Sub> Codec<Sub> object(const Table<Sub>& table) {
   std::vector<std::pair<std::string, json>> properties;
   std::vector<std::string> required_keys;
   for (const auto& field : table.fields) {
@@ -277,7 +269,8 @@ Codec<Sub> object(const Table<Sub>& table) {
       required_keys.push_back(field.name);
     }
   }
-  json schema = {{"type", "object"}, {"additionalProperties", false}, {"properties", json::object()}};
+  json schema = {
+      {"type", "object"}, {"additionalProperties", false}, {"properties", json::object()}};
   for (auto& [name, property] : properties) {
     schema["properties"][name] = property;
   }
@@ -286,14 +279,12 @@ Codec<Sub> object(const Table<Sub>& table) {
   }
   schema.merge_patch(table.schema_extra);
   return {[&table](const json& value, const ReadContext& at) { return read(table, value, at); },
-          [&table](const Sub& value) { return write(table, value); },
-          std::move(schema)};
+          [&table](const Sub& value) { return write(table, value); }, std::move(schema)};
 }
 
 // The DriverFactory glue every built-in driver shares: parse_spec and parse_profile_section
 // normalize through the table, schema() is the table's.
-template <class Spec>
-class TableFactory : public DriverFactory {
+template <class Spec> class TableFactory : public DriverFactory {
 public:
   nlohmann::json parse_spec(const nlohmann::json& section) const override {
     return write(spec_table(), read(spec_table(), section));

@@ -26,10 +26,10 @@ enum class Type {
 struct Entry {
   std::string path; // relative as written in the stream, without a trailing '/'
   Type type = Type::file;
-  uint32_t mode = 0644;    // permission bits (07777)
-  int64_t mtime = 0;       // seconds since the epoch
-  uint64_t size = 0;       // bytes of content (files only)
-  std::string link;        // symlink target, or the hardlink's earlier path
+  uint32_t mode = 0644; // permission bits (07777)
+  int64_t mtime = 0;    // seconds since the epoch
+  uint64_t size = 0;    // bytes of content (files only)
+  std::string link;     // symlink target, or the hardlink's earlier path
   int64_t uid = 0;
   int64_t gid = 0;
 };

@@ -63,6 +63,8 @@ std::optional<uint64_t> parse_number(const char* field, size_t size) {
   return value;
 }
 
-bool is_posix_ustar(const char* block) { return std::memcmp(block + k_magic, "ustar\0", 6) == 0; }
+bool is_posix_ustar(const char* block) {
+  return std::memcmp(block + k_magic, "ustar\0", 6) == 0;
+}
 
 } // namespace sandboxer::tar

@@ -1,10 +1,10 @@
-#include <sandboxer/tar.hpp>
-
 #include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+
+#include <sandboxer/tar.hpp>
 
 #include "sdk/tar/header.hpp"
 
@@ -36,11 +36,16 @@ std::optional<int64_t> pax_number(const std::string& text, bool fraction_allowed
 } // namespace
 
 Error::Error(uint64_t offset, const std::string& message)
-    : std::runtime_error(fmt::format("tar stream, byte {}: {}", offset, message)), m_offset(offset) {}
+    : std::runtime_error(fmt::format("tar stream, byte {}: {}", offset, message)),
+      m_offset(offset) {}
 
-Reader::Reader(Sink& sink) : m_sink(sink) { m_block.reserve(k_block); }
+Reader::Reader(Sink& sink) : m_sink(sink) {
+  m_block.reserve(k_block);
+}
 
-void Reader::fail(const std::string& message) const { throw Error(m_offset, message); }
+void Reader::fail(const std::string& message) const {
+  throw Error(m_offset, message);
+}
 
 void Reader::feed(std::string_view bytes) {
   while (!bytes.empty()) {
@@ -109,7 +114,7 @@ void Reader::finish() {
     return;
   }
   fail(m_state == State::header ? "the stream ended inside a header"
-                                 : "the stream ended inside an entry's content");
+                                : "the stream ended inside an entry's content");
 }
 
 void Reader::on_header() {
@@ -151,8 +156,8 @@ void Reader::on_header() {
 
   if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
     if (size > k_extension_limit) {
-      throw Error(at, fmt::format("an extended header of {} bytes (at most {})", size,
-                                  k_extension_limit));
+      throw Error(
+          at, fmt::format("an extended header of {} bytes (at most {})", size, k_extension_limit));
     }
     m_pax_size.clear();
     m_extension_type = type;
@@ -261,7 +266,8 @@ void Reader::on_extension_done() {
   while (!rest.empty()) {
     size_t space = rest.find(' ');
     uint64_t length = 0;
-    auto [end, ec] = std::from_chars(rest.data(), rest.data() + std::min(space, rest.size()), length);
+    auto [end, ec] =
+        std::from_chars(rest.data(), rest.data() + std::min(space, rest.size()), length);
     if (space == std::string_view::npos || ec != std::errc() || end != rest.data() + space ||
         length <= space + 1 || length > rest.size() || rest[length - 1] != '\n') {
       fail("a malformed pax record");

@@ -1,8 +1,8 @@
-#include <sandboxer/tar.hpp>
-
 #include <cstring>
 #include <fmt/format.h>
 #include <stdexcept>
+
+#include <sandboxer/tar.hpp>
 
 #include "sdk/tar/header.hpp"
 
@@ -10,7 +10,9 @@ namespace sandboxer::tar {
 namespace {
 
 // The largest value an octal field of `size` bytes holds (size - 1 digits and a NUL).
-uint64_t octal_limit(size_t size) { return (uint64_t{1} << (3 * (size - 1))) - 1; }
+uint64_t octal_limit(size_t size) {
+  return (uint64_t{1} << (3 * (size - 1))) - 1;
+}
 
 void put_octal(char* field, size_t size, uint64_t value) {
   std::string digits = fmt::format("{:0{}o}", value, size - 1);
@@ -37,7 +39,8 @@ std::optional<size_t> ustar_split(const std::string& path) {
   if (path.size() <= 100) {
     return 0;
   }
-  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+  for (size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
     if (slash <= 155 && path.size() - slash - 1 <= 100 && slash + 1 < path.size()) {
       return slash;
     }
@@ -64,12 +67,14 @@ void Writer::header(const Entry& entry, char type, const std::string& name, cons
     put_text(block + k_name, 100, name);
   }
   put_octal(block + k_mode, 8, entry.mode & 07777);
-  put_octal(block + k_uid, 8, entry.uid >= 0 && static_cast<uint64_t>(entry.uid) <= octal_limit(8)
-                                  ? static_cast<uint64_t>(entry.uid)
-                                  : 0);
-  put_octal(block + k_gid, 8, entry.gid >= 0 && static_cast<uint64_t>(entry.gid) <= octal_limit(8)
-                                  ? static_cast<uint64_t>(entry.gid)
-                                  : 0);
+  put_octal(block + k_uid, 8,
+            entry.uid >= 0 && static_cast<uint64_t>(entry.uid) <= octal_limit(8)
+                ? static_cast<uint64_t>(entry.uid)
+                : 0);
+  put_octal(block + k_gid, 8,
+            entry.gid >= 0 && static_cast<uint64_t>(entry.gid) <= octal_limit(8)
+                ? static_cast<uint64_t>(entry.gid)
+                : 0);
   put_octal(block + k_size, 12, size <= octal_limit(12) ? size : 0);
   put_octal(block + k_mtime, 12,
             entry.mtime >= 0 && static_cast<uint64_t>(entry.mtime) <= octal_limit(12)

@@ -1,9 +1,8 @@
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fmt/format.h>
-#include <map>
 #include <fstream>
+#include <gtest/gtest.h>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -133,9 +132,9 @@ TEST(Tar, ReadsWhatGnuTarWritesInEachFormat) {
   fs::create_symlink("bytes", tree / "sym");
   fs::permissions(tree / "bytes", fs::perms(0751));
   for (std::string format : {"gnu", "posix", "ustar", "oldgnu"}) {
-    auto result = proc::run({.argv = {"tar", "--format=" + format, "-C", tree.string(), "-cf", "-",
-                                      "--sort=name", "."},
-                             .timeout = std::chrono::seconds(30)});
+    auto result = proc::run(
+        {.argv = {"tar", "--format=" + format, "-C", tree.string(), "-cf", "-", "--sort=name", "."},
+         .timeout = std::chrono::seconds(30)});
     if (format == "ustar" && result.exit_code != 0) {
       continue; // ustar cannot hold the 110-byte directory name beside its parent: tar says so
     }
