@@ -25,7 +25,7 @@ void check_token_part(const std::string& value, const char* name, const char* pr
   }
 }
 
-class ModalFactory : public DriverFactory {
+class ModalFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "modal"; }
   std::string_view doc() const override {
@@ -38,14 +38,11 @@ public:
     return {
         .snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true, .logs = true};
   }
-  json parse_spec(const json& section) const override {
-    return to_json(modal::parse_spec(section));
-  }
   json location(const json& spec, const DriverContext&) const override {
-    return location_of(modal::parse_spec(spec));
+    return location_of(bind(spec));
   }
   std::unique_ptr<Driver> open(const json& spec_json, const DriverContext& context) const override {
-    Spec spec = located(modal::parse_spec(spec_json), context.location);
+    Spec spec = located(bind(spec_json), context.location);
     auto id = context.secrets.find("token_id");
     auto secret = context.secrets.find("token_secret");
     if (id == context.secrets.end() || secret == context.secrets.end()) {
@@ -60,6 +57,9 @@ public:
     ModuleRequest request{&spec_json, &context, id->second, secret->second};
     return std::unique_ptr<Driver>(load_module()(&request));
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return modal::spec_table(); }
 };
 
 } // namespace

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <sandboxer/spec_table.hpp>
+
 namespace sandboxer::drivers::modal {
 
 // The profile's `modal:` section, validated. See docs/drivers/modal.md.
@@ -39,6 +41,9 @@ struct Spec {
   int attempts = 3;         // per call, on the codes Modal's SDKs retry
 };
 
+// The fields of a `modal:` section: reading, the stored form and the schema.
+const spec::Table<Spec>& spec_table();
+// Binds and checks a `modal:` section; throws SpecError with the JSON pointer of the bad value.
 Spec parse_spec(const nlohmann::json& section);
 // The normalized form stored in the ledger; parse_spec(to_json(s)) == s.
 nlohmann::json to_json(const Spec& spec);
