@@ -809,7 +809,7 @@ private:
   std::filesystem::path m_data_dir;
 };
 
-class DockerFactory : public DriverFactory {
+class DockerFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "docker"; }
   std::string_view doc() const override {
@@ -825,26 +825,26 @@ public:
 
             .logs = true};
   }
-  json parse_spec(const json& section) const override {
-    return to_json(docker::parse_spec(section));
-  }
   bool host_local(const json& spec) const override {
     // A unix socket is this machine's engine; tcp:// may be shared by the fleet.
-    return !engine_address(docker::parse_spec(spec).host).starts_with("tcp://");
+    return !engine_address(bind(spec).host).starts_with("tcp://");
   }
   json location(const json& spec, const DriverContext&) const override {
-    return {{"engine", engine_address(docker::parse_spec(spec).host)}};
+    return {{"engine", engine_address(bind(spec).host)}};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return open_docker_driver(spec, context, http::curl_transport());
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return docker::spec_table(); }
 };
 
 } // namespace
 
 std::unique_ptr<Driver> open_docker_driver(const json& spec, const DriverContext& context,
                                            http::Transport& transport) {
-  return std::make_unique<DockerDriver>(docker::parse_spec(spec), context, transport);
+  return std::make_unique<DockerDriver>(spec::read(spec_table(), spec), context, transport);
 }
 
 const DriverFactory& docker_factory() {

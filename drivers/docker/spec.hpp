@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sandboxer/spec_table.hpp>
+
 namespace sandboxer::drivers::docker {
 
 struct Mount {
@@ -62,9 +64,7 @@ struct Spec {
   std::optional<std::string> host; // overrides DOCKER_HOST: unix:///path or tcp://host:port
 };
 
-// Binds and checks a `docker:` section; throws SpecError with the JSON pointer of the bad value.
-Spec parse_spec(const nlohmann::json& section);
-// The normalized form stored in the ledger; parse_spec(to_json(s)) == s.
-nlohmann::json to_json(const Spec& spec);
+// The fields of a `docker:` section: reading, the stored form and the schema.
+const spec::Table<Spec>& spec_table();
 
 } // namespace sandboxer::drivers::docker

@@ -216,6 +216,60 @@ TEST_F(DockerDriverTest, SpecInitIsOverridableAndPortsAreBounded) {
   EXPECT_EQ(pointer_of({{"image", "x"}, {"ports", {"127.0.0.1:9000:8080/udp"}}}), "accepted");
 }
 
+// The stored spec is what the ledger keeps: its bytes did not change when the spec moved to a
+// field table (issue 36.3). stop_timeout stays in seconds alone, a readiness in milliseconds.
+TEST_F(DockerDriverTest, SpecIsStoredAsBeforeItsFieldTable) {
+  const auto& factory = drivers::docker::docker_factory();
+  const json full = json::parse(R"({"image": "debian:12", "command": "sleep  infinity",
+    "entrypoint": [], "env": {"A": "b", "N": 1}, "workdir": "/w", "user": 1000, "cpus": 1,
+    "memory": "256m", "pids_limit": 64, "network": "mynet", "ports": ["8080", "9000:80/udp"],
+    "mounts": [{"source": "/a", "target": "/b"}, {"type": "tmpfs", "target": "/t", "size": "1m"}],
+    "read_only": true, "cap_add": ["A"], "cap_drop": ["ALL"], "security_opt": ["x"],
+    "pull": "always", "readiness": {"command": ["true"], "timeout": "1m30s"},
+    "stop_timeout": "1m30s", "init": false, "host": "tcp://x:1"})");
+  EXPECT_EQ(factory.parse_spec(full).dump(),
+            R"({"cap_add":["A"],"cap_drop":["ALL"],"command":["sleep","infinity"],"cpus":1.0,)"
+            R"("entrypoint":[],"env":{"A":"b","N":"1"},"host":"tcp://x:1","image":"debian:12",)"
+            R"("init":false,"memory":268435456,"mounts":[{"read_only":false,"source":"/a",)"
+            R"("target":"/b","type":"bind"},{"read_only":false,"size":1048576,"target":"/t",)"
+            R"("type":"tmpfs"}],"network":"mynet","pids_limit":64,"ports":["8080/tcp",)"
+            R"("127.0.0.1:9000:80/udp"],"pull":"always","read_only":true,"readiness":)"
+            R"({"command":["true"],"interval":"200ms","timeout":"90000ms"},"security_opt":["x"],)"
+            R"("stop_timeout":"90s","user":"1000","workdir":"/w"})");
+  EXPECT_EQ(factory.parse_spec(factory.parse_spec(full)), factory.parse_spec(full));
+  EXPECT_EQ(factory.parse_spec({{"image", "x"}}).dump(),
+            R"({"image":"x","init":true,"network":"bridge","pull":"if-missing","read_only":false,)"
+            R"("stop_timeout":"10s"})");
+  auto error_of = [&](const char* section) -> std::string {
+    try {
+      factory.parse_spec(json::parse(section));
+    } catch (const SpecError& e) {
+      return e.pointer() + ": " + e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(error_of(R"({"imgae": "x"})"), R"(/imgae: unknown key "imgae", did you mean "image"?)");
+  EXPECT_EQ(error_of(R"({"network": "none"})"),
+            ": the docker section needs an image (e.g. image: debian:12)");
+  EXPECT_EQ(error_of(R"({"image": "x", "network": "none", "ports": [80]})"),
+            "/ports: ports cannot be published with network: none");
+  EXPECT_EQ(error_of(R"({"image": "x", "readiness": {"timeout": "1s"}})"),
+            "/readiness: readiness needs a command, e.g. [test, -e, /tmp/ready]");
+  EXPECT_EQ(error_of(R"({"image": "x", "readiness": {"command": []}})"), "accepted");
+  EXPECT_EQ(error_of(R"({"image": "x", "stop_timeout": "0s"})"), "accepted");
+  EXPECT_EQ(error_of(R"({"image": "x", "mounts": [{"type": "bind", "source": "/a"}]})"),
+            "/mounts/0: a mount needs a target (an absolute path in the container)");
+  EXPECT_EQ(
+      error_of(R"({"image": "x", "mounts": [{"type": "tmpfs", "target": "/t", "source": "/a"}]})"),
+      "/mounts/0/source: a tmpfs mount has no source");
+  EXPECT_EQ(
+      error_of(
+          R"({"image": "x", "mounts": [{"type": "volume", "target": "/t", "size": "1m", "source": "v"}]})"),
+      "/mounts/0/size: only a tmpfs mount has a size");
+  EXPECT_EQ(error_of(R"({"image": "x", "memory": "5m"})"),
+            "/memory: the Docker Engine needs at least 6m of memory");
+}
+
 // Issue 13: a create that timed out was recorded failed while the engine might still make the
 // container. It is removed by its name before the timeout is reported.
 TEST_F(DockerDriverTest, CreateThatTimesOutRemovesTheContainerByName) {
