@@ -81,7 +81,7 @@ std::vector<std::string> qemu_argv(const Spec& spec, const Launch& launch) {
       argv.insert(argv.end(), {"-append", *spec.append});
     }
   }
-  for (int port = 0; port < spec.agent_ports; ++port) {
+  for (int port = 0; port < spec.exec.agent_ports; ++port) {
     argv.insert(
         argv.end(),
         {"-chardev", fmt::format("socket,id=agent{0},path=agent{0}.sock,server=on,wait=off", port),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <sandboxer/driver.hpp>
+#include <sandboxer/spec_table.hpp>
 
 namespace sandboxer::drivers::vm_packer {
 
@@ -26,11 +27,14 @@ struct Spec {
   std::optional<std::string> append;
   // exec: through the guest agent on virtio-serial ports, or ssh through a forwarded port.
   enum class ExecVia { agent, ssh };
-  ExecVia exec_via = ExecVia::agent;
-  int agent_ports = 4; // concurrent execs per VM
-  std::string ssh_user = "root";
-  std::optional<std::filesystem::path> ssh_identity_file;
-  int ssh_port = 22; // in the guest
+  struct Exec {
+    ExecVia via = ExecVia::agent;
+    int agent_ports = 4;       // concurrent execs per VM
+    std::string user = "root"; // ssh's, as are the two below
+    std::optional<std::filesystem::path> identity_file;
+    int port = 22; // in the guest
+  };
+  Exec exec;
   // network: none, or QEMU user networking with restrict=on (no way out) and forwards on
   // 127.0.0.1 for `ports` (and ssh).
   bool restricted_network = false;
@@ -41,6 +45,8 @@ struct Spec {
   std::string qemu = "qemu-system-x86_64";
 };
 
+// The fields of a `vm-packer:` section: reading, the stored form and the schema.
+const spec::Table<Spec>& spec_table();
 // Binds a stored (normalized) section.
 Spec parse_spec(const nlohmann::json& section);
 // Binds a section read from a profile: relative paths resolve with `origin`, the files must
@@ -48,7 +54,5 @@ Spec parse_spec(const nlohmann::json& section);
 Spec parse_profile_section(const nlohmann::json& section, const SpecOrigin& origin);
 // The normalized form stored in the ledger; parse_spec(to_json(s)) == s.
 nlohmann::json to_json(const Spec& spec);
-
-const char* to_string(Spec::Accel accel);
 
 } // namespace sandboxer::drivers::vm_packer

@@ -103,8 +103,8 @@ public:
         for (int port : m_spec.ports) {
           launch.forwards[port] = free_loopback_port();
         }
-        if (m_spec.exec_via == Spec::ExecVia::ssh) {
-          launch.forwards[m_spec.ssh_port] = free_loopback_port();
+        if (m_spec.exec.via == Spec::ExecVia::ssh) {
+          launch.forwards[m_spec.exec.port] = free_loopback_port();
         }
       }
       int pid = start_qemu(m_spec, launch, dir);
@@ -349,10 +349,10 @@ private:
   int run_in_guest(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io,
                    std::chrono::milliseconds port_wait) {
     VmDir dir = running_dir(sandbox);
-    if (m_spec.exec_via == Spec::ExecVia::ssh) {
+    if (m_spec.exec.via == Spec::ExecVia::ssh) {
       return exec_over_ssh(sandbox, dir, request, io);
     }
-    return AgentSession::open(dir.path, m_spec.agent_ports, port_wait).exec(request, io);
+    return AgentSession::open(dir.path, m_spec.exec.agent_ports, port_wait).exec(request, io);
   }
 
   // `sync` in the guest (through the agent or ssh, as exec goes), best effort: a disk-only snapshot
@@ -394,11 +394,11 @@ private:
   void wait_until_ready(const VmDir& dir, const Launch& launch) {
     auto deadline = Clock::now() + m_spec.ready_timeout;
     while (true) {
-      if (m_spec.exec_via == Spec::ExecVia::agent &&
+      if (m_spec.exec.via == Spec::ExecVia::agent &&
           AgentSession::answers(dir.path, k_ready_probe)) {
         return;
       }
-      if (m_spec.exec_via == Spec::ExecVia::ssh && ssh_answers(launch, dir)) {
+      if (m_spec.exec.via == Spec::ExecVia::ssh && ssh_answers(launch, dir)) {
         return;
       }
       if (!running_qemu(dir, launch.name)) {
@@ -419,7 +419,7 @@ private:
   // The VM's host key is learnt on its first answer (while it boots, from this machine's own
   // loopback forward) into the VM's directory, and checked on every later connection.
   std::vector<std::string> ssh_argv(const Launch& launch, const VmDir& dir) const {
-    int port = launch.forwards.at(m_spec.ssh_port);
+    int port = launch.forwards.at(m_spec.exec.port);
     std::vector<std::string> argv = {"ssh",
                                      "-p",
                                      std::to_string(port),
@@ -435,11 +435,11 @@ private:
                                      "LogLevel=ERROR",
                                      "-o",
                                      "ConnectTimeout=5"};
-    if (m_spec.ssh_identity_file) {
+    if (m_spec.exec.identity_file) {
       argv.insert(argv.end(),
-                  {"-i", m_spec.ssh_identity_file->string(), "-o", "IdentitiesOnly=yes"});
+                  {"-i", m_spec.exec.identity_file->string(), "-o", "IdentitiesOnly=yes"});
     }
-    argv.push_back(m_spec.ssh_user + "@127.0.0.1");
+    argv.push_back(m_spec.exec.user + "@127.0.0.1");
     return argv;
   }
 
@@ -460,7 +460,7 @@ private:
       std::string text = host.get<std::string>();
       launch.forwards[std::stoi(guest)] = std::stoi(text.substr(text.rfind(':') + 1));
     }
-    if (!launch.forwards.count(m_spec.ssh_port)) {
+    if (!launch.forwards.count(m_spec.exec.port)) {
       throw DriverError(Kind::error, "this VM has no forwarded ssh port");
     }
     proc::Command command;
@@ -498,7 +498,7 @@ private:
     if (result.exit_code == 255 && ssh_err.rfind("ssh: ", 0) == 0) {
       throw DriverError(Kind::error,
                         fmt::format("cannot reach the ssh server of {} on 127.0.0.1:{}: {}",
-                                    sandbox.sandbox_id, launch.forwards.at(m_spec.ssh_port),
+                                    sandbox.sandbox_id, launch.forwards.at(m_spec.exec.port),
                                     log::redact(ssh_err.substr(0, ssh_err.find('\n')))));
     }
     return result.status();
@@ -519,7 +519,7 @@ private:
   Progress& m_progress;
 };
 
-class VmPackerFactory : public DriverFactory {
+class VmPackerFactory : public spec::TableFactory<Spec> {
 public:
   std::string_view name() const override { return "vm-packer"; }
   std::string_view doc() const override {
@@ -534,9 +534,8 @@ public:
             .restore_in_place = false,
             .logs = true};
   }
-  json parse_spec(const json& section) const override {
-    return to_json(vm_packer::parse_spec(section));
-  }
+  // A profile's section does more than the table reads: its manifest names the image, which is
+  // hashed.
   json parse_profile_section(const json& section, const SpecOrigin& origin) const override {
     return to_json(vm_packer::parse_profile_section(section, origin));
   }
@@ -544,8 +543,11 @@ public:
     return {{"root", context.data_dir.string()}};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
-    return std::make_unique<VmDriver>(vm_packer::parse_spec(spec), context);
+    return std::make_unique<VmDriver>(bind(spec), context);
   }
+
+protected:
+  const spec::Table<Spec>& spec_table() const override { return vm_packer::spec_table(); }
 };
 
 } // namespace

@@ -196,13 +196,47 @@ TEST(VmPackerSpec, ErrorsNameTheKey) {
             "/memroy:");
 }
 
+// The ledger keeps the stored form, so its bytes are the ones the driver wrote before its spec
+// moved onto the field table (defaults filled in, optional fields left out, durations in their
+// shortest exact unit).
+TEST(VmPackerSpec, TheStoredFormKeepsItsBytes) {
+  json every = {
+      {"manifest", "/m/manifest.json"},
+      {"image", "/m/out/tiny.qcow2"},
+      {"image_sha256", "ab12"},
+      {"cpus", "2"},
+      {"memory", "1536m"},
+      {"accel", "tcg"},
+      {"kernel", "/m/vmlinuz"},
+      {"initrd", "/m/initrd.img"},
+      {"append", "console=ttyS0"},
+      {"exec", {{"via", "ssh"}, {"user", "deploy"}, {"identity_file", "/m/key"}, {"port", 2222}}},
+      {"network", "restricted"},
+      {"ports", {8080, "9090"}},
+      {"qemu", "qemu-kvm"},
+      {"ready_timeout", "90000ms"},
+      {"stop_timeout", "1500ms"}};
+  EXPECT_EQ(to_json(parse_spec(every)).dump(),
+            R"({"accel":"tcg","append":"console=ttyS0","cpus":2,"exec":{"agent_ports":4,)"
+            R"("identity_file":"/m/key","port":2222,"user":"deploy","via":"ssh"},)"
+            R"("image":"/m/out/tiny.qcow2","image_sha256":"ab12","initrd":"/m/initrd.img",)"
+            R"("kernel":"/m/vmlinuz","manifest":"/m/manifest.json","memory":1536,)"
+            R"("network":"restricted","ports":[8080,9090],"qemu":"qemu-kvm",)"
+            R"("ready_timeout":"1m30s","snapshot_timeout":"5m","stop_timeout":"1500ms"})");
+  EXPECT_EQ(to_json(parse_spec({{"image", "/m/tiny.qcow2"}})).dump(),
+            R"({"accel":"auto","cpus":1,"exec":{"agent_ports":4,"port":22,"user":"root",)"
+            R"("via":"agent"},"image":"/m/tiny.qcow2","image_sha256":"","memory":512,)"
+            R"("network":"none","ports":[],"qemu":"qemu-system-x86_64","ready_timeout":"3m",)"
+            R"("snapshot_timeout":"5m","stop_timeout":"10s"})");
+}
+
 TEST(VmPackerQemu, ArgvHasNoShellAndOnlyLoopbackForwards) {
   Spec spec;
   spec.image = "/images/tiny.qcow2";
   spec.kernel = "/k/vmlinuz";
   spec.append = "console=ttyS0 quiet";
   spec.restricted_network = true;
-  spec.agent_ports = 2;
+  spec.exec.agent_ports = 2;
   Launch launch;
   launch.name = "sbx-abc";
   launch.forwards = {{22, 40022}, {8080, 40080}};
