@@ -166,38 +166,37 @@ Codec<fs::path> local_path(bool must_exist) {
 
 namespace detail {
 
-void check_section(const json& section, const std::vector<std::string>& keys,
-                   const std::vector<std::string>& required_keys, const std::string& not_a_mapping,
+void check_section(const json& section, const Shape& shape, const std::string& not_a_mapping,
                    const std::string& pointer) {
   if (!section.is_object()) {
     throw SpecError(pointer, not_a_mapping);
   }
-  check_keys(section, keys, pointer);
-  for (const auto& key : required_keys) {
+  check_keys(section, shape.keys, pointer);
+  for (const auto& key : shape.required_keys) {
     if (!section.contains(key)) {
       throw SpecError(pointer, fmt::format("missing required key \"{}\"", key));
     }
   }
 }
 
-json schema(const std::string& driver, const std::vector<std::pair<std::string, json>>& properties,
-            const std::vector<std::string>& required_keys, const json& extra, const json& defs) {
+json object_schema(const Shape& shape, const json& extra) {
+  json out = {
+      {"type", "object"}, {"additionalProperties", false}, {"properties", shape.properties}};
+  if (!shape.required_keys.empty()) {
+    out["required"] = shape.required_keys;
+  }
+  out.merge_patch(extra);
+  return out;
+}
+
+json schema(const std::string& driver, const Shape& shape, const json& extra, const json& defs) {
   json out = {
       {"$schema", "https://json-schema.org/draft/2020-12/schema"},
       {"$id", fmt::format("https://sandboxer.dev/schemas/drivers/{}.schema.json", driver)},
       {"title", fmt::format("the {0} driver's profile section (docs/drivers/{0}.md)", driver)},
-      {"type", "object"},
-      {"additionalProperties", false},
-      {"$defs", duration_defs()},
-      {"properties", json::object()}};
+      {"$defs", duration_defs()}};
   out["$defs"].merge_patch(defs);
-  for (const auto& [name, property] : properties) {
-    out["properties"][name] = property;
-  }
-  if (!required_keys.empty()) {
-    out["required"] = required_keys;
-  }
-  out.merge_patch(extra);
+  out.merge_patch(object_schema(shape, extra));
   return out;
 }
 

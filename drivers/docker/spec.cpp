@@ -128,28 +128,6 @@ spec::Codec<std::int64_t> positive_integer() {
           {{"type", "integer"}}};
 }
 
-// A list whose items are each read by `item`, at their index.
-template <class T> spec::Codec<std::vector<T>> list_of(spec::Codec<T> item, std::string expected) {
-  return {[read = item.read, expected](const json& value, const ReadContext& at) {
-            if (!value.is_array()) {
-              throw SpecError(at.pointer, expected);
-            }
-            std::vector<T> items;
-            for (size_t i = 0; i < value.size(); ++i) {
-              items.push_back(read(value[i], at.at(std::to_string(i))));
-            }
-            return items;
-          },
-          [write = item.write](const std::vector<T>& items) {
-            json out = json::array();
-            for (const T& one : items) {
-              out.push_back(write(one));
-            }
-            return out;
-          },
-          {{"type", "array"}, {"items", item.schema}}};
-}
-
 Port port_at(const json& value, const ReadContext& at) {
   // "8080", "8080/udp", "127.0.0.1:9000:8080", "9000:8080/tcp"
   static const std::regex form(R"(^(?:(?:([0-9.]+):)?([0-9]+):)?([0-9]+)(?:/(tcp|udp))?$)");
@@ -293,10 +271,10 @@ const spec::Table<Spec>& spec_table() {
         throw SpecError(at.pointer, "expected unix:///path/to/docker.sock or tcp://host:port");
       }
     });
-    auto mounts = list_of(spec::object(mount_table())
-                              .checked(check_mount)
-                              .described(open_mapping(json::array({"type", "target"}))),
-                          "expected a list of mounts");
+    auto mounts = spec::list_of(spec::object(mount_table())
+                                    .checked(check_mount)
+                                    .described(open_mapping(json::array({"type", "target"}))),
+                                "expected a list of mounts");
     using spec::field;
     using spec::Write;
     // In this order: a key with no close match is told the known keys in it.
@@ -311,7 +289,7 @@ const spec::Table<Spec>& spec_table() {
         field("memory", &Spec::memory_bytes, memory),
         field("pids_limit", &Spec::pids_limit, positive_integer()),
         field("network", &Spec::network, spec::text()),
-        field("ports", &Spec::ports, list_of(port(), "expected a list of ports"), "",
+        field("ports", &Spec::ports, spec::list_of(port(), "expected a list of ports"), "",
               Write::if_not_empty),
         field("mounts", &Spec::mounts, mounts, "", Write::if_not_empty),
         field("read_only", &Spec::read_only, spec::boolean()),

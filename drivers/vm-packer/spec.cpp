@@ -62,19 +62,7 @@ spec::Codec<int> memory_size() {
 }
 
 spec::Codec<std::vector<int>> guest_ports() {
-  spec::Codec<int> port = whole_number(1, 65535);
-  return {[port](const json& value, const ReadContext& at) {
-            if (!value.is_array()) {
-              throw SpecError(at.pointer, "expected a list of guest TCP ports to forward");
-            }
-            std::vector<int> ports;
-            for (std::size_t i = 0; i < value.size(); ++i) {
-              ports.push_back(port.read(value[i], at.at(std::to_string(i))));
-            }
-            return ports;
-          },
-          [](const std::vector<int>& value) { return json(value); },
-          {{"type", "array"}, {"items", port.schema}}};
+  return spec::list_of(whole_number(1, 65535), "expected a list of guest TCP ports to forward");
 }
 
 // A stored spec carries the image's hash; a profile cannot, the hash is taken from the image.

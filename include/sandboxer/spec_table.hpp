@@ -104,6 +104,28 @@ template <class E> Codec<E> one_of(std::vector<std::pair<std::string, E>> names)
           {{"enum", listed}}};
 }
 
+// A list, each item read with `item` at its index; `expected` is said when it is not a list.
+template <class T> Codec<std::vector<T>> list_of(Codec<T> item, std::string expected) {
+  return {[read = item.read, expected](const json& value, const ReadContext& at) {
+            if (!value.is_array()) {
+              throw SpecError(at.pointer, expected);
+            }
+            std::vector<T> items;
+            for (size_t i = 0; i < value.size(); ++i) {
+              items.push_back(read(value[i], at.at(std::to_string(i))));
+            }
+            return items;
+          },
+          [write = item.write](const std::vector<T>& items) {
+            json out = json::array();
+            for (const T& one : items) {
+              out.push_back(write(one));
+            }
+            return out;
+          },
+          {{"type", "array"}, {"items", item.schema}}};
+}
+
 // When a field is written into the normalized spec.
 enum class Write {
   always,       // every spec has it (its default when the profile does not say)
@@ -119,9 +141,11 @@ template <class Spec> struct Field {
 };
 
 // A field bound to a member. An optional member is written only when set.
-template <class Spec, class T>
-Field<Spec> field(std::string name, T Spec::*member, Codec<T> codec, std::string doc = "",
-                  Write when = Write::always) {
+// The parts both kinds of member share: the reader and the documented schema.
+template <class Spec, class Member, class T>
+Field<Spec> bound_field(const std::string& name, Member Spec::*member, const Codec<T>& codec,
+                        const std::string& doc,
+                        std::function<void(const Spec& spec, json& section)> write) {
   json schema = codec.schema;
   if (!doc.empty()) {
     schema["description"] = doc;
@@ -130,35 +154,34 @@ Field<Spec> field(std::string name, T Spec::*member, Codec<T> codec, std::string
           [member, read = codec.read](Spec& spec, const json& value, const ReadContext& at) {
             spec.*member = read(value, at);
           },
-          [name, member, write = codec.write, when](const Spec& spec, json& section) {
-            const T& value = spec.*member;
-            if constexpr (requires { value.empty(); }) {
-              if (when == Write::if_not_empty && value.empty()) {
-                return;
-              }
-            }
-            section[name] = write(value);
-          },
-          std::move(schema)};
+          std::move(write), std::move(schema)};
+}
+
+template <class Spec, class T>
+Field<Spec> field(std::string name, T Spec::*member, Codec<T> codec, std::string doc = "",
+                  Write when = Write::always) {
+  return bound_field<Spec>(
+      name, member, codec, doc,
+      [name, member, write = codec.write, when](const Spec& spec, json& section) {
+        const T& value = spec.*member;
+        if constexpr (requires { value.empty(); }) {
+          if (when == Write::if_not_empty && value.empty()) {
+            return;
+          }
+        }
+        section[name] = write(value);
+      });
 }
 
 template <class Spec, class T>
 Field<Spec> field(std::string name, std::optional<T> Spec::*member, Codec<T> codec,
                   std::string doc = "") {
-  json schema = codec.schema;
-  if (!doc.empty()) {
-    schema["description"] = doc;
-  }
-  return {name,
-          [member, read = codec.read](Spec& spec, const json& value, const ReadContext& at) {
-            spec.*member = read(value, at);
-          },
-          [name, member, write = codec.write](const Spec& spec, json& section) {
-            if (const auto& value = spec.*member) {
-              section[name] = write(*value);
-            }
-          },
-          std::move(schema)};
+  return bound_field<Spec>(name, member, codec, doc,
+                           [name, member, write = codec.write](const Spec& spec, json& section) {
+                             if (const auto& value = spec.*member) {
+                               section[name] = write(*value);
+                             }
+                           });
 }
 
 // The same field, required.
@@ -191,28 +214,38 @@ template <class Spec> struct Table {
 
 // The parts that do not depend on the spec's type.
 namespace detail {
-void check_section(const json& section, const std::vector<std::string>& keys,
-                   const std::vector<std::string>& required_keys, const std::string& not_a_mapping,
+// A table's keys and their schemas.
+struct Shape {
+  std::vector<std::string> keys;
+  std::vector<std::string> required_keys;
+  json properties = json::object();
+};
+template <class Spec> Shape shape_of(const Table<Spec>& table) {
+  Shape shape;
+  for (const auto& field : table.fields) {
+    shape.keys.push_back(field.name);
+    shape.properties[field.name] = field.schema;
+    if (field.required) {
+      shape.required_keys.push_back(field.name);
+    }
+  }
+  return shape;
+}
+void check_section(const json& section, const Shape& shape, const std::string& not_a_mapping,
                    const std::string& pointer);
-json schema(const std::string& driver, const std::vector<std::pair<std::string, json>>& properties,
-            const std::vector<std::string>& required_keys, const json& extra, const json& defs);
+// {"type": "object", "additionalProperties": false, its properties and required keys} + extra.
+json object_schema(const Shape& shape, const json& extra);
+// object_schema as a document of its own: $schema, $id and title of the driver, and $defs.
+json schema(const std::string& driver, const Shape& shape, const json& extra, const json& defs);
 } // namespace detail
 
 // Reads a section at `at` (its pointer is the section's, "" for a driver's own section).
 template <class Spec>
 Spec read(const Table<Spec>& table, const json& section, const ReadContext& at) {
-  std::vector<std::string> keys;
-  std::vector<std::string> required_keys;
-  for (const auto& field : table.fields) {
-    keys.push_back(field.name);
-    if (field.required) {
-      required_keys.push_back(field.name);
-    }
-  }
   if (table.before && section.is_object()) {
     table.before(section);
   }
-  detail::check_section(section, keys, required_keys, table.not_a_mapping, at.pointer);
+  detail::check_section(section, detail::shape_of(table), table.not_a_mapping, at.pointer);
   Spec spec;
   for (const auto& field : table.fields) {
     if (auto found = section.find(field.name); found != section.end()) {
@@ -248,38 +281,15 @@ template <class Spec> json write(const Table<Spec>& table, const Spec& spec) {
 
 // The section's JSON Schema, as schemas/drivers/NAME.schema.json publishes it.
 template <class Spec> json schema_of(const Table<Spec>& table) {
-  std::vector<std::pair<std::string, json>> properties;
-  std::vector<std::string> required_keys;
-  for (const auto& field : table.fields) {
-    properties.emplace_back(field.name, field.schema);
-    if (field.required) {
-      required_keys.push_back(field.name);
-    }
-  }
-  return detail::schema(table.driver, properties, required_keys, table.schema_extra, table.defs);
+  return detail::schema(table.driver, detail::shape_of(table), table.schema_extra, table.defs);
 }
 
-// A nested mapping read with a table of its own (docker's readiness, vm-packer's exec).
+// A nested mapping read with a table of its own (docker's readiness, vm-packer's exec); the
+// table must outlive the codec (a function's static).
 template <class Sub> Codec<Sub> object(const Table<Sub>& table) {
-  std::vector<std::pair<std::string, json>> properties;
-  std::vector<std::string> required_keys;
-  for (const auto& field : table.fields) {
-    properties.emplace_back(field.name, field.schema);
-    if (field.required) {
-      required_keys.push_back(field.name);
-    }
-  }
-  json schema = {
-      {"type", "object"}, {"additionalProperties", false}, {"properties", json::object()}};
-  for (auto& [name, property] : properties) {
-    schema["properties"][name] = property;
-  }
-  if (!required_keys.empty()) {
-    schema["required"] = required_keys;
-  }
-  schema.merge_patch(table.schema_extra);
   return {[&table](const json& value, const ReadContext& at) { return read(table, value, at); },
-          [&table](const Sub& value) { return write(table, value); }, std::move(schema)};
+          [&table](const Sub& value) { return write(table, value); },
+          detail::object_schema(detail::shape_of(table), table.schema_extra)};
 }
 
 // The DriverFactory glue every built-in driver shares: parse_spec and parse_profile_section
