@@ -21,6 +21,12 @@ struct CryptoLibrary {
   int (*digest)(const void*, size_t, unsigned char*, unsigned int*, const EVP_MD*,
                 ENGINE*) = nullptr;
   const EVP_MD* (*sha256)() = nullptr;
+  // The streaming half, for what is hashed as it moves (`cp`).
+  EVP_MD_CTX* (*context_new)() = nullptr;
+  void (*context_free)(EVP_MD_CTX*) = nullptr;
+  int (*init)(EVP_MD_CTX*, const EVP_MD*, ENGINE*) = nullptr;
+  int (*update)(EVP_MD_CTX*, const void*, size_t) = nullptr;
+  int (*final)(EVP_MD_CTX*, unsigned char*, unsigned int*) = nullptr;
   std::string error; // why it could not be loaded; empty when it was
 };
 
@@ -34,9 +40,14 @@ CryptoLibrary load() {
     return lib;
   }
   if (!bind_symbol(handle, "EVP_Digest", lib.digest) ||
-      !bind_symbol(handle, "EVP_sha256", lib.sha256)) {
+      !bind_symbol(handle, "EVP_sha256", lib.sha256) ||
+      !bind_symbol(handle, "EVP_MD_CTX_new", lib.context_new) ||
+      !bind_symbol(handle, "EVP_MD_CTX_free", lib.context_free) ||
+      !bind_symbol(handle, "EVP_DigestInit_ex", lib.init) ||
+      !bind_symbol(handle, "EVP_DigestUpdate", lib.update) ||
+      !bind_symbol(handle, "EVP_DigestFinal_ex", lib.final)) {
     lib = CryptoLibrary();
-    lib.error = "the libcrypto found lacks EVP_Digest or EVP_sha256; install libssl3";
+    lib.error = "the libcrypto found lacks the EVP digest functions; install libssl3";
   }
   return lib;
 }
@@ -47,17 +58,16 @@ const CryptoLibrary& library() {
   return lib;
 }
 
-} // namespace
-
-std::string sha256_hex(std::string_view data) {
+const CryptoLibrary& loaded_library() {
   const CryptoLibrary& lib = library();
   if (!lib.error.empty()) {
     throw Error(ExitCode::runtime, lib.error);
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (lib.digest(data.data(), data.size(), digest, &size, lib.sha256(), nullptr) != 1 ||
-      size != 32) {
+  return lib;
+}
+
+std::string hex_of(const unsigned char* digest, unsigned int size) {
+  if (size != 32) {
     throw Error(ExitCode::runtime, "libcrypto could not compute a SHA-256 digest");
   }
   static constexpr char k_hex[] = "0123456789abcdef";
@@ -67,6 +77,47 @@ std::string sha256_hex(std::string_view data) {
     hex[2 * i + 1] = k_hex[digest[i] & 0xf];
   }
   return hex;
+}
+
+} // namespace
+
+std::string sha256_hex(std::string_view data) {
+  const CryptoLibrary& lib = loaded_library();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (lib.digest(data.data(), data.size(), digest, &size, lib.sha256(), nullptr) != 1) {
+    size = 0;
+  }
+  return hex_of(digest, size);
+}
+
+Sha256::Sha256() {
+  const CryptoLibrary& lib = loaded_library();
+  m_context = lib.context_new();
+  if (!m_context || lib.init(m_context, lib.sha256(), nullptr) != 1) {
+    throw Error(ExitCode::runtime, "libcrypto could not start a SHA-256 digest");
+  }
+}
+
+Sha256::~Sha256() {
+  if (m_context) {
+    library().context_free(m_context);
+  }
+}
+
+void Sha256::update(std::string_view data) {
+  if (library().update(m_context, data.data(), data.size()) != 1) {
+    throw Error(ExitCode::runtime, "libcrypto could not compute a SHA-256 digest");
+  }
+}
+
+std::string Sha256::hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (library().final(m_context, digest, &size) != 1) {
+    size = 0;
+  }
+  return hex_of(digest, size);
 }
 
 std::string sha256_digest(std::string_view data) {
