@@ -179,9 +179,8 @@ void check_section(const json& section, const Shape& shape, const std::string& n
   }
 }
 
-json object_schema(const Shape& shape, const json& extra) {
-  json out = {
-      {"type", "object"}, {"additionalProperties", false}, {"properties", shape.properties}};
+json object_schema(const Shape& shape, const json& properties, const json& extra) {
+  json out = {{"type", "object"}, {"additionalProperties", false}, {"properties", properties}};
   if (!shape.required_keys.empty()) {
     out["required"] = shape.required_keys;
   }
@@ -189,14 +188,15 @@ json object_schema(const Shape& shape, const json& extra) {
   return out;
 }
 
-json schema(const std::string& driver, const Shape& shape, const json& extra, const json& defs) {
+json schema(const std::string& driver, const Shape& shape, const json& properties,
+            const json& extra, const json& defs) {
   json out = {
       {"$schema", "https://json-schema.org/draft/2020-12/schema"},
       {"$id", fmt::format("https://sandboxer.dev/schemas/drivers/{}.schema.json", driver)},
       {"title", fmt::format("the {0} driver's profile section (docs/drivers/{0}.md)", driver)},
       {"$defs", duration_defs()}};
   out["$defs"].merge_patch(defs);
-  out.merge_patch(object_schema(shape, extra));
+  out.merge_patch(object_schema(shape, properties, extra));
   return out;
 }
 

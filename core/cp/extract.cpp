@@ -25,13 +25,29 @@ std::string temporary_name(const std::string& name) {
                      static_cast<uint32_t>(random()));
 }
 
-void set_times(int dirfd, const std::string& name, int64_t mtime) {
+// The access time left as it is, the modification time the stream's.
+struct ModificationTime {
+  explicit ModificationTime(int64_t mtime)
+      : times{{0, UTIME_OMIT}, {static_cast<time_t>(mtime), 0}} {}
   timespec times[2];
-  times[0].tv_sec = 0;
-  times[0].tv_nsec = UTIME_OMIT;
-  times[1].tv_sec = static_cast<time_t>(mtime);
-  times[1].tv_nsec = 0;
-  utimensat(dirfd, name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+};
+
+// The mode, then the time, of an open file or directory. The mode after any chown: chown clears
+// the set-id bits.
+void keep_mode_and_time(int fd, uint32_t mode, int64_t mtime) {
+  fchmod(fd, mode);
+  futimens(fd, ModificationTime(mtime).times);
+}
+
+// Renames the temporary `temp` to `name` in `dirfd`, or removes it and fails naming `path`.
+void put_in_place(int dirfd, const std::string& temp, const std::string& name,
+                  const std::string& path) {
+  if (renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
+    int saved = errno;
+    unlinkat(dirfd, temp.c_str(), 0);
+    errno = saved;
+    failed(path, "put it in place");
+  }
 }
 
 } // namespace
@@ -71,6 +87,12 @@ Extractor::Extractor(const std::filesystem::path& destination, ExtractOptions op
 
 Extractor::~Extractor() {
   discard_partial();
+}
+
+uint32_t Extractor::permission_bits(uint32_t mode) const {
+  // The set-id and sticky bits only for --owner, as root: a copy out must not hand this machine's
+  // users a set-uid file of the sandbox's.
+  return mode & (m_options.keep_owner ? 07777 : 0777);
 }
 
 void Extractor::discard_partial() {
@@ -135,7 +157,7 @@ void Extractor::begin(const tar::Entry& entry) {
       failed(entry.path, "make the directory");
     }
     owner(parent, name);
-    m_directories.push_back({entry.path, entry.mode, entry.mtime, entry.uid, entry.gid});
+    m_directories.push_back({entry.path, entry.mode, entry.mtime});
     return;
   case tar::Type::file: {
     if (exists && S_ISDIR(existing.st_mode)) {
@@ -172,15 +194,10 @@ void Extractor::begin(const tar::Entry& entry) {
         failed(entry.path, "link it to " + entry.link);
       }
     }
-    if (renameat(parent, temp.c_str(), parent, name) != 0) {
-      int saved = errno;
-      unlinkat(parent, temp.c_str(), 0);
-      errno = saved;
-      failed(entry.path, "put it in place");
-    }
+    put_in_place(parent, temp, place.name, entry.path);
     if (entry.type == tar::Type::symlink) {
       owner(parent, name);
-      set_times(parent, name, entry.mtime);
+      utimensat(parent, name, ModificationTime(entry.mtime).times, AT_SYMLINK_NOFOLLOW);
     }
     ++m_files;
     return;
@@ -215,23 +232,14 @@ void Extractor::end() {
   if (m_file.get() < 0) {
     return;
   }
-  const uint32_t mode = m_entry.mode & (m_options.keep_owner ? 07777 : 0777);
   if (m_options.keep_owner &&
       fchown(m_file.get(), static_cast<uid_t>(m_entry.uid), static_cast<gid_t>(m_entry.gid)) != 0) {
     discard_partial();
     failed(m_entry.path, "set its owner");
   }
-  // The mode after the owner: chown clears the set-id bits.
-  fchmod(m_file.get(), mode);
-  timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(m_entry.mtime), 0}};
-  futimens(m_file.get(), times);
+  keep_mode_and_time(m_file.get(), permission_bits(m_entry.mode), m_entry.mtime);
   m_file.reset(-1);
-  if (renameat(m_parent.get(), m_temp_name.c_str(), m_parent.get(), m_final_name.c_str()) != 0) {
-    int saved = errno;
-    unlinkat(m_parent.get(), m_temp_name.c_str(), 0);
-    errno = saved;
-    failed(m_entry.path, "put it in place");
-  }
+  put_in_place(m_parent.get(), m_temp_name, m_final_name, m_entry.path);
   ++m_files;
 }
 
@@ -242,16 +250,13 @@ void Extractor::finish() {
     if (place.name.empty()) {
       continue;
     }
-    const uint32_t mode = it->mode & (m_options.keep_owner ? 07777 : 0777);
     int dir = openat(place.parent.get(), place.name.c_str(),
                      O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC);
     if (dir < 0) {
       failed(it->path, "open the directory");
     }
     FileDescriptor held(dir);
-    fchmod(dir, mode);
-    timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(it->mtime), 0}};
-    futimens(dir, times);
+    keep_mode_and_time(dir, permission_bits(it->mode), it->mtime);
   }
   m_directories.clear();
 }

@@ -52,6 +52,7 @@ private:
   };
   Place place_of(const std::string& path, bool create_parents);
   void discard_partial();
+  uint32_t permission_bits(uint32_t mode) const;
 
   std::filesystem::path m_destination;
   ExtractOptions m_options;
@@ -66,8 +67,6 @@ private:
     std::string path;
     uint32_t mode;
     int64_t mtime;
-    int64_t uid;
-    int64_t gid;
   };
   std::vector<DirectoryTimes> m_directories;
   uint64_t m_files = 0;

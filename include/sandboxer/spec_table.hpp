@@ -214,29 +214,36 @@ template <class Spec> struct Table {
 
 // The parts that do not depend on the spec's type.
 namespace detail {
-// A table's keys and their schemas.
+// A table's keys, which every read checks a section against.
 struct Shape {
   std::vector<std::string> keys;
   std::vector<std::string> required_keys;
-  json properties = json::object();
 };
 template <class Spec> Shape shape_of(const Table<Spec>& table) {
   Shape shape;
   for (const auto& field : table.fields) {
     shape.keys.push_back(field.name);
-    shape.properties[field.name] = field.schema;
     if (field.required) {
       shape.required_keys.push_back(field.name);
     }
   }
   return shape;
 }
+// Each key's schema: only when a schema is made, not at every read.
+template <class Spec> json properties_of(const Table<Spec>& table) {
+  json properties = json::object();
+  for (const auto& field : table.fields) {
+    properties[field.name] = field.schema;
+  }
+  return properties;
+}
 void check_section(const json& section, const Shape& shape, const std::string& not_a_mapping,
                    const std::string& pointer);
 // {"type": "object", "additionalProperties": false, its properties and required keys} + extra.
-json object_schema(const Shape& shape, const json& extra);
+json object_schema(const Shape& shape, const json& properties, const json& extra);
 // object_schema as a document of its own: $schema, $id and title of the driver, and $defs.
-json schema(const std::string& driver, const Shape& shape, const json& extra, const json& defs);
+json schema(const std::string& driver, const Shape& shape, const json& properties,
+            const json& extra, const json& defs);
 } // namespace detail
 
 // Reads a section at `at` (its pointer is the section's, "" for a driver's own section).
@@ -281,7 +288,8 @@ template <class Spec> json write(const Table<Spec>& table, const Spec& spec) {
 
 // The section's JSON Schema, as schemas/drivers/NAME.schema.json publishes it.
 template <class Spec> json schema_of(const Table<Spec>& table) {
-  return detail::schema(table.driver, detail::shape_of(table), table.schema_extra, table.defs);
+  return detail::schema(table.driver, detail::shape_of(table), detail::properties_of(table),
+                        table.schema_extra, table.defs);
 }
 
 // A nested mapping read with a table of its own (docker's readiness, vm-packer's exec); the
@@ -289,7 +297,8 @@ template <class Spec> json schema_of(const Table<Spec>& table) {
 template <class Sub> Codec<Sub> object(const Table<Sub>& table) {
   return {[&table](const json& value, const ReadContext& at) { return read(table, value, at); },
           [&table](const Sub& value) { return write(table, value); },
-          detail::object_schema(detail::shape_of(table), table.schema_extra)};
+          detail::object_schema(detail::shape_of(table), detail::properties_of(table),
+                                table.schema_extra)};
 }
 
 // The DriverFactory glue every built-in driver shares: parse_spec and parse_profile_section
