@@ -86,5 +86,30 @@ std::vector<LogLine> select_log_lines(std::vector<LogLine> lines, const LogsRequ
 void Driver::logs(const SandboxHandle&, const LogsRequest&, LogSink&) {
   unsupported("this", "logs");
 }
+PathInfo Driver::stat_path(const SandboxHandle&, const std::string&) {
+  unsupported("this", "cp");
+}
+void Driver::copy_in(const SandboxHandle&, const CopyInRequest&, CopySource&) {
+  unsupported("this", "cp");
+}
+void Driver::copy_out(const SandboxHandle&, const CopyOutRequest&, CopySink&) {
+  unsupported("this", "cp");
+}
+
+const char* to_string(PathInfo::Kind kind) {
+  switch (kind) {
+  case PathInfo::Kind::missing:
+    return "missing";
+  case PathInfo::Kind::file:
+    return "file";
+  case PathInfo::Kind::directory:
+    return "directory";
+  case PathInfo::Kind::symlink:
+    return "symlink";
+  case PathInfo::Kind::other:
+    return "other";
+  }
+  return "other";
+}
 
 } // namespace sandboxer

@@ -133,6 +133,30 @@ public:
     m_inner->logs(sandbox, request, sink);
   }
 
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    PathInfo info = m_inner->stat_path(sandbox, path);
+    if (info.kind == PathInfo::Kind::symlink) {
+      if (auto problem = text_problem(info.link_target, k_max_status_detail_bytes);
+          !problem.empty()) {
+        fail(fmt::format("stat of {} answered a link target that cannot be used: {}", path,
+                         problem));
+      }
+    }
+    return info;
+  }
+
+  // The streams are checked where they are used: core/cp/extract reads what comes out as
+  // untrusted, and what goes in is the core's own.
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    m_inner->copy_in(sandbox, request, source);
+  }
+
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    m_inner->copy_out(sandbox, request, sink);
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     std::vector<RemoteResource> kept;
     for (auto& resource : m_inner->list_remote(selector)) {

@@ -27,6 +27,10 @@ struct Capabilities {
   bool restore_in_place = false; // create() honours CreateRequest::replaces
   bool exec_user = false;        // exec() honours ExecRequest::user (exec -u)
   bool logs = false;             // logs(): the sandbox's own output (`sandboxer logs`)
+  // stat_path(), copy_in() and copy_out() natively (`sandboxer cp`, docs/cp.md). Without it the
+  // core copies over exec with stdin (`tar` in the sandbox), when the driver has that.
+  bool copy = false;
+  bool copy_owner = false; // copy_in() honours CopyInRequest::owner
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -181,6 +185,50 @@ public:
 // (a file). A line without a time is kept by `since`: nothing says it is older.
 std::vector<LogLine> select_log_lines(std::vector<LogLine> lines, const LogsRequest& request);
 
+// What is at a path inside a sandbox: `sandboxer cp` decides from it where a copy goes, as
+// `docker cp` does (docs/cp.md).
+struct PathInfo {
+  enum class Kind { missing, file, directory, symlink, other };
+  Kind kind = Kind::missing;
+  uint64_t size = 0;
+  uint32_t mode = 0;       // permission bits
+  std::string link_target; // Kind::symlink
+};
+const char* to_string(PathInfo::Kind kind);
+
+// The tar stream (include/sandboxer/tar.hpp) of a copy into a sandbox, made by the core as the
+// driver reads it: memory stays bounded whatever the size.
+class CopySource {
+public:
+  virtual ~CopySource() = default;
+  // Up to `size` next bytes of the stream into `buffer`; 0 at its end. May throw Interrupted.
+  virtual size_t read(char* buffer, size_t size) = 0;
+};
+
+// Where a driver hands the tar stream of a copy out of a sandbox, as it arrives. The core parses
+// it as untrusted input (core/cp/extract).
+class CopySink {
+public:
+  virtual ~CopySink() = default;
+  virtual void write(std::string_view bytes) = 0;
+};
+
+struct CopyInRequest {
+  // An existing directory in the sandbox, absolute: the stream unpacks into it, replacing files of
+  // the same names.
+  std::string directory;
+  // "UID:GID" to own everything the copy makes (Capabilities::copy_owner); none: the sandbox's
+  // default user, as a file made by exec would be.
+  std::optional<std::string> owner;
+};
+
+struct CopyOutRequest {
+  // An absolute path in the sandbox: the stream holds it under its base name (a directory with
+  // everything under it). A missing path is DriverError::Kind::not_found.
+  std::string path;
+  bool follow = false; // --follow: what symbolic links point to, not the links
+};
+
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
 class Progress {
 public:
@@ -232,6 +280,13 @@ public:
   // Every backend call has a deadline; with `follow`, each wait is interruptible (a signal
   // throws Interrupted) and it returns when the sandbox stops.
   virtual void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink);
+  // `sandboxer cp` (Capabilities::copy). Every backend call has a deadline; a signal throws
+  // Interrupted; a stream cut short is a DriverError, never a silent end.
+  virtual PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path);
+  virtual void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+                       CopySource& source);
+  virtual void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                        CopySink& sink);
 
 protected:
   [[noreturn]] void unsupported(std::string_view driver, std::string_view verb) const;
