@@ -38,4 +38,11 @@ public:
   explicit PolicyError(const std::string& message) : Error(ExitCode::policy, message) {}
 };
 
+// The request does not fit the sandbox's state or what is at a path: exec of a sandbox that is not
+// running, a name taken, cp of a directory onto a file.
+class ConflictError : public Error {
+public:
+  explicit ConflictError(const std::string& message) : Error(ExitCode::conflict, message) {}
+};
+
 } // namespace sandboxer

@@ -11,12 +11,18 @@ json state_or_null(const std::optional<State>& state) {
   return state ? json(to_string(*state)) : json();
 }
 
+// What `copies` says of each `files.copied` entry: which bytes went in or came out (docs/cp.md).
+constexpr const char* k_copy_keys[] = {"direction", "via",     "sources", "destination",
+                                       "files",     "bytes",   "sha256",  "file_digests",
+                                       "outcome",   "verified"};
+
 } // namespace
 
 nlohmann::json evidence_document(const SandboxRecord& record, const std::string& ledger_id,
                                  const std::string& ledger_location, TimePoint generated_at) {
   json transitions = json::array();
   json execs = json::array();
+  json copies = json::array();
   json event_ids = json::array();
   json chain_entries = json::array();
   for (size_t i = 0; i < record.history.size(); ++i) {
@@ -39,6 +45,15 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
                        {"argv", exec.value("argv", json::array())},
                        {"exit_code", exec.value("exit_code", json())},
                        {"error", exec.value("error", json())}});
+    }
+    if (entry.event == EventKind::files_copied && entry.details.is_object() &&
+        entry.details.contains("copy")) {
+      const json& copy = entry.details["copy"];
+      json item = {{"index", i}, {"time", format_time(entry.time)}, {"actor", entry.actor}};
+      for (const char* key : k_copy_keys) {
+        item[key] = copy.value(key, json());
+      }
+      copies.push_back(std::move(item));
     }
     if (!entry.event_id.empty()) {
       event_ids.push_back(entry.event_id);
@@ -70,6 +85,7 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
         {"ci", record.owner.ci}}},
       {"transitions", std::move(transitions)},
       {"execs", std::move(execs)},
+      {"copies", std::move(copies)},
       {"snapshots", std::move(snapshots)},
       {"event_ids", std::move(event_ids)},
       {"chain",

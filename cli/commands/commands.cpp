@@ -177,6 +177,12 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer logs scratch --tail 50\n"
        "sandboxer logs -f --since 10m scratch\n"
        "sandboxer logs scratch -o json | jq -r 'select(.stream == \"stderr\") | .line'"},
+      {"cp", "Copy files into or out of a sandbox, with their digests in its history", &setup_cp,
+       "sandboxer cp ./src scratch:/work\n"
+       "sandboxer cp scratch:/work/out/report.xml ./artifacts/\n"
+       "sandboxer cp --verify -o json build.tar.gz scratch:/tmp/ | jq .file_digests\n"
+       "tar -c -C src . | sandboxer cp - scratch:/work\n"
+       "sandboxer cp scratch:/var/log/. ./logs   # a directory's contents"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

@@ -133,6 +133,7 @@ void setup_extend(CLI::App& app, Runner& runner);
 void setup_exec(CLI::App& app, Runner& runner);
 void setup_wait(CLI::App& app, Runner& runner);
 void setup_logs(CLI::App& app, Runner& runner);
+void setup_cp(CLI::App& app, Runner& runner);
 void setup_reap(CLI::App& app, Runner& runner);
 void setup_profiles(CLI::App& app, Runner& runner);
 void setup_drivers(CLI::App& app, Runner& runner);

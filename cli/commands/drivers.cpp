@@ -35,7 +35,7 @@ nlohmann::json row_json(const std::string& name, const std::string& source,
 // handshake. One that fails its handshake is listed with the reason.
 ExitCode run_list(Context& context) {
   nlohmann::json items = nlohmann::json::array();
-  Table table{{"DRIVER", "SNAPSHOT", "EXEC", "NATIVE TTL", "LIST BY LABEL", "LOGS", "SOURCE",
+  Table table{{"DRIVER", "SNAPSHOT", "EXEC", "NATIVE TTL", "LIST BY LABEL", "LOGS", "CP", "SOURCE",
                "DESCRIPTION"},
               {}};
   auto add = [&](const std::string& name, const std::string& source, const std::string& description,
@@ -44,8 +44,13 @@ ExitCode run_list(Context& context) {
     auto flag = [&](bool b) { return std::string(caps ? yes_no(b) : "-"); };
     table.rows.push_back({name, flag(caps && caps->snapshot), flag(caps && caps->exec),
                           flag(caps && caps->native_ttl), flag(caps && caps->list_by_label),
-                          flag(caps && caps->logs), source,
-                          error.empty() ? description : "handshake failed: " + error});
+                          flag(caps && caps->logs),
+                          // cp: the driver's own copy, tar over its exec, or none (docs/cp.md)
+                          !caps        ? "-"
+                          : caps->copy ? "native"
+                          : caps->exec ? "exec"
+                                       : "no",
+                          source, error.empty() ? description : "handshake failed: " + error});
   };
   for (const auto* factory : context.drivers().builtin()) {
     Capabilities caps = factory->capabilities();

@@ -14,6 +14,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 
+#include "core/conformance/cp_tree.hpp"
 #include "core/events/events.hpp"
 #include "core/lifecycle/lifecycle.hpp"
 #include "core/lifecycle/rules.hpp"
@@ -146,6 +147,7 @@ private:
     m_opened = m_engine.open_driver(*m_record);
     check("labels carried", [&] { return labels_carried(); });
     exec_checks();
+    copy_checks();
     check("logs", [&] { return logs(); });
     check("snapshot", [&] { return snapshot(); });
     check("restore", [&] { return restore(); });
@@ -313,6 +315,90 @@ private:
              fmt::format("id -u as user 65534 printed \"{}\" (status {})", uid, r.code));
       return std::string("the command ran as uid 65534");
     });
+  }
+
+  // sandboxer cp, the way the driver copies (its own, else tar over its exec) and, where it has
+  // both, over exec too: every kind of entry comes back as it went in.
+  void copy_checks() {
+    check("cp round trip", [&] {
+      if (!m_caps.copy && !m_caps.exec) {
+        skip("the driver has neither a copy of its own nor exec");
+      }
+      return copy_round_trip(CopyRequest::Via::any, true);
+    });
+    check("cp over exec", [&] {
+      if (!m_caps.copy || !m_caps.exec) {
+        skip(m_caps.exec ? "the round trip went over exec" : "the driver has no exec");
+      }
+      return copy_round_trip(CopyRequest::Via::exec, false);
+    });
+    check("cp of a missing path", [&] {
+      if (!m_caps.copy && !m_caps.exec) {
+        skip("the driver has neither a copy of its own nor exec");
+      }
+      CopyRequest request;
+      request.direction = CopyRequest::Direction::out;
+      request.sources = {"/sandboxer-conformance-no-such-path"};
+      request.destination = (m_scratch.path() / "missing").string();
+      try {
+        m_engine.copy(m_record->id, request);
+      } catch (const Error& e) {
+        expect(e.code() == ExitCode::not_found,
+               fmt::format("copying a missing path failed with exit {}, not 3: {}",
+                           static_cast<int>(e.code()), e.what()));
+        return fmt::format("not found (exit 3): {}", e.what());
+      }
+      fail("copying a missing path succeeded");
+    });
+  }
+
+  std::string copy_round_trip(CopyRequest::Via via, bool large) {
+    const std::string name = via == CopyRequest::Via::exec ? "sandboxer-kit-exec" : "sandboxer-kit";
+    const fs::path local = m_scratch.path() / ("cp-" + name);
+    make_copy_tree(local / name, {.large = large});
+    CopyRequest in;
+    in.direction = CopyRequest::Direction::in;
+    in.sources = {(local / name).string()};
+    in.via = via;
+    // Into /tmp where the sandbox has one, else its root.
+    in.destination = "/tmp/" + name;
+    cp::CopyResult went;
+    try {
+      went = m_engine.copy(m_record->id, in);
+    } catch (const NotFoundError&) {
+      in.destination = "/" + name;
+      went = m_engine.copy(m_record->id, in);
+    }
+    const auto last = m_engine.get(m_record->id).history.back();
+    expect(last.event == EventKind::files_copied &&
+               last.details["copy"].value("outcome", "") == "complete",
+           "the copy in left no complete files.copied entry in the history");
+    CopyRequest out;
+    out.direction = CopyRequest::Direction::out;
+    out.sources = {in.destination};
+    out.destination = (local / "back").string();
+    out.via = via;
+    cp::CopyResult came = m_engine.copy(m_record->id, out);
+    if (auto difference = tree_difference(local / name, local / "back"); !difference.empty()) {
+      fail(fmt::format("through {}: {}", went.via, difference));
+    }
+    std::map<std::string, std::string> sent;
+    for (const auto& file : went.file_digests) {
+      sent[file.path] = file.sha256;
+    }
+    std::map<std::string, std::string> received;
+    for (const auto& file : came.file_digests) {
+      received[file.path] = file.sha256;
+    }
+    expect(sent == received && !sent.empty(),
+           "the files.copied digests of the copy in and the copy out differ");
+    std::error_code ec;
+    fs::remove_all(local, ec);
+    return fmt::format("{} files, {} MiB in and out through {} ({:.1f} s in, {:.1f} s out); "
+                       "bytes, modes, links, an empty file and directory, a 2001 mtime and a "
+                       "UTF-8 name came back as they went",
+                       went.files, went.bytes / (1024 * 1024), went.via, went.seconds,
+                       came.seconds);
   }
 
   // The sandbox prints a marker on its console: the main process's stdout (/proc/1/fd/1: docker,

@@ -51,6 +51,10 @@ void Packer::add_path(const fs::path& path, const std::string& name, int depth) 
   entry.mtime = st.st_mtim.tv_sec;
   entry.uid = st.st_uid;
   entry.gid = st.st_gid;
+  if (m_options.owner) {
+    entry.uid = m_options.owner->first;
+    entry.gid = m_options.owner->second;
+  }
   if (S_ISREG(st.st_mode)) {
     add_file(path, name, entry);
   } else if (S_ISLNK(st.st_mode)) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -23,6 +24,8 @@ public:
 
 struct PackOptions {
   bool follow = false; // --follow: copy what links point to
+  // --owner: the uid and gid every entry carries, instead of the local file's.
+  std::optional<std::pair<int64_t, int64_t>> owner;
   // Called for each file written: its name in the stream, its size and SHA-256 (hex).
   std::function<void(const std::string& name, uint64_t size, const std::string& sha256)> on_file;
 };

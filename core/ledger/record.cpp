@@ -23,12 +23,12 @@ constexpr std::array<std::string_view, 8> k_state_names = {
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 21> k_event_names = {
+constexpr std::array<std::string_view, 22> k_event_names = {
     "created",          "ready",          "restoring",    "restored",     "restore.failed",
     "exec.started",     "exec.finished",  "snapshotting", "snapshotted",  "snapshot.failed",
     "snapshot.removed", "extended",       "expiring",     "expired",      "destroying",
     "destroyed",        "destroy.failed", "failed",       "orphan.found", "repaired",
-    "updated",
+    "updated",          "files.copied",
 };
 
 template <typename Enum, size_t N>

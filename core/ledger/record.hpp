@@ -60,6 +60,7 @@ enum class EventKind {
   orphan_found,
   repaired,
   updated,
+  files_copied, // sandboxer cp: what went in or came out, with digests
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);

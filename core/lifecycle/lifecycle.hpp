@@ -10,6 +10,7 @@
 #include <sandboxer/error.hpp>
 
 #include "core/catalog/catalog.hpp"
+#include "core/cp/transfer.hpp"
 #include "core/errors.hpp"
 #include "core/events/hook.hpp"
 #include "core/ledger/ledger.hpp"
@@ -52,6 +53,18 @@ struct ExtendOptions {
 struct ExtendOutcome {
   SandboxRecord record;
   std::vector<std::string> notices;
+};
+
+// `sandboxer cp` (docs/cp.md).
+struct CopyRequest {
+  enum class Direction { in, out };
+  Direction direction = Direction::in;
+  std::vector<std::string> sources; // in: paths on this machine ("-": stdin); out: one sandbox path
+  std::string destination;          // in: a sandbox path; out: a path here ("-": stdout)
+  // --via: the driver's own copy, tar over its exec, or (any) the first it has, in that order.
+  enum class Via { any, native, exec };
+  Via via = Via::any;
+  cp::CopyOptions options;
 };
 
 struct ExpiredDestroy {
@@ -107,6 +120,9 @@ public:
   ExtendOutcome extend(const std::string& id_or_name, const ExtendOptions& options);
   // Returns the command's exit status.
   int exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io);
+  // Copies files in or out of a running sandbox; one `files.copied` history entry says what moved
+  // (also when it failed or was interrupted, then rethrown).
+  cp::CopyResult copy(const std::string& id_or_name, const CopyRequest& request);
   // The backend's view of a sandbox (no ledger change).
   BackendStatus status(const std::string& id_or_name);
   // The sandbox's own output (Capabilities::logs). Read-only, as status is: no history entry and

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include <sandboxer/copy_feed.hpp>
 #include <sandboxer/duration.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -21,7 +22,8 @@ namespace {
 
 // "ready" is a readiness wait after the sandbox exists (as docker's readiness command): its
 // latency is where an interrupted create leaves something behind for the core to undo.
-const std::vector<std::string> k_ops = {"create", "ready", "destroy", "status", "snapshot", "exec"};
+const std::vector<std::string> k_ops = {"create",   "ready", "destroy", "status",
+                                        "snapshot", "exec",  "copy"};
 
 struct Spec {
   std::optional<std::string> root;
@@ -110,6 +112,8 @@ std::string read_text(const fs::path& path) {
 
 // The sandbox's console file, in its directory.
 constexpr const char* k_console = "console.log";
+// A copy has this long: the stub copies on this machine, where a stall is a bug.
+constexpr std::chrono::minutes k_copy_deadline{30};
 
 // A console line: "TIME STREAM TEXT" when the stub wrote it, else whatever a command wrote.
 LogLine console_line(std::string_view text) {
@@ -305,6 +309,89 @@ public:
     }
   }
 
+  // A sandbox's files are its directory's fs/: "/" there. The host's tar moves them (the stub
+  // isolates nothing); a link is followed on this machine, as exec would.
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    std::error_code ec;
+    const fs::path local = files_of(sandbox) / fs::path(path).relative_path();
+    const auto status = fs::status(local, ec);
+    PathInfo info;
+    if (fs::is_directory(status)) {
+      info.kind = PathInfo::Kind::directory;
+    } else if (fs::is_regular_file(status)) {
+      info.kind = PathInfo::Kind::file;
+      info.size = fs::file_size(local, ec);
+    } else if (fs::exists(status)) {
+      info.kind = PathInfo::Kind::other;
+    } else if (fs::is_symlink(fs::symlink_status(local, ec))) {
+      info.kind = PathInfo::Kind::symlink;
+      info.link_target = fs::read_symlink(local, ec).string();
+    }
+    info.mode = static_cast<uint32_t>(status.permissions()) & 07777;
+    return info;
+  }
+
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    enter("copy");
+    const fs::path directory = files_of(sandbox) / fs::path(request.directory).relative_path();
+    proc::Command command;
+    command.argv = {"tar", "-x", "-f", "-", "-C", directory.string()};
+    command.argv.push_back(request.owner ? "--same-owner" : "--no-same-owner");
+    command.timeout = k_copy_deadline;
+    proc::Result result;
+    with_source_as_fd(source, [&](int fd) {
+      command.stdin_fd = fd;
+      result = proc::run(command);
+      return 0;
+    });
+    check_tar(result, "copying into " + request.directory, sandbox);
+  }
+
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    enter("copy");
+    const fs::path local = files_of(sandbox) / fs::path(request.path).relative_path();
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(local, ec))) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: no such file or directory in sandbox {}: {}",
+                                    sandbox.sandbox_id, request.path));
+    }
+    proc::Command command;
+    command.argv = {"tar", "-c", "-f", "-", "-C", local.parent_path().string()};
+    if (request.follow) {
+      command.argv.push_back("-h");
+    }
+    command.argv.push_back("./" + local.filename().string());
+    command.timeout = k_copy_deadline;
+    command.on_stdout = [&](std::string_view bytes) { sink.write(bytes); };
+    check_tar(proc::run(command), "copying " + request.path, sandbox);
+  }
+
+  static void check_tar(const proc::Result& result, const std::string& what,
+                        const SandboxHandle& sandbox) {
+    if (result.status() == 0) {
+      return;
+    }
+    std::string said = result.err.substr(0, 2048);
+    while (!said.empty() && said.back() == '\n') {
+      said.pop_back();
+    }
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("stub: {} in sandbox {} failed{}: {}", what, sandbox.sandbox_id,
+                                  result.timed_out ? " (deadline)" : "", said));
+  }
+
+  fs::path files_of(const SandboxHandle& sandbox) const {
+    const fs::path dir = sandbox_dir(sandbox.backend_id);
+    if (!fs::is_directory(dir)) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    return dir / "fs";
+  }
+
   void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
     fs::path dir = sandbox_dir(sandbox.backend_id);
     std::ifstream in(dir / k_console, std::ios::binary);
@@ -461,7 +548,9 @@ public:
             .native_ttl = false,
             .list_by_label = true,
             .restore_in_place = true,
-            .logs = true};
+            .logs = true,
+            .copy = true,
+            .copy_owner = true};
   }
   nlohmann::json location(const nlohmann::json& spec, const DriverContext& context) const override {
     Spec bound = bind(spec);

@@ -13,6 +13,10 @@ expect_code 0 sbx create --profile dev --name agent --quiet
 ID=$OUT
 expect_code 3 sbx exec agent -- sh -c 'echo hi; exit 3'
 expect_code 0 sbx exec agent -- true
+# A copy in and out: the evidence lists both, with each file's digest.
+printf 'input bytes\n' >"$WORK/input.txt"
+expect_code 0 sbx cp "$WORK/input.txt" agent:/
+expect_code 0 sbx cp agent:/input.txt "$WORK/output.txt"
 expect_code 0 sbx snapshot agent --name s1 --quiet
 expect_code 0 sbx destroy agent
 expect_code 0 sbx create --profile dev --name live --quiet
@@ -27,6 +31,10 @@ sed -n '/^```python$/,/^```$/p' "$SANDBOXER_SOURCE_DIR/docs/evidence.md" | sed '
 grep -q "def problem" "$WORK/check.py" || fail "no checker in docs/evidence.md"
 
 expect_code 0 sbx evidence "$ID" -o json
+SUM=$(sha256sum "$WORK/input.txt" | cut -d' ' -f1)
+jq -e --arg sum "$SUM" '[.copies[] | .direction + " " + .file_digests[0].sha256 + " " + .outcome]
+  == ["in \($sum) complete", "out \($sum) complete"]' <<<"$OUT" >/dev/null \
+  || fail "evidence copies: $(jq -c .copies <<<"$OUT")"
 DOC="$WORK/evidence.json"
 printf '%s\n' "$OUT" >"$DOC"
 [ "$(jq -r .sandbox.id "$DOC")" = "$ID" ] || fail "sandbox: $(head -c 300 "$DOC")"

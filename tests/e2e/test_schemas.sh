@@ -142,6 +142,8 @@ out list list -a
 out history history a
 out evidence evidence a
 out wait wait a --for running
+printf 'copied\n' >"$WORK/copied.txt"
+out cp cp --verify "$WORK/copied.txt" a:/
 out destroy destroy --label team=e2e --dry-run
 out destroy destroy b
 out reap reap --dry-run

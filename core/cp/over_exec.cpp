@@ -1,0 +1,164 @@
+#include "core/cp/over_exec.hpp"
+
+#include <exception>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include <sandboxer/copy_feed.hpp>
+#include <sandboxer/interrupt.hpp>
+
+namespace sandboxer::cp {
+namespace {
+
+constexpr size_t k_kept_stderr_bytes = 4096;
+
+// The output of one exec: stdout to `on_out`, stderr kept (bounded) for the error message.
+class TarIo : public ExecIo {
+public:
+  explicit TarIo(std::function<void(std::string_view)> on_out, int stdin_fd = -1)
+      : m_on_out(std::move(on_out)), m_stdin_fd(stdin_fd) {}
+  void out(std::string_view bytes) override {
+    if (m_failure) {
+      return; // the stream was refused already: the rest is drained, never used
+    }
+    try {
+      m_on_out(bytes);
+    } catch (...) {
+      // Thrown through the driver's reading loop it could leave the exec half-closed; it is
+      // rethrown once the exec has ended.
+      m_failure = std::current_exception();
+    }
+  }
+  void err(std::string_view bytes) override {
+    m_stderr.append(
+        bytes.substr(0, k_kept_stderr_bytes - std::min(k_kept_stderr_bytes, m_stderr.size())));
+  }
+  int stdin_fd() const override { return m_stdin_fd; }
+  void set_stdin(int fd) { m_stdin_fd = fd; }
+
+  std::string stderr_line() const {
+    std::string line = m_stderr;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+      line.pop_back();
+    }
+    return line;
+  }
+  void rethrow_failure() const {
+    if (m_failure) {
+      std::rethrow_exception(m_failure);
+    }
+  }
+
+private:
+  std::function<void(std::string_view)> m_on_out;
+  int m_stdin_fd;
+  std::string m_stderr;
+  std::exception_ptr m_failure;
+};
+
+int run(Driver& driver, const SandboxHandle& sandbox, std::vector<std::string> argv, TarIo& io) {
+  ExecRequest request;
+  request.argv = std::move(argv);
+  request.attach_stdin = io.stdin_fd() >= 0;
+  const int signals_before = interrupt::count();
+  const int status = driver.exec(sandbox, request, io);
+  if (interrupt::count() != signals_before) {
+    // The signal went on to tar in the sandbox; the copy did not complete, whatever it answered.
+    throw Interrupted(interrupt::last_signal());
+  }
+  return status;
+}
+
+[[noreturn]] void tar_failed(const SandboxHandle& sandbox, std::string_view what, int status,
+                             const TarIo& io) {
+  if (status == 127) {
+    throw DriverError(DriverError::Kind::unsupported,
+                      fmt::format("sandbox {} has no 'tar': sandboxer cp needs it in the sandbox "
+                                  "when the driver copies over exec (docs/cp.md)",
+                                  sandbox.sandbox_id));
+  }
+  const std::string said = io.stderr_line();
+  if (said.find("No space left") != std::string::npos ||
+      said.find("No such file") == std::string::npos) {
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("{} in sandbox {} failed (tar exited {}){}{}", what,
+                                  sandbox.sandbox_id, status, said.empty() ? "" : ": ", said));
+  }
+  throw DriverError(DriverError::Kind::not_found,
+                    fmt::format("{} in sandbox {}: {}", what, sandbox.sandbox_id, said));
+}
+
+// The parent directory and base name of an absolute path in the sandbox.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  std::filesystem::path p(path);
+  while (p.has_relative_path() && p.filename().empty()) {
+    p = p.parent_path(); // "/a/b/" -> "/a/b"
+  }
+  return {p.parent_path().string(), p.filename().string()};
+}
+
+} // namespace
+
+PathInfo stat_over_exec(Driver& driver, const SandboxHandle& sandbox, const std::string& path) {
+  // `test` follows links, as stat(2) does; three questions at most, each one exec.
+  auto ask = [&](const char* flag) {
+    TarIo io([](std::string_view) {});
+    const int status = run(driver, sandbox, {"test", flag, path}, io);
+    if (status > 1) {
+      throw DriverError(status == 127 ? DriverError::Kind::unsupported : DriverError::Kind::error,
+                        fmt::format("sandbox {}: 'test {} {}' exited {}{}{}", sandbox.sandbox_id,
+                                    flag, path, status,
+                                    status == 127 ? " (no 'test' command in the sandbox)" : "",
+                                    io.stderr_line().empty() ? "" : ": " + io.stderr_line()));
+    }
+    return status == 0;
+  };
+  PathInfo info;
+  if (ask("-d")) {
+    info.kind = PathInfo::Kind::directory;
+  } else if (ask("-e")) {
+    info.kind = PathInfo::Kind::file;
+  } else if (ask("-L")) {
+    info.kind = PathInfo::Kind::symlink; // a link to nothing
+  }
+  return info;
+}
+
+void copy_in_over_exec(Driver& driver, const SandboxHandle& sandbox, const CopyInRequest& request,
+                       CopySource& source) {
+  std::vector<std::string> argv = {"tar", "-x", "-f", "-", "-C", request.directory};
+  if (!request.owner) {
+    argv.push_back("-o"); // GNU and BusyBox alike: files belong to whoever runs tar
+  }
+  TarIo io([](std::string_view) {});
+  const int status = with_source_as_fd(source, [&](int fd) {
+    io.set_stdin(fd);
+    return run(driver, sandbox, argv, io);
+  });
+  if (status != 0) {
+    tar_failed(sandbox, fmt::format("copying into {}", request.directory), status, io);
+  }
+}
+
+void copy_out_over_exec(Driver& driver, const SandboxHandle& sandbox, const CopyOutRequest& request,
+                        CopySink& sink) {
+  auto [parent, name] = split_path(request.path);
+  if (name.empty()) {
+    throw DriverError(DriverError::Kind::unsupported,
+                      fmt::format("cp: '{}' names no file or directory", request.path));
+  }
+  std::vector<std::string> argv = {"tar", "-c", "-f", "-", "-C", parent.empty() ? "/" : parent};
+  if (request.follow) {
+    argv.push_back("-h");
+  }
+  // "./" keeps a name that starts with '-' from reading as an option.
+  argv.push_back("./" + name);
+  TarIo io([&](std::string_view bytes) { sink.write(bytes); });
+  const int status = run(driver, sandbox, std::move(argv), io);
+  io.rethrow_failure();
+  if (status != 0) {
+    tar_failed(sandbox, fmt::format("copying {}", request.path), status, io);
+  }
+}
+
+} // namespace sandboxer::cp
