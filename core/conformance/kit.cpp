@@ -353,7 +353,10 @@ private:
   }
 
   std::string copy_round_trip(CopyRequest::Via via, bool large) {
-    const std::string name = via == CopyRequest::Via::exec ? "sandboxer-kit-exec" : "sandboxer-kit";
+    // Its own name each run: the stub's exec works on this machine's /tmp, and a name already
+    // there would be copied into, not onto.
+    const std::string name = fmt::format(
+        "sandboxer-kit-{}-{}", via == CopyRequest::Via::exec ? "exec" : "any", m_record->id);
     const fs::path local = m_scratch.path() / ("cp-" + name);
     make_copy_tree(local / name, {.large = large});
     CopyRequest in;
@@ -394,6 +397,9 @@ private:
            "the files.copied digests of the copy in and the copy out differ");
     std::error_code ec;
     fs::remove_all(local, ec);
+    if (m_caps.exec) {
+      exec(m_record->id, {.argv = {"rm", "-rf", in.destination}});
+    }
     return fmt::format("{} files, {} MiB in and out through {} ({:.1f} s in, {:.1f} s out); "
                        "bytes, modes, links, an empty file and directory, a 2001 mtime and a "
                        "UTF-8 name came back as they went",
