@@ -40,8 +40,7 @@ bool CopyStreams::input(long id, const nlohmann::json& params) {
   // Wait for room; the copy_in may end meanwhile (the map's nodes stay where they are).
   m_changed.wait(lock, [&] {
     auto open = m_open.find(id);
-    return open == m_open.end() || !open->second.cut.empty() ||
-           open->second.chunks.size() < k_held;
+    return open == m_open.end() || !open->second.cut.empty() || open->second.chunks.size() < k_held;
   });
   it = m_open.find(id);
   if (it != m_open.end() && it->second.cut.empty() && !bytes.empty()) {
@@ -77,7 +76,8 @@ size_t CopyStreams::read(long id, char* buffer, size_t size) {
     throw DriverError(DriverError::Kind::error, "copy_in: no stream for this request");
   }
   Stream& stream = it->second;
-  m_changed.wait(lock, [&] { return !stream.chunks.empty() || stream.ended || !stream.cut.empty(); });
+  m_changed.wait(lock,
+                 [&] { return !stream.chunks.empty() || stream.ended || !stream.cut.empty(); });
   if (!stream.cut.empty()) {
     throw DriverError(DriverError::Kind::error, "copy_in: " + stream.cut);
   }

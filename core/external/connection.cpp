@@ -6,10 +6,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <optional>
-#include <vector>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <vector>
 
 #include <sandboxer/base64.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -307,7 +307,19 @@ nlohmann::json Connection::call(const Call& call) {
       case protocol::Message::Type::output:
         progressed();
         if (call.on_output) {
-          call.on_output(message.value);
+          try {
+            call.on_output(message.value);
+          } catch (...) {
+            // What sandboxer could not take (a malformed chunk, a local disk full): the driver
+            // is still sending, so the process is told to stop and not reused.
+            if (pending_offset == 0 || pending_offset == pending.size()) {
+              protocol::write_line(
+                  m_child.stdin_fd(),
+                  {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+            }
+            m_usable = false;
+            throw;
+          }
         }
         break;
       case protocol::Message::Type::malformed:

@@ -348,9 +348,8 @@ public:
 
   // The optional copy methods (capability `copy`, docs/driver-protocol.md "Copy").
   PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
-    json result = call("stat_path", {{"backend_id", sandbox.backend_id},
-                                     {"path", path},
-                                     {"spec", m_spec}});
+    json result =
+        call("stat_path", {{"backend_id", sandbox.backend_id}, {"path", path}, {"spec", m_spec}});
     PathInfo out;
     const std::string kind = string_member(result, "kind", "stat_path");
     bool known = false;
@@ -362,9 +361,9 @@ public:
       }
     }
     if (!known) {
-      throw DriverError(DriverError::Kind::error,
-                        fmt::format("the driver's stat_path result: unknown kind {}",
-                                    json(kind).dump()));
+      throw DriverError(
+          DriverError::Kind::error,
+          fmt::format("the driver's stat_path result: unknown kind {}", json(kind).dump()));
     }
     if (auto size = result.find("size"); size != result.end() && size->is_number_unsigned()) {
       out.size = size->get<uint64_t>();
@@ -382,9 +381,8 @@ public:
   // unpacked it all, and a count other than what was sent is a stream cut short.
   void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
                CopySource& source) override {
-    json params = {{"backend_id", sandbox.backend_id},
-                   {"directory", request.directory},
-                   {"spec", m_spec}};
+    json params = {
+        {"backend_id", sandbox.backend_id}, {"directory", request.directory}, {"spec", m_spec}};
     if (request.owner) {
       params["owner"] = *request.owner; // only when set: the core sends it only with copy_owner
     }

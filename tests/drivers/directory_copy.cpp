@@ -1,4 +1,4 @@
-#include "directory_copy.hpp"
+#include "tests/drivers/directory_copy.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -383,9 +383,9 @@ void copy_in(const fs::path& root, const std::string& directory, CopySource& sou
   fs::path dir = resolve(root, directory, true);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw DriverError(DriverError::Kind::not_found,
-                      fmt::format("stub-external: {}: no such directory in the sandbox",
-                                  directory));
+    throw DriverError(
+        DriverError::Kind::not_found,
+        fmt::format("stub-external: {}: no such directory in the sandbox", directory));
   }
   Unpacker unpacker(dir);
   tar::Reader reader(unpacker);
@@ -405,9 +405,9 @@ void copy_out(const fs::path& root, const std::string& path, bool follow, CopySi
   fs::path host = resolve(root, path, follow);
   struct stat st {};
   if (::lstat(host.c_str(), &st) != 0) {
-    throw DriverError(DriverError::Kind::not_found,
-                      fmt::format("stub-external: {}: no such file or directory in the sandbox",
-                                  path));
+    throw DriverError(
+        DriverError::Kind::not_found,
+        fmt::format("stub-external: {}: no such file or directory in the sandbox", path));
   }
   auto parts = components(path);
   // "/" itself goes as ".", as `tar -C / .` would write it.

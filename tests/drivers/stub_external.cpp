@@ -10,8 +10,8 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/sdk.hpp>
 
-#include "directory_copy.hpp"
 #include "drivers/stub/stub_driver.hpp"
+#include "tests/drivers/directory_copy.hpp"
 
 namespace {
 

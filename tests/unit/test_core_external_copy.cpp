@@ -1,11 +1,10 @@
 // The driver protocol's copy methods end to end: sandboxer's client (core/external) against the
 // real `sandboxer-driver-stub-external` process (the SDK's server, tests/drivers/), its sandbox a
 // directory this test can look into.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <gtest/gtest.h>
 #include <map>
 #include <random>
 #include <sys/stat.h>
@@ -33,7 +32,10 @@ public:
     add({.path = path, .mode = mode, .mtime = k_mtime + 1, .size = content.size()}, content);
   }
   void link(const std::string& path, const std::string& target) {
-    add({.path = path, .type = tar::Type::symlink, .mode = 0777, .mtime = k_mtime + 2,
+    add({.path = path,
+         .type = tar::Type::symlink,
+         .mode = 0777,
+         .mtime = k_mtime + 2,
          .link = target});
   }
   std::string bytes() {
@@ -257,8 +259,8 @@ TEST_F(ExternalCopy, ADriverThatDiesMidCopyOutIsAnErrorNeverAShortStream) {
   setenv("SANDBOXER_STUB_EXTERNAL_DIE_IN_COPY_OUT", "200000", 1);
   // A new factory: a new process, which sees the variable.
   auto dying_factory = external::make_factory("stub-external", SANDBOXER_STUB_EXTERNAL_PATH);
-  auto dying = dying_factory->open(
-      dying_factory->parse_spec({{"root", (dir / "root").string()}}), context);
+  auto dying =
+      dying_factory->open(dying_factory->parse_spec({{"root", (dir / "root").string()}}), context);
   Collect out;
   try {
     dying->copy_out(sandbox, {.path = "/big"}, out);
@@ -269,6 +271,74 @@ TEST_F(ExternalCopy, ADriverThatDiesMidCopyOutIsAnErrorNeverAShortStream) {
   }
   EXPECT_GT(out.total, 0u) << "chunks arrived before it died";
   EXPECT_LT(out.total, size_t{1} << 20);
+}
+
+} // namespace
+} // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+// sandboxer's side against a driver that breaks the copy rules (tests/data/drivers/).
+class BadCopy : public ::testing::Test {
+protected:
+  std::unique_ptr<Driver> open(const char* mode) {
+    setenv("BADCOPY_MODE", mode, 1);
+    factory =
+        external::make_factory("badcopy", SANDBOXER_TEST_DATA "/drivers/sandboxer-driver-badcopy");
+    context.data_dir = dir / "data";
+    return factory->open(factory->parse_spec(nlohmann::json::object()), context);
+  }
+  void TearDown() override { unsetenv("BADCOPY_MODE"); }
+  std::string copy_out_error(const char* mode) {
+    auto driver = open(mode);
+    Collect out;
+    try {
+      driver->copy_out(SandboxHandle{.backend_id = "b"}, {.path = "/x"}, out);
+    } catch (const DriverError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  testing::TempDir dir;
+  DriverContext context;
+  std::unique_ptr<DriverFactory> factory;
+};
+
+TEST_F(BadCopy, AnAnswerBeforeTheEndOfTheStreamIsAnError) {
+  auto driver = open("early");
+  PieceSource source(std::string(1u << 20, 'x'));
+  try {
+    driver->copy_in(SandboxHandle{.backend_id = "b"}, {.directory = "/"}, source);
+    FAIL() << "copy_in succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("answered copy_in before the end of the stream"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(BadCopy, AnErrorMidStreamComesBackAtOnceThoughTheDriverStoppedReading) {
+  auto driver = open("refuse");
+  PieceSource source(std::string(8u << 20, 'x')); // far more than a pipe holds
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    driver->copy_in(SandboxHandle{.backend_id = "b"}, {.directory = "/"}, source);
+    FAIL() << "copy_in succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("no space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST_F(BadCopy, ACountOtherThanWhatArrivedIsACutStream) {
+  EXPECT_NE(copy_out_error("miscount").find("the stream was cut short"), std::string::npos);
+}
+
+TEST_F(BadCopy, AChunkOverTheBoundOrOfAnotherStreamIsRefused) {
+  EXPECT_NE(copy_out_error("oversized").find("a chunk over 65536 bytes"), std::string::npos);
+  EXPECT_NE(copy_out_error("stream").find("stream \"stdout\""), std::string::npos);
 }
 
 } // namespace

@@ -1,8 +1,7 @@
 // The driver protocol's framing and message reading (sdk/protocol/): what sandboxer makes of each
 // line an external driver writes.
-#include <gtest/gtest.h>
-
 #include <atomic>
+#include <gtest/gtest.h>
 #include <thread>
 
 #include <sandboxer/base64.hpp>
