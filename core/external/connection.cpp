@@ -187,6 +187,7 @@ nlohmann::json Connection::call(const Call& call) {
   size_t pending_offset = 0;
   bool source_ended = !call.source;
   bool source_sent = !call.source;
+  bool source_drained = false; // the source returned 0
   std::vector<char> chunk;
   if (call.source) {
     non_blocking.emplace(m_child.stdin_fd());
@@ -227,9 +228,14 @@ nlohmann::json Connection::call(const Call& call) {
                          call.method, m_child.status()));
     }
     if (!source_ended && pending_offset == pending.size()) {
+      // Chunks are filled (a source may hand over less at a time): fewer, fuller lines.
       size_t n = 0;
       try {
-        n = call.source(chunk.data(), chunk.size());
+        while (!source_drained && n < chunk.size()) {
+          size_t got = call.source(chunk.data() + n, chunk.size() - n);
+          source_drained = got == 0;
+          n += got;
+        }
       } catch (...) {
         // The stream will not be whole: the driver is told to drop it (`cancel`, or its stdin
         // closing), never handed an end it could take for a complete one.
@@ -243,7 +249,7 @@ nlohmann::json Connection::call(const Call& call) {
                     .dump() +
                 "\n";
       pending_offset = 0;
-      source_ended = n == 0;
+      source_ended = n == 0; // the end marker goes after the last bytes, in a line of its own
       if (call.sent) {
         *call.sent += n;
       }
