@@ -201,11 +201,18 @@ std::string copy_chunk_of(const nlohmann::json& params) {
     throw std::invalid_argument(
         fmt::format("a chunk over {} bytes ({} characters of base64)", k_copy_chunk, text.size()));
   }
+  std::string bytes;
   try {
-    return base64_decode(text);
+    bytes = base64_decode(text);
   } catch (const std::invalid_argument&) {
     throw std::invalid_argument("a chunk whose data is not base64");
   }
+  // Base64's length bounds the bytes to within two of the limit; the rest is told after.
+  if (bytes.size() > k_copy_chunk) {
+    throw std::invalid_argument(
+        fmt::format("a chunk over {} bytes ({} bytes)", k_copy_chunk, bytes.size()));
+  }
+  return bytes;
 }
 
 nlohmann::json input_chunk(long id, std::string_view bytes) {
