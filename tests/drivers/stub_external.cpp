@@ -109,7 +109,9 @@ public:
   std::string_view doc() const override { return m_inner.doc(); }
   sandboxer::Capabilities capabilities() const override {
     sandboxer::Capabilities caps = m_inner.capabilities();
-    caps.copy = true; // copy_owner stays false: the stub runs as an ordinary user
+    // Its own copy (directory_copy.cpp), not the stub's tar: no owner, as it runs unprivileged.
+    caps.copy = true;
+    caps.copy_owner = false;
     return caps;
   }
   nlohmann::json parse_spec(const nlohmann::json& section) const override {
