@@ -54,8 +54,11 @@ expect_contains "$ERR" "exited before answering copy_out"
 
 expect_code 0 sbx destroy box
 
-# The conformance kit's copy checks pass through the protocol.
-expect_code 0 sbx drivers test --profile ext -o json
-jq -e '[.checks[] | select(.name | test("cp|copy")) | .result] | length > 0 and all(. != "fail")' \
+# The conformance kit's checks of the native copy pass through the protocol. (Its "cp over exec"
+# is the core's fallback, which on the stub family runs tar on this machine: not this test's.)
+sbx drivers test --profile ext -o json >"$WORK/kit.json" 2>"$WORK/kit.err" || true
+OUT=$(cat "$WORK/kit.json")
+jq -e '[.checks[] | select(.name == "cp round trip" or .name == "cp of a missing path") | .result]
+  == ["pass", "pass"]' \
   <<<"$OUT" >/dev/null || fail "the kit's copy checks: $(jq -c '[.checks[] | {name, result}]' <<<"$OUT")"
 echo "ok"
