@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include <sandboxer/log.hpp>
 #include <sandboxer/sdk.hpp>
 
+#include "sdk/copy_streams.hpp"
 #include "sdk/protocol/protocol.hpp"
 
 namespace sandboxer::sdk {
@@ -143,8 +145,11 @@ private:
 // to the process's end, holding what it uses by shared_ptr.
 class Reader {
 public:
-  Reader(int fd, std::shared_ptr<Inputs> inputs) : m_state(std::make_shared<State>()) {
-    std::thread([fd, inputs, state = m_state] { run(fd, *inputs, *state); }).detach();
+  Reader(int fd, std::shared_ptr<Inputs> inputs, std::shared_ptr<CopyStreams> copies)
+      : m_state(std::make_shared<State>()) {
+    std::thread([fd, inputs, copies, state = m_state] {
+      run(fd, *inputs, *copies, *state);
+    }).detach();
   }
   // The next request, or none once stdin ended.
   std::optional<json> next() {
@@ -166,7 +171,7 @@ private:
     bool ended = false;
   };
 
-  static void run(int fd, Inputs& inputs, State& state) {
+  static void run(int fd, Inputs& inputs, CopyStreams& copies, State& state) {
     protocol::LineBuffer lines;
     char buffer[65536];
     while (true) {
@@ -191,17 +196,30 @@ private:
         if (message.is_object() && message.value("method", "") == "input" &&
             !message.contains("id")) {
           const json& params = field(message, "params");
-          inputs.feed(params.value("id", -1L), params);
+          const long id = params.value("id", -1L);
+          if (!copies.input(id, params)) {
+            inputs.feed(id, params);
+          }
           continue;
         }
         if (message.is_object() && !message.contains("id")) {
-          continue; // other notifications (cancel): the SDK ends with the process instead
+          // cancel: a copy_in's stream is cut, so that the driver drops what it unpacked; other
+          // work ends with the process instead.
+          if (message.value("method", "") == "cancel") {
+            copies.cancel(field(message, "params").value("id", -1L));
+          }
+          continue;
+        }
+        if (message.is_object() && message.value("method", "") == "copy_in" &&
+            message["id"].is_number_integer()) {
+          copies.open(message["id"].get<long>()); // before its chunks, which follow it
         }
         std::lock_guard lock(state.mutex);
         state.queue.push_back(message.is_discarded() ? json(nullptr) : std::move(message));
         state.ready.notify_one();
       }
     }
+    copies.end_all();
     std::lock_guard lock(state.mutex);
     state.ended = true;
     state.ready.notify_one();
@@ -220,7 +238,7 @@ public:
   }
 
   int run() {
-    Reader reader(m_options.in_fd, m_inputs);
+    Reader reader(m_options.in_fd, m_inputs, m_copies);
     while (auto message = reader.next()) {
       if (!message->is_object()) {
         send({{"jsonrpc", "2.0"},
@@ -362,7 +380,98 @@ private:
     if (method == "logs") {
       return logs(id, params);
     }
+    if (method == "stat_path" && m_factory.capabilities().copy) {
+      PathInfo info = open(params)->stat_path(handle_of(params), text(params, "path"));
+      json out = {{"kind", to_string(info.kind)}, {"size", info.size}, {"mode", info.mode}};
+      if (info.kind == PathInfo::Kind::symlink) {
+        out["link_target"] = info.link_target;
+      }
+      return out;
+    }
+    if (method == "copy_in" && m_factory.capabilities().copy) {
+      return copy_in(id, params);
+    }
+    if (method == "copy_out" && m_factory.capabilities().copy) {
+      return copy_out(id, params);
+    }
     throw UnknownMethod{};
+  }
+
+  // The stream arrives as `input` chunks (CopyStreams, fed by the stdin thread); the answer counts
+  // its bytes, all of them read, so that sandboxer can tell a whole stream from a cut one.
+  json copy_in(const json& id, const json& params) {
+    if (!id.is_number_integer()) {
+      throw DriverError(DriverError::Kind::invalid_spec, "copy_in: the request's id is no integer");
+    }
+    const long stream_id = id.get<long>();
+    class Source : public CopySource {
+    public:
+      Source(CopyStreams& streams, long id) : m_streams(streams), m_id(id) {}
+      size_t read(char* buffer, size_t size) override { return m_streams.read(m_id, buffer, size); }
+
+    private:
+      CopyStreams& m_streams;
+      long m_id;
+    };
+    struct Close {
+      CopyStreams& streams;
+      long id;
+      ~Close() { streams.close(id); }
+    } close{*m_copies, stream_id};
+    CopyInRequest request;
+    request.directory = text(params, "directory");
+    if (std::string owner = text(params, "owner"); !owner.empty()) {
+      request.owner = owner;
+    }
+    Source source(*m_copies, stream_id);
+    open(params)->copy_in(handle_of(params), request, source);
+    return {{"bytes", m_copies->drain(stream_id)}};
+  }
+
+  // The driver's stream goes out as `output` chunks of stream "tar", at most k_copy_chunk bytes
+  // each, then the answer counts them.
+  json copy_out(const json& id, const json& params) {
+    class Sink : public CopySink {
+    public:
+      Sink(Server& server, const json& id) : m_server(server), m_id(id) {}
+      void write(std::string_view bytes) override {
+        while (!bytes.empty()) {
+          size_t n = std::min(bytes.size(), protocol::k_copy_chunk - m_held.size());
+          m_held.append(bytes.substr(0, n));
+          bytes.remove_prefix(n);
+          if (m_held.size() == protocol::k_copy_chunk) {
+            flush();
+          }
+        }
+      }
+      void flush() {
+        if (m_held.empty()) {
+          return;
+        }
+        m_server.send({{"jsonrpc", "2.0"},
+                       {"method", "output"},
+                       {"params",
+                        {{"id", m_id},
+                         {"stream", protocol::k_copy_stream},
+                         {"data", base64_encode(m_held)}}}});
+        m_sent += m_held.size();
+        m_held.clear();
+      }
+      uint64_t sent() const { return m_sent; }
+
+    private:
+      Server& m_server;
+      json m_id;
+      std::string m_held;
+      uint64_t m_sent = 0;
+    };
+    CopyOutRequest request;
+    request.path = text(params, "path");
+    request.follow = field(params, "follow") == true;
+    Sink sink(*this, id);
+    open(params)->copy_out(handle_of(params), request, sink);
+    sink.flush();
+    return {{"bytes", sink.sent()}};
   }
 
   // Each line is an `output` notification of the request, its time alongside.
@@ -442,6 +551,7 @@ private:
   ServeOptions m_options;
   NoProgress m_progress;
   std::shared_ptr<Inputs> m_inputs = std::make_shared<Inputs>();
+  std::shared_ptr<CopyStreams> m_copies = std::make_shared<CopyStreams>();
   std::mutex m_out_mutex;
 };
 

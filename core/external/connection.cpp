@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <optional>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <vector>
 
 #include <sandboxer/base64.hpp>
 #include <sandboxer/interrupt.hpp>
@@ -120,6 +122,49 @@ void Connection::send_input(long id, int& input_fd) {
   }
 }
 
+bool Connection::write_pending(const std::string& pending, size_t& offset) {
+  while (offset < pending.size()) {
+    ssize_t n = ::write(m_child.stdin_fd(), pending.data() + offset, pending.size() - offset);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && errno == EAGAIN) {
+      return true; // the pipe is full: the rest goes when poll says it may
+    }
+    if (n <= 0) {
+      return false;
+    }
+    offset += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+namespace {
+
+// While a call streams to the driver, its stdin does not block: a chunk goes out as the pipe
+// takes it, between reads of the driver's stdout and stderr.
+class NonBlocking {
+public:
+  explicit NonBlocking(int fd) : m_fd(fd), m_flags(fd >= 0 ? fcntl(fd, F_GETFL) : -1) {
+    if (m_flags >= 0) {
+      fcntl(m_fd, F_SETFL, m_flags | O_NONBLOCK);
+    }
+  }
+  ~NonBlocking() {
+    if (m_flags >= 0) {
+      fcntl(m_fd, F_SETFL, m_flags);
+    }
+  }
+  NonBlocking(const NonBlocking&) = delete;
+  NonBlocking& operator=(const NonBlocking&) = delete;
+
+private:
+  int m_fd;
+  int m_flags;
+};
+
+} // namespace
+
 nlohmann::json Connection::call(const Call& call) {
   if (!m_usable) {
     broken(DriverError::Kind::error, "its conversation broke earlier");
@@ -132,23 +177,45 @@ nlohmann::json Connection::call(const Call& call) {
     broken(DriverError::Kind::error,
            fmt::format("exited before {} (it closed its stdin)", call.method));
   }
-  const auto deadline = clock::now() + call.timeout;
+  auto deadline = clock::now() + call.timeout;
   std::optional<clock::time_point> exited_at;
   int input_fd = call.input_fd;
   char buffer[65536];
+  // copy_in's stream: the line being written, how much of it went, and whether its end did.
+  std::optional<NonBlocking> non_blocking;
+  std::string pending;
+  size_t pending_offset = 0;
+  bool source_ended = !call.source;
+  bool source_sent = !call.source;
+  bool source_drained = false; // the source returned 0
+  std::vector<char> chunk;
+  if (call.source) {
+    non_blocking.emplace(m_child.stdin_fd());
+    chunk.resize(protocol::k_copy_chunk);
+  }
+  auto progressed = [&] {
+    if (call.deadline_from_progress) {
+      deadline = clock::now() + call.timeout;
+    }
+  };
   while (true) {
     if (interrupt::requested()) {
-      // The driver may stop the call's work; the connection is not reused either way.
-      protocol::write_line(m_child.stdin_fd(),
-                           {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+      // The driver may stop the call's work; the connection is not reused either way. A line
+      // half written cannot be followed by another.
+      if (pending_offset == 0 || pending_offset == pending.size()) {
+        protocol::write_line(m_child.stdin_fd(),
+                             {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+      }
       m_usable = false;
       interrupt::check();
     }
     if (clock::now() >= deadline) {
       read_stderr();
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(call.timeout).count();
       broken(DriverError::Kind::timeout,
-             fmt::format("did not answer {} within {} s", call.method,
-                         std::chrono::duration_cast<std::chrono::seconds>(call.timeout).count()));
+             call.deadline_from_progress
+                 ? fmt::format("made no progress in {} for {} s", call.method, seconds)
+                 : fmt::format("did not answer {} within {} s", call.method, seconds));
     }
     if (!exited_at && m_child.exited()) {
       exited_at = clock::now();
@@ -160,11 +227,40 @@ nlohmann::json Connection::call(const Call& call) {
                          "holds its stdout)",
                          call.method, m_child.status()));
     }
-    pollfd fds[4] = {{m_child.stdout_fd(), POLLIN, 0},
+    if (!source_ended && pending_offset == pending.size()) {
+      // Chunks are filled (a source may hand over less at a time): fewer, fuller lines.
+      size_t n = 0;
+      try {
+        while (!source_drained && n < chunk.size()) {
+          size_t got = call.source(chunk.data() + n, chunk.size() - n);
+          source_drained = got == 0;
+          n += got;
+        }
+      } catch (...) {
+        // The stream will not be whole: the driver is told to drop it (`cancel`, or its stdin
+        // closing), never handed an end it could take for a complete one.
+        protocol::write_line(m_child.stdin_fd(),
+                             {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+        m_usable = false;
+        throw;
+      }
+      pending = (n > 0 ? protocol::input_chunk(id, std::string_view(chunk.data(), n))
+                       : protocol::input_end(id))
+                    .dump() +
+                "\n";
+      pending_offset = 0;
+      source_ended = n == 0; // the end marker goes after the last bytes, in a line of its own
+      if (call.sent) {
+        *call.sent += n;
+      }
+    }
+    const bool writing = pending_offset < pending.size();
+    pollfd fds[5] = {{m_child.stdout_fd(), POLLIN, 0},
                      {m_child.stderr_fd(), POLLIN, 0},
                      {interrupt::wake_fd(), POLLIN, 0},
-                     {input_fd, POLLIN, 0}};
-    int ready = ::poll(fds, input_fd >= 0 ? 4 : 3, ms_until(deadline));
+                     {input_fd, POLLIN, 0},
+                     {writing ? m_child.stdin_fd() : -1, POLLOUT, 0}};
+    int ready = ::poll(fds, 5, ms_until(deadline));
     if (ready < 0 && errno != EINTR) {
       broken(DriverError::Kind::error, fmt::format("poll: {}", strerror(errno)));
     }
@@ -176,6 +272,18 @@ nlohmann::json Connection::call(const Call& call) {
     }
     if (input_fd >= 0 && (fds[3].revents & (POLLIN | POLLHUP | POLLERR))) {
       send_input(id, input_fd);
+    }
+    if (writing && (fds[4].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      if (!write_pending(pending, pending_offset)) {
+        // The driver stopped reading: what it answers (an error) or its end says why.
+        source_ended = true;
+        pending.clear();
+        pending_offset = 0;
+        m_usable = false;
+      } else if (pending_offset == pending.size()) {
+        progressed();
+        source_sent = source_ended;
+      }
     }
     if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       continue;
@@ -203,8 +311,21 @@ nlohmann::json Connection::call(const Call& call) {
         spdlog::debug("driver {}: ignored: {:.200}", m_name, line);
         break;
       case protocol::Message::Type::output:
+        progressed();
         if (call.on_output) {
-          call.on_output(message.value);
+          try {
+            call.on_output(message.value);
+          } catch (...) {
+            // What sandboxer could not take (a malformed chunk, a local disk full): the driver
+            // is still sending, so the process is told to stop and not reused.
+            if (pending_offset == 0 || pending_offset == pending.size()) {
+              protocol::write_line(
+                  m_child.stdin_fd(),
+                  {{"jsonrpc", "2.0"}, {"method", "cancel"}, {"params", {{"id", id}}}});
+            }
+            m_usable = false;
+            throw;
+          }
         }
         break;
       case protocol::Message::Type::malformed:
@@ -213,12 +334,21 @@ nlohmann::json Connection::call(const Call& call) {
                            "write logs to stderr): {:.120}",
                            message.message, call.method, line));
       case protocol::Message::Type::error:
+        if (!source_sent) {
+          m_usable = false; // the rest of its stream was never sent: the conversation is off step
+        }
         // Attributed to the driver, unless it names itself already ("saas-stub: ...").
         if (message.message.rfind(m_name + ": ", 0) != 0) {
           message.message = fmt::format("{}: {}", m_name, message.message);
         }
         throw RemoteError(message.kind, log::redact(message.message), message.pointer);
       case protocol::Message::Type::result:
+        if (!source_sent) {
+          broken(DriverError::Kind::error,
+                 fmt::format("answered {} before the end of the stream it was sent (it must read "
+                             "the stream to its end)",
+                             call.method));
+        }
         return std::move(message.value);
       }
     }

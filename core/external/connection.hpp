@@ -44,6 +44,16 @@ public:
     std::function<void(const nlohmann::json& params)> on_output;
     // Sent to the driver as `input` notifications of this call until EOF (exec with stdin).
     int input_fd = -1;
+    // copy_in's tar stream: the next bytes into the buffer, 0 at its end. Sent as `input` chunks
+    // of at most protocol::k_copy_chunk, then the end, while the driver's stdout and stderr are
+    // still read (a driver that answers early is never stuck behind a full pipe). A result before
+    // the end was sent is an error: the driver did not take the whole stream.
+    std::function<size_t(char* buffer, size_t size)> source;
+    // The deadline counts from the last chunk that moved, not from the call's start: a copy of
+    // any size goes on while it makes progress.
+    bool deadline_from_progress = false;
+    // Bytes of the source sent so far (copy_in's result is checked against it).
+    uint64_t* sent = nullptr;
   };
   // The call's result. Throws DriverError: the driver's own error, or a broken conversation (the
   // driver exited, wrote something that is not JSON-RPC, or missed the deadline), after which
@@ -56,6 +66,9 @@ private:
   [[noreturn]] void broken(DriverError::Kind kind, const std::string& what);
   void read_stderr();
   void send_input(long id, int& input_fd);
+  // Writes what `pending` still holds from `offset` as far as the driver's stdin takes it now;
+  // false when the driver stopped reading.
+  bool write_pending(const std::string& pending, size_t& offset);
 
   std::string m_name;
   std::filesystem::path m_path;

@@ -346,6 +346,87 @@ public:
     send(std::move(call));
   }
 
+  // The optional copy methods (capability `copy`, docs/driver-protocol.md "Copy").
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    json result =
+        call("stat_path", {{"backend_id", sandbox.backend_id}, {"path", path}, {"spec", m_spec}});
+    PathInfo out;
+    const std::string kind = string_member(result, "kind", "stat_path");
+    bool known = false;
+    for (auto k : {PathInfo::Kind::missing, PathInfo::Kind::file, PathInfo::Kind::directory,
+                   PathInfo::Kind::symlink, PathInfo::Kind::other}) {
+      if (kind == to_string(k)) {
+        out.kind = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      throw DriverError(
+          DriverError::Kind::error,
+          fmt::format("the driver's stat_path result: unknown kind {}", json(kind).dump()));
+    }
+    if (auto size = result.find("size"); size != result.end() && size->is_number_unsigned()) {
+      out.size = size->get<uint64_t>();
+    }
+    if (auto mode = result.find("mode"); mode != result.end() && mode->is_number_unsigned()) {
+      out.mode = mode->get<uint32_t>() & 07777;
+    }
+    if (out.kind == PathInfo::Kind::symlink) {
+      out.link_target = result.value("link_target", "");
+    }
+    return out;
+  }
+
+  // The stream goes as `input` chunks, then its end; the driver answers {bytes} once it has
+  // unpacked it all, and a count other than what was sent is a stream cut short.
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    json params = {
+        {"backend_id", sandbox.backend_id}, {"directory", request.directory}, {"spec", m_spec}};
+    if (request.owner) {
+      params["owner"] = *request.owner; // only when set: the core sends it only with copy_owner
+    }
+    uint64_t sent = 0;
+    Connection::Call call{"copy_in", params, timeout_of("copy_in")};
+    call.source = [&](char* buffer, size_t size) { return source.read(buffer, size); };
+    call.deadline_from_progress = true;
+    call.sent = &sent;
+    json result = send(std::move(call));
+    check_count(result, "copy_in", sent);
+  }
+
+  // The driver sends the stream as `output` chunks (stream "tar"), then {bytes}: an answer that
+  // does not count what arrived, or an end without an answer, is an error, never a short copy.
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    json params = {{"backend_id", sandbox.backend_id},
+                   {"path", request.path},
+                   {"follow", request.follow},
+                   {"spec", m_spec}};
+    uint64_t received = 0;
+    Connection::Call call{"copy_out", params, timeout_of("copy_out")};
+    call.deadline_from_progress = true;
+    call.on_output = [&](const json& output) {
+      if (output.value("stream", "") != protocol::k_copy_stream) {
+        throw DriverError(DriverError::Kind::error,
+                          fmt::format("driver {}: a copy_out notification of stream {} (not "
+                                      "\"tar\")",
+                                      m_factory.name(), output.value("stream", json()).dump()));
+      }
+      std::string bytes;
+      try {
+        bytes = protocol::copy_chunk_of(output);
+      } catch (const std::invalid_argument& e) {
+        throw DriverError(DriverError::Kind::error,
+                          fmt::format("driver {}: copy_out sent {}", m_factory.name(), e.what()));
+      }
+      received += bytes.size();
+      sink.write(bytes);
+    };
+    json result = send(std::move(call));
+    check_count(result, "copy_out", received);
+  }
+
   void extend(const SandboxHandle& sandbox, TimePoint new_deadline) override {
     call("extend", {{"backend_id", sandbox.backend_id},
                     {"expires_at", format_time(new_deadline)},
@@ -376,6 +457,16 @@ public:
   }
 
 private:
+  void check_count(const json& result, const char* method, uint64_t moved) const {
+    const json& bytes = member(result, "bytes", method);
+    if (!bytes.is_number_unsigned() || bytes.get<uint64_t>() != moved) {
+      throw DriverError(DriverError::Kind::error,
+                        fmt::format("driver {}: its {} result counts {} bytes of the stream, but "
+                                    "{} moved: the stream was cut short",
+                                    m_factory.name(), method, bytes.dump(), moved));
+    }
+  }
+
   // Every call that reaches the backend carries the secrets: a SaaS needs its key to destroy as
   // much as to create (docs/driver-protocol.md).
   json call(const std::string& method, json params) {

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include <sandboxer/base64.hpp>
+
 #include "sdk/json/limits.hpp"
 
 namespace sandboxer::protocol {
@@ -42,8 +44,9 @@ nlohmann::json capabilities_json(const Capabilities& caps) {
           {"native_ttl", caps.native_ttl},
           {"list_by_label", caps.list_by_label},
           {"exec_user", caps.exec_user},
-
-          {"logs", caps.logs}};
+          {"logs", caps.logs},
+          {"copy", caps.copy},
+          {"copy_owner", caps.copy_owner}};
 }
 
 Capabilities capabilities_of(const nlohmann::json& caps) {
@@ -59,6 +62,10 @@ Capabilities capabilities_of(const nlohmann::json& caps) {
   // Optional (added with exec -u): a driver that does not say it honours `user` is never sent one.
   out.exec_user = flag("exec_user");
   out.logs = flag("logs");
+  // Optional (added with `sandboxer cp`): stat_path, copy_in and copy_out. Without it the core
+  // copies over exec; copy_owner means copy_in honours `owner`.
+  out.copy = flag("copy");
+  out.copy_owner = out.copy && flag("copy_owner");
   return out;
 }
 
@@ -182,6 +189,40 @@ Message read_message(std::string_view line, long id) {
   out.type = Message::Type::result;
   out.value = std::move(message["result"]);
   return out;
+}
+
+std::string copy_chunk_of(const nlohmann::json& params) {
+  if (!params.is_object() || !params.contains("data") || !params["data"].is_string()) {
+    throw std::invalid_argument("a chunk without \"data\"");
+  }
+  const auto& text = params["data"].get_ref<const std::string&>();
+  // Checked before decoding: a chunk over the bound is refused without being made.
+  if (text.size() > (k_copy_chunk + 2) / 3 * 4) {
+    throw std::invalid_argument(
+        fmt::format("a chunk over {} bytes ({} characters of base64)", k_copy_chunk, text.size()));
+  }
+  std::string bytes;
+  try {
+    bytes = base64_decode(text);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("a chunk whose data is not base64");
+  }
+  // Base64's length bounds the bytes to within two of the limit; the rest is told after.
+  if (bytes.size() > k_copy_chunk) {
+    throw std::invalid_argument(
+        fmt::format("a chunk over {} bytes ({} bytes)", k_copy_chunk, bytes.size()));
+  }
+  return bytes;
+}
+
+nlohmann::json input_chunk(long id, std::string_view bytes) {
+  return {{"jsonrpc", "2.0"},
+          {"method", "input"},
+          {"params", {{"id", id}, {"data", base64_encode(bytes)}}}};
+}
+
+nlohmann::json input_end(long id) {
+  return {{"jsonrpc", "2.0"}, {"method", "input"}, {"params", {{"id", id}, {"eof", true}}}};
 }
 
 bool write_line(int fd, const nlohmann::json& message) {

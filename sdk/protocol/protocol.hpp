@@ -22,6 +22,11 @@ inline constexpr int k_invalid_params = -32602;
 inline constexpr int k_driver_error = -32000;
 // A line longer than this is a broken driver, not a message.
 inline constexpr size_t k_max_line = 64u << 20;
+// The most raw bytes one chunk of a copy's tar stream carries (an `input` notification of copy_in,
+// an `output` of copy_out), before base64: each side holds one chunk and a pipe's worth at most.
+inline constexpr size_t k_copy_chunk = 64u << 10;
+// The `stream` of copy_out's `output` notifications.
+inline constexpr const char* k_copy_stream = "tar";
 
 // The error kinds of the protocol ("not_found", "invalid_spec", "backend", "unavailable",
 // "unsupported", and "refused", "timeout", "auth", "conflict") and sandboxer's DriverError kinds.
@@ -72,6 +77,14 @@ struct Message {
 };
 // Never throws: a driver may write anything.
 Message read_message(std::string_view line, long id);
+
+// The bytes of one chunk of a copy's stream (`params.data`, base64), checked: throws
+// std::invalid_argument saying what is wrong (not base64, over k_copy_chunk).
+std::string copy_chunk_of(const nlohmann::json& params);
+// The `input` notification that carries `bytes` (at most k_copy_chunk) of request `id`'s stream.
+nlohmann::json input_chunk(long id, std::string_view bytes);
+// The `input` notification that ends request `id`'s stream.
+nlohmann::json input_end(long id);
 
 // Writes `message` and a '\n' to `fd` in full (blocking). Returns false when the reader is gone.
 bool write_line(int fd, const nlohmann::json& message);

@@ -21,7 +21,7 @@ expect_code 0 sbx drivers -o json
 [ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$EXAMPLE/sandboxer-driver-pydir" ] \
   || fail "pydir is not listed with its path: $OUT"
 [ "$(jq -c '.[] | select(.name == "pydir") | .capabilities' <<<"$OUT")" \
-  = '{"exec":true,"exec_user":false,"list_by_label":true,"logs":false,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
+  = '{"copy":false,"copy_owner":false,"exec":true,"exec_user":false,"list_by_label":true,"logs":false,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
 [ "$(jq '[.[] | select(.name == "stub")] | length' <<<"$OUT")" = 1 ] || fail "stub listed twice: $OUT"
 [ "$(jq -r '.[] | select(.name == "stub") | .builtin' <<<"$OUT")" = true ] || fail "stub is not the built-in one"
 expect_contains "$(jq -r '.[] | select(.name == "dies") | .error' <<<"$OUT")" "no DIES_URL set"
@@ -178,4 +178,13 @@ HOSTILE_MODE=flood SANDBOXER_DRIVER_TIMEOUT=4 expect_code 4 timeout -k 5 120 "$S
   --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile hostile
 expect_contains "$ERR" "did not answer create within 4 s"
 [ $((SECONDS - START)) -lt 30 ] || fail "a stderr flood held the call $((SECONDS - START)) s past a 4 s deadline"
+# The optional copy methods are declared in the handshake (docs/driver-protocol.md, "Copy"): the
+# stub served by the SDK has them, pydir (above) does not.
+if [ -n "${SANDBOXER_STUB_EXTERNAL:-}" ]; then
+  mkdir -p "$WORK/sx"
+  ln -s "$SANDBOXER_STUB_EXTERNAL" "$WORK/sx/sandboxer-driver-stub-external"
+  SANDBOXER_DRIVER_PATH="$WORK/sx" expect_code 0 sbx drivers -o json
+  [ "$(jq -c '.[] | select(.name == "stub-external") | .capabilities | [.copy, .copy_owner]' <<<"$OUT")" \
+    = '[true,false]' ] || fail "stub-external's copy capabilities: $OUT"
+fi
 echo "ok"

@@ -193,4 +193,13 @@ if [ -n "${SANDBOXER_SAAS_STUB:-}" ]; then
   RECORD_TARGET=$SANDBOXER_SAAS_STUB expect_code 0 sbx drivers test --profile rec -o json
   "$PY" "$VALIDATE" --protocol "$S/driver-protocol.json" "$RECORD_FILE" || fail "protocol traffic of saas-stub"
 fi
+# The copy methods (stat_path, copy_in and copy_out with their chunks), spoken with the stub served
+# by the SDK and recorded: every message matches its schema, and the bytes come back.
+if [ -n "${SANDBOXER_STUB_EXTERNAL:-}" ]; then
+  "$PY" "$SANDBOXER_SOURCE_DIR/tests/e2e/copy_conversation.py" "$SANDBOXER_STUB_EXTERNAL" \
+    "$WORK/copyroot" "$WORK/copy-traffic.jsonl" || fail "the copy conversation"
+  "$PY" "$VALIDATE" --protocol "$S/driver-protocol.json" "$WORK/copy-traffic.jsonl" \
+    || fail "protocol traffic of the copy methods"
+  grep -q '\\"stream\\":\\"tar\\"' "$WORK/copy-traffic.jsonl" || fail "no copy_out chunk recorded"
+fi
 echo "ok"
