@@ -100,28 +100,31 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
 } // namespace
 
 PathInfo stat_over_exec(Driver& driver, const SandboxHandle& sandbox, const std::string& path) {
-  // `test` follows links, as stat(2) does; three questions at most, each one exec.
-  auto ask = [&](const char* flag) {
-    TarIo io([](std::string_view) {});
-    const int status = run(driver, sandbox, {"test", flag, path}, io);
-    if (status > 1) {
-      throw DriverError(status == 127 ? DriverError::Kind::unsupported : DriverError::Kind::error,
-                        fmt::format("sandbox {}: 'test {} {}' exited {}{}{}", sandbox.sandbox_id,
-                                    flag, path, status,
-                                    status == 127 ? " (no 'test' command in the sandbox)" : "",
-                                    io.stderr_line().empty() ? "" : ": " + io.stderr_line()));
+  // One exec: `ls -d -L -l` follows links, as stat(2) does, and its first letter is the kind
+  // (GNU and BusyBox alike). A missing path (or a link to nothing) says "No such file".
+  std::string listing;
+  TarIo io([&](std::string_view bytes) {
+    if (listing.size() < 4096) {
+      listing.append(bytes);
     }
-    return status == 0;
-  };
+  });
+  const int status = run(driver, sandbox, {"ls", "-d", "-L", "-l", path}, io);
   PathInfo info;
-  if (ask("-d")) {
-    info.kind = PathInfo::Kind::directory;
-  } else if (ask("-e")) {
-    info.kind = PathInfo::Kind::file;
-  } else if (ask("-L")) {
-    info.kind = PathInfo::Kind::symlink; // a link to nothing
+  if (status == 0 && !listing.empty()) {
+    info.kind = listing.front() == 'd'   ? PathInfo::Kind::directory
+                : listing.front() == '-' ? PathInfo::Kind::file
+                                         : PathInfo::Kind::other;
+    return info;
   }
-  return info;
+  if (status != 0 && status != 127 && io.stderr_line().find("No such file") != std::string::npos) {
+    return info; // missing
+  }
+  throw DriverError(status == 127 ? DriverError::Kind::unsupported : DriverError::Kind::error,
+                    fmt::format("sandbox {}: 'ls -d -L -l {}' exited {}{}{}", sandbox.sandbox_id,
+                                path, status,
+                                status == 127 ? " (no 'ls' in the sandbox: cp over exec needs it)"
+                                              : "",
+                                io.stderr_line().empty() ? "" : ": " + io.stderr_line()));
 }
 
 void copy_in_over_exec(Driver& driver, const SandboxHandle& sandbox, const CopyInRequest& request,

@@ -3,7 +3,7 @@
 #include <sandboxer/driver.hpp>
 
 // `sandboxer cp` for a driver without a native copy (Capabilities::copy false) but with exec and
-// stdin: the sandbox's own `tar` reads or writes the stream, and `test` tells what is at a path
+// stdin: the sandbox's own `tar` reads or writes the stream, and `ls` tells what is at a path
 // (docs/cp.md, "Paths"). Each is one exec, run through the driver directly: the copy's history
 // entry is `files.copied`, not the execs it took.
 namespace sandboxer::cp {

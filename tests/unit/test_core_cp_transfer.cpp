@@ -124,8 +124,12 @@ TEST_F(CpTransfer, StatOverExecTellsDirectoryFileAndMissing) {
   EXPECT_EQ(channel.stat(sandbox.path().string()).kind, PathInfo::Kind::directory);
   EXPECT_EQ(channel.stat((sandbox / "f").string()).kind, PathInfo::Kind::file);
   EXPECT_EQ(channel.stat((sandbox / "nope").string()).kind, PathInfo::Kind::missing);
+  // A link is followed: to a directory it is one; to nothing, nothing is there.
+  fs::create_directory_symlink(sandbox.path(), sandbox / "to-dir");
+  EXPECT_EQ(channel.stat((sandbox / "to-dir").string()).kind, PathInfo::Kind::directory);
   fs::create_symlink("nowhere", sandbox / "dangling");
-  EXPECT_EQ(channel.stat((sandbox / "dangling").string()).kind, PathInfo::Kind::symlink);
+  EXPECT_EQ(channel.stat((sandbox / "dangling").string()).kind, PathInfo::Kind::missing);
+  EXPECT_EQ(driver.execs, 5) << "one exec per question";
 }
 
 TEST_F(CpTransfer, AFileIntoAnExistingDirectoryKeepsItsName) {
