@@ -20,6 +20,7 @@
 #include "drivers/docker/docker_driver.hpp"
 #include "sdk/testing.hpp"
 #include "tests/support/collect_io.hpp"
+#include "tests/support/silent_server.hpp"
 
 namespace sandboxer {
 namespace {
@@ -227,6 +228,10 @@ protected:
       try {
         sandbox.stop_grace = std::chrono::seconds(0);
         m_driver->destroy(sandbox);
+      } catch (const DriverError& e) {
+        if (e.kind() != DriverError::Kind::not_found) { // a test may remove its container
+          ADD_FAILURE() << "destroy " << sandbox.sandbox_id << ": " << e.what();
+        }
       } catch (const std::exception& e) {
         ADD_FAILURE() << "destroy " << sandbox.sandbox_id << ": " << e.what();
       }
@@ -501,6 +506,137 @@ TEST_F(DockerCopy, ASignalStopsACopyEitherWay) {
     uint64_t m_seen = 0;
   } sink;
   EXPECT_THROW(driver().copy_out(sandbox, {.path = "/tmp/big.bin"}, sink), Interrupted);
+}
+
+// What the driver asks of the transport for a copy, without an engine: streamed bodies both ways,
+// each with a stall limit and a long overall deadline, and the ownership query per the container's
+// configured user.
+class ArchiveTransport : public http::Transport {
+public:
+  http::Response send(const http::Request& request) override {
+    sent.push_back(request);
+    http::Response response;
+    response.status = 200;
+    if (request.url.find("/json") != std::string::npos) {
+      response.body = json{{"Config", {{"User", user}}}, {"State", {{"Running", true}}}}.dump();
+    } else if (request.method == "PUT") {
+      EXPECT_TRUE(request.body.empty());
+      char buffer[1000];
+      while (size_t n = request.body_source(buffer, sizeof buffer)) {
+        uploaded.append(buffer, n);
+      }
+    } else if (request.method == "GET") {
+      for (size_t at = 0; at < download.size(); at += 100) {
+        request.on_body(std::string_view(download).substr(at, 100));
+      }
+    }
+    return response;
+  }
+  std::string user;
+  std::string uploaded, download;
+  std::vector<http::Request> sent;
+};
+
+TEST(DockerCopyCalls, EachTransferStreamsWithAStallLimitAndTheOwnerQueryFitsTheUser) {
+  ArchiveTransport transport;
+  QuietProgress progress;
+  DriverContext context;
+  context.progress = &progress;
+  const auto& factory = drivers::docker::docker_factory();
+  auto driver = drivers::docker::open_docker_driver(
+      factory.parse_spec({{"image", "x"}, {"host", "unix:///fake/docker.sock"}}), context,
+      transport);
+  SandboxHandle sandbox{"sbx-abc", "c1", json::object(), json::object()};
+  const std::string stream = tree_stream(sample_tree(), 4242, 4343);
+
+  StringSource source(stream);
+  driver->copy_in(sandbox, {.directory = "/tmp/a b"}, source);
+  ASSERT_EQ(transport.sent.size(), 2u);
+  const auto& put = transport.sent[1];
+  EXPECT_EQ(put.url, "http://docker/v1.41/containers/c1/archive?path=%2Ftmp%2Fa%20b&"
+                     "noOverwriteDirNonDir=true");
+  EXPECT_EQ(put.stall_timeout, std::chrono::seconds(60));
+  EXPECT_GE(put.timeout, std::chrono::hours(1));
+  // No configured user: the same entries, each root's.
+  EntriesSink unpacked;
+  unpacked.write(transport.uploaded);
+  unpacked.finish();
+  EXPECT_EQ(unpacked.entries.size(), sample_tree().size());
+  for (const auto& [path, entry] : unpacked.entries) {
+    EXPECT_EQ(entry.uid, 0) << path;
+    EXPECT_EQ(entry.gid, 0) << path;
+  }
+  EXPECT_EQ(unpacked.content["tree/all-bytes"], all_byte_values());
+
+  transport.user = "nobody";
+  transport.uploaded.clear();
+  StringSource again(stream);
+  driver->copy_in(sandbox, {.directory = "/tmp"}, again);
+  EXPECT_NE(transport.sent.back().url.find("&copyUIDGID=1"), std::string::npos);
+  EXPECT_EQ(transport.uploaded, stream); // the engine owns it by the user: sent as it was
+
+  transport.uploaded.clear();
+  StringSource owned(stream);
+  const size_t before = transport.sent.size();
+  driver->copy_in(sandbox, {.directory = "/tmp", .owner = "4242:4343"}, owned);
+  EXPECT_EQ(transport.sent.size(), before + 1); // no inspect: the stream says it all
+  EXPECT_EQ(transport.sent.back().url.find("copyUIDGID"), std::string::npos);
+  EXPECT_EQ(transport.uploaded, stream);
+
+  transport.download = stream;
+  EntriesSink sink;
+  driver->copy_out(sandbox, {.path = "/tmp/tree"}, sink);
+  sink.finish();
+  EXPECT_EQ(transport.sent.back().stall_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(sink.content["tree/all-bytes"], all_byte_values());
+  EXPECT_GT(sink.writes, 10u);
+}
+
+// The transport under the archive calls: a stream that stops moving ends, and what a body source
+// throws comes out of send() (not through libcurl's C frames).
+TEST(CurlStream, AnUploadThatStallsTimesOut) {
+  testing::TempDir dir;
+  testing::SilentServer server(dir / "stalled.sock");
+  http::Request request;
+  request.method = "PUT";
+  request.url = "http://docker/v1.41/containers/c1/archive?path=/tmp";
+  request.unix_socket = (dir / "stalled.sock").string();
+  request.timeout = std::chrono::hours(1);
+  request.stall_timeout = std::chrono::seconds(1);
+  uint64_t offered = 0;
+  request.body_source = [&](char* buffer, size_t size) {
+    std::memset(buffer, 'x', size);
+    offered += size;
+    return size;
+  };
+  auto started = std::chrono::steady_clock::now();
+  try {
+    http::curl_transport().send(request);
+    FAIL() << "a stalled upload succeeded";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::timeout) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
+  EXPECT_GT(offered, 0u);
+}
+
+TEST(CurlStream, WhatABodySourceThrowsComesOutOfSend) {
+  testing::TempDir dir;
+  testing::SilentServer server(dir / "any.sock");
+  http::Request request;
+  request.method = "PUT";
+  request.url = "http://docker/v1.41/containers/c1/archive?path=/tmp";
+  request.unix_socket = (dir / "any.sock").string();
+  request.timeout = std::chrono::seconds(30);
+  request.body_source = [](char*, size_t) -> size_t {
+    throw std::runtime_error("the local file went away");
+  };
+  try {
+    http::curl_transport().send(request);
+    FAIL() << "send succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "the local file went away");
+  }
 }
 
 } // namespace
