@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <curl/curl.h>
+#include <exception>
 #include <fmt/format.h>
 #include <mutex>
 #include <regex>
@@ -22,6 +23,8 @@ struct Transfer {
   std::optional<std::chrono::steady_clock::time_point> answer_by;
   bool unanswered = false;  // set when answer_by passed without a header
   bool interrupted = false; // a signal arrived (interrupt.hpp)
+  // What a body callback threw: it cannot cross libcurl's C frames, so it waits here for send().
+  std::exception_ptr failure;
 };
 
 // libcurl's progress callback (called about once a second, and at each chunk): aborts the
@@ -45,7 +48,13 @@ size_t on_write(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   std::string_view chunk(data, size * count);
   if (transfer->request->on_body) {
-    if (!transfer->request->on_body(chunk)) {
+    bool go_on = false;
+    try {
+      go_on = transfer->request->on_body(chunk);
+    } catch (...) {
+      transfer->failure = std::current_exception();
+    }
+    if (!go_on) {
       transfer->stopped_by_caller = true;
       return 0; // makes curl stop with CURLE_WRITE_ERROR
     }
@@ -53,6 +62,16 @@ size_t on_write(char* data, size_t size, size_t count, void* user) {
     transfer->response->body.append(chunk);
   }
   return chunk.size();
+}
+
+size_t on_read(char* buffer, size_t size, size_t count, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  try {
+    return transfer->request->body_source(buffer, size * count);
+  } catch (...) {
+    transfer->failure = std::current_exception();
+    return CURL_READFUNC_ABORT;
+  }
 }
 
 size_t on_header(char* data, size_t size, size_t count, void* user) {
@@ -151,7 +170,12 @@ public:
     if (request.method == "HEAD") {
       curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
     }
-    if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
+    if (request.body_source) {
+      // No size: curl sends it chunked, as it is read.
+      curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
+      curl_easy_setopt(curl, CURLOPT_READDATA, &transfer);
+    } else if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
       curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
                        static_cast<curl_off_t>(request.body.size()));
@@ -165,6 +189,11 @@ public:
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(request.connect_timeout.count()));
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (request.stall_timeout) {
+      curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+      curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                       static_cast<long>(request.stall_timeout->count()));
+    }
     if (request.answer_timeout) {
       transfer.answer_by = std::chrono::steady_clock::now() + *request.answer_timeout;
     }
@@ -194,6 +223,9 @@ public:
     std::string where = request.unix_socket ? fmt::format(" (via {})", *request.unix_socket) : "";
     if (transfer.interrupted) {
       throw Interrupted(interrupt::last_signal());
+    }
+    if (transfer.failure) {
+      std::rethrow_exception(transfer.failure);
     }
     if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && transfer.stopped_by_caller)) {
       std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(code);

@@ -12,6 +12,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
 
+#include "drivers/docker/copy.hpp"
 #include "drivers/docker/engine_api.hpp"
 #include "drivers/docker/spec.hpp"
 
@@ -422,6 +423,59 @@ public:
     m_api.container_logs(sandbox.backend_id, request, tty, sink);
   }
 
+  // `sandboxer cp` over the engine's archive endpoint (drivers/docker/archive.cpp), which works
+  // on a stopped container too (docs/drivers/docker.md, "Copy").
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    return stat_following_links(m_api, sandbox.backend_id, path);
+  }
+
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    auto read = [](CopySource& from) {
+      return [&from](char* buffer, size_t size) { return from.read(buffer, size); };
+    };
+    if (request.owner) {
+      // The stream's entries already carry the owner (CopyInRequest), and the engine gives each
+      // file the uid/gid of its entry.
+      m_api.put_archive(sandbox.backend_id, request.directory, false, read(source));
+      return;
+    }
+    // No owner: what a file made by exec would have, the container's configured user. With
+    // copyUIDGID the engine looks that user up in the container's own /etc/passwd; without a
+    // configured user it would keep the stream's (the local user's) ids, so they become root's.
+    auto inspect = m_api.inspect_container(sandbox.backend_id);
+    if (!inspect) {
+      throw DriverError(Kind::not_found, fmt::format("docker: container {} of {} is gone",
+                                                     sandbox.backend_id, sandbox.sandbox_id));
+    }
+    if (!inspect->value("/Config/User"_json_pointer, std::string()).empty()) {
+      m_api.put_archive(sandbox.backend_id, request.directory, true, read(source));
+      return;
+    }
+    RootOwnedSource root_owned(source);
+    m_api.put_archive(sandbox.backend_id, request.directory, false, read(root_owned));
+  }
+
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    auto write = [&sink](std::string_view bytes) { sink.write(bytes); };
+    if (request.follow) {
+      // The engine never dereferences links (docker cp -L follows only the path's own), so
+      // --follow is `tar -c -h` in the container, unless there is no link to follow: a plain
+      // file.
+      auto own = m_api.stat_archive_path(sandbox.backend_id, request.path);
+      if (!own) {
+        m_api.get_archive(sandbox.backend_id, request.path, write); // the not_found
+        return;
+      }
+      if (path_info_of_stat(*own).kind != PathInfo::Kind::file) {
+        copy_out_following(sandbox, request.path, sink);
+        return;
+      }
+    }
+    m_api.get_archive(sandbox.backend_id, request.path, write);
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     json filters = json::object();
     for (const auto& [key, value] : selector) {
@@ -705,6 +759,65 @@ private:
 
   // `forward_signals`: a user's command, which gets each SIGINT/SIGTERM/SIGHUP that sandboxer
   // receives (as a local process would from the terminal); a readiness probe is stopped instead.
+  // `cp --follow` out of the container: `tar -c -h` there, its stdout the stream.
+  void copy_out_following(const SandboxHandle& sandbox, const std::string& path, CopySink& sink) {
+    PathInfo target = stat_following_links(m_api, sandbox.backend_id, path);
+    if (target.kind == PathInfo::Kind::symlink) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("docker: {} in {} is a symbolic link to nothing ({}), and "
+                                    "--follow copies what links point to",
+                                    path, sandbox.sandbox_id, target.link_target));
+    }
+    auto inspect = m_api.inspect_container(sandbox.backend_id);
+    if (!inspect) {
+      throw DriverError(Kind::not_found, fmt::format("docker: container {} of {} is gone",
+                                                     sandbox.backend_id, sandbox.sandbox_id));
+    }
+    if (!inspect->value("/State/Running"_json_pointer, false)) {
+      throw DriverError(Kind::error,
+                        fmt::format("docker: {} is not running: cp --follow runs tar in the "
+                                    "container, which needs it running (start it, or copy "
+                                    "without --follow: the links then come as links)",
+                                    sandbox.sandbox_id));
+    }
+    std::filesystem::path as_path(path);
+    std::string parent = as_path.parent_path().string();
+    std::string name = as_path.filename().string();
+    if (name.empty()) {
+      name = "."; // the root
+    }
+    // As root, as the engine's own archive reads; "--" so that a name starting with "-" is one.
+    ExecRequest tar_request;
+    tar_request.argv = {"tar", "-c", "-h", "-f", "-", "-C", parent.empty() ? "/" : parent,
+                        "--",  name};
+    tar_request.user = "0:0";
+    class TarIo : public ExecIo {
+    public:
+      explicit TarIo(CopySink& sink) : m_sink(sink) {}
+      void out(std::string_view bytes) override { m_sink.write(bytes); }
+      void err(std::string_view bytes) override {
+        errors.append(bytes.substr(0, 2000 - std::min<size_t>(errors.size(), 2000)));
+      }
+      std::string errors;
+
+    private:
+      CopySink& m_sink;
+    } io(sink);
+    const int status = run_exec(sandbox.backend_id, tar_request, io);
+    if (status != 0) {
+      while (!io.errors.empty() && (io.errors.back() == '\n' || io.errors.back() == '\r')) {
+        io.errors.pop_back();
+      }
+      throw DriverError(
+          Kind::error,
+          fmt::format("docker: cp --follow of {} from {}: tar in the container "
+                      "exited with {}{}: {}",
+                      path, sandbox.sandbox_id, status,
+                      status == 127 ? " (the image has no tar, which --follow needs)" : "",
+                      io.errors.empty() ? "(no message)" : io.errors));
+    }
+  }
+
   int run_exec(const std::string& container, const ExecRequest& request, ExecIo& caller_io,
                bool forward_signals = false) {
     json body = {{"AttachStdout", true},
@@ -822,8 +935,9 @@ public:
             .list_by_label = true,
             .restore_in_place = true,
             .exec_user = true,
-
-            .logs = true};
+            .logs = true,
+            .copy = true,
+            .copy_owner = true};
   }
   bool host_local(const json& spec) const override {
     // A unix socket is this machine's engine; tcp:// may be shared by the fleet.

@@ -20,6 +20,8 @@ namespace {
 using nlohmann::json;
 using Kind = DriverError::Kind;
 
+} // namespace
+
 std::string url_encode(std::string_view text) {
   std::string out;
   for (unsigned char c : text) {
@@ -31,6 +33,8 @@ std::string url_encode(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 std::string engine_message(const http::Response& response) {
   auto body = json::parse(response.body, nullptr, false);
@@ -115,17 +119,8 @@ Endpoint resolve_endpoint(const std::string& address) {
 EngineApi::EngineApi(Endpoint endpoint, http::Transport& transport)
     : m_endpoint(std::move(endpoint)), m_transport(transport) {}
 
-http::Response EngineApi::call(const std::string& method, const std::string& path,
-                               const std::optional<json>& body, std::chrono::milliseconds timeout) {
-  http::Request request;
-  request.method = method;
-  request.url = fmt::format("{}/v{}{}", m_endpoint.base_url, k_api_version, path);
-  request.unix_socket = m_endpoint.socket_path;
-  request.timeout = timeout;
-  if (body) {
-    request.body = body->dump();
-    request.headers.emplace_back("Content-Type", "application/json");
-  }
+http::Response EngineApi::send(const http::Request& request, const std::string& method,
+                               const std::string& path) {
   http::Response response;
   try {
     response = m_transport.send(request);
@@ -144,14 +139,34 @@ http::Response EngineApi::call(const std::string& method, const std::string& pat
                                     "DOCKER_HOST",
                                     m_endpoint.describe()));
     }
+    if (e.kind() == Kind::timeout && request.stall_timeout) {
+      // A stream: what stopped it (curl's words say whether it stalled) is the news.
+      throw DriverError(Kind::timeout, fmt::format("docker: {} {} on {} timed out: {}", method,
+                                                   path, m_endpoint.describe(), e.what()));
+    }
     if (e.kind() == Kind::timeout) {
       throw DriverError(Kind::timeout,
                         fmt::format("docker: {} {} timed out after {} s on {}", method, path,
-                                    timeout.count() / 1000, m_endpoint.describe()));
+                                    request.timeout.count() / 1000, m_endpoint.describe()));
     }
     throw DriverError(e.kind(), fmt::format("docker: {}", e.what()));
   }
   reject_old_engine(response);
+  return response;
+}
+
+http::Response EngineApi::call(const std::string& method, const std::string& path,
+                               const std::optional<json>& body, std::chrono::milliseconds timeout) {
+  http::Request request;
+  request.method = method;
+  request.url = fmt::format("{}/v{}{}", m_endpoint.base_url, k_api_version, path);
+  request.unix_socket = m_endpoint.socket_path;
+  request.timeout = timeout;
+  if (body) {
+    request.body = body->dump();
+    request.headers.emplace_back("Content-Type", "application/json");
+  }
+  http::Response response = send(request, method, path);
   if (response.status == 404) {
     // The engine's 404s always carry {"message": ...}. Another server (a web server, a registry
     // at DOCKER_HOST) answers 404 to everything, which must not read as "the sandbox is gone".

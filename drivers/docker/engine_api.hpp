@@ -28,6 +28,9 @@ std::string engine_address(const std::optional<std::string>& host);
 // with TLS).
 Endpoint resolve_endpoint(const std::string& address);
 
+// `text` as a URL query value or path segment (RFC 3986 unreserved characters kept).
+std::string url_encode(std::string_view text);
+
 // A thin client of the Docker Engine HTTP API (v1.41 and later), one method per call sandboxer
 // makes. Every failure is a DriverError whose message says what to do about it.
 class EngineApi {
@@ -80,15 +83,36 @@ public:
   bool had_oom_event(const std::string& container, std::chrono::system_clock::time_point since,
                      std::chrono::system_clock::time_point until);
 
+  // The archive endpoint (`sandboxer cp`), drivers/docker/archive.cpp. Each throws not_found
+  // when the container is gone.
+  // HEAD /containers/{id}/archive: the engine's stat of `path` (X-Docker-Container-Path-Stat),
+  // which does not follow a final symbolic link; nullopt when nothing is at `path`.
+  std::optional<nlohmann::json> stat_archive_path(const std::string& id, const std::string& path);
+  // PUT /containers/{id}/archive: unpacks the tar stream that `read` hands over (0 at its end)
+  // into the existing directory `directory`, sent as it is read. `copy_uid_gid`: the engine owns
+  // what it makes by the container's configured user instead of the stream's uid/gid.
+  void put_archive(const std::string& id, const std::string& directory, bool copy_uid_gid,
+                   const std::function<size_t(char*, size_t)>& read);
+  // GET /containers/{id}/archive: the tar stream of `path`, to `write` as it arrives. A missing
+  // path throws not_found naming it.
+  void get_archive(const std::string& id, const std::string& path,
+                   const std::function<void(std::string_view)>& write);
+
   const Endpoint& endpoint() const { return m_endpoint; }
 
 private:
   http::Response call(const std::string& method, const std::string& path,
                       const std::optional<nlohmann::json>& body = std::nullopt,
                       std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Sends `request` (`method` and `path` name it in errors): a failure to reach the engine becomes
+  // the error that says what to do, an engine too old its own error. Statuses are returned.
+  http::Response send(const http::Request& request, const std::string& method,
+                      const std::string& path);
   // Throws the "engine too old" error for the engine's 400 to a client version it does not speak.
   void reject_old_engine(const http::Response& response) const;
   [[noreturn]] void fail(const std::string& what, const http::Response& response) const;
+  // The not_found of an archive call that answered 404: the container is gone, or `path` is.
+  [[noreturn]] void archive_not_found(const std::string& id, const std::string& path);
 
   Endpoint m_endpoint;
   http::Transport& m_transport;

@@ -29,6 +29,13 @@ struct Request {
   // When set, the response body is handed over as it arrives instead of being collected; return
   // false to stop the transfer.
   std::function<bool(std::string_view)> on_body;
+  // When set, the request body is read from this as it is sent (chunked), never held whole, and
+  // `body` is ignored: up to `size` bytes into `buffer`, 0 at its end. An exception it throws ends
+  // the transfer and send() rethrows it (as it does one from on_body).
+  std::function<size_t(char* buffer, size_t size)> body_source;
+  // When set, a transfer that moves no byte either way for this long fails as a timeout: a stalled
+  // stream ends then, while one that keeps moving may last up to `timeout`.
+  std::optional<std::chrono::seconds> stall_timeout;
 };
 
 struct Response {
