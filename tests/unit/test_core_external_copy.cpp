@@ -21,22 +21,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t k_mtime = 1'600'000'000; // 2020-09-13: not "now", so a kept time shows
+constexpr int64_t k_external_mtime = 1'600'000'000; // 2020-09-13: not "now", so a kept time shows
 
 // A tar stream in memory, made by the SDK's writer.
 class Stream {
 public:
   void dir(const std::string& path, uint32_t mode = 0755) {
-    add({.path = path, .type = tar::Type::directory, .mode = mode, .mtime = k_mtime});
+    add({.path = path, .type = tar::Type::directory, .mode = mode, .mtime = k_external_mtime});
   }
   void file(const std::string& path, const std::string& content, uint32_t mode = 0644) {
-    add({.path = path, .mode = mode, .mtime = k_mtime + 1, .size = content.size()}, content);
+    add({.path = path, .mode = mode, .mtime = k_external_mtime + 1, .size = content.size()}, content);
   }
   void link(const std::string& path, const std::string& target) {
     add({.path = path,
          .type = tar::Type::symlink,
          .mode = 0777,
-         .mtime = k_mtime + 2,
+         .mtime = k_external_mtime + 2,
          .link = target});
   }
   std::string bytes() {
@@ -106,7 +106,7 @@ std::string raw_stream(const std::string& name, const std::string& content) {
   put(108, "0000000");
   put(116, "0000000");
   put(124, fmt::format("{:011o}", content.size()));
-  put(136, fmt::format("{:011o}", k_mtime));
+  put(136, fmt::format("{:011o}", k_external_mtime));
   put(148, "        ");
   block[156] = '0';
   put(257, std::string("ustar\0"
@@ -123,7 +123,7 @@ std::string raw_stream(const std::string& name, const std::string& content) {
   return out;
 }
 
-std::string all_byte_values() {
+std::string external_byte_values() {
   std::string out;
   for (int i = 0; i < 256; ++i) {
     out.push_back(static_cast<char>(i));
@@ -174,7 +174,7 @@ TEST_F(ExternalCopy, RoundTripKeepsBytesModesTimesAndLinks) {
   const std::string big = noise((1u << 20) + 12345); // 17 chunks of 64 KiB and a bit
   Stream in;
   in.dir("d");
-  in.file("d/bytes", all_byte_values());
+  in.file("d/bytes", external_byte_values());
   in.file("d/empty", "");
   in.dir("d/emptydir", 0700);
   in.file("d/big", big, 0755);
@@ -184,17 +184,17 @@ TEST_F(ExternalCopy, RoundTripKeepsBytesModesTimesAndLinks) {
   driver->copy_in(sandbox, {.directory = "/"}, source);
 
   // What landed in the sandbox's directory.
-  EXPECT_EQ(testing::read_file(fs_root / "d" / "bytes"), all_byte_values());
+  EXPECT_EQ(testing::read_file(fs_root / "d" / "bytes"), external_byte_values());
   EXPECT_EQ(fs::file_size(fs_root / "d" / "empty"), 0u);
   EXPECT_EQ(testing::read_file(fs_root / "d" / "big"), big);
   EXPECT_EQ(lstat_of(fs_root / "d" / "big").st_mode & 07777, 0755u);
   EXPECT_EQ(lstat_of(fs_root / "d" / "bytes").st_mode & 07777, 0644u);
   EXPECT_EQ(lstat_of(fs_root / "d" / "emptydir").st_mode & 07777, 0700u);
   EXPECT_TRUE(fs::is_empty(fs_root / "d" / "emptydir"));
-  EXPECT_EQ(lstat_of(fs_root / "d" / "bytes").st_mtime, k_mtime + 1);
-  EXPECT_EQ(lstat_of(fs_root / "d").st_mtime, k_mtime);
+  EXPECT_EQ(lstat_of(fs_root / "d" / "bytes").st_mtime, k_external_mtime + 1);
+  EXPECT_EQ(lstat_of(fs_root / "d").st_mtime, k_external_mtime);
   EXPECT_EQ(fs::read_symlink(fs_root / "d" / "link"), "bytes");
-  EXPECT_EQ(lstat_of(fs_root / "d" / "link").st_mtime, k_mtime + 2);
+  EXPECT_EQ(lstat_of(fs_root / "d" / "link").st_mtime, k_external_mtime + 2);
 
   // stat_path follows links, and names a dangling one.
   EXPECT_EQ(driver->stat_path(sandbox, "/d").kind, PathInfo::Kind::directory);
@@ -213,16 +213,16 @@ TEST_F(ExternalCopy, RoundTripKeepsBytesModesTimesAndLinks) {
   driver->copy_out(sandbox, {.path = "/d"}, out);
   out.finish();
   ASSERT_EQ(out.found.size(), 7u);
-  EXPECT_EQ(out.found["d/bytes"].content, all_byte_values());
+  EXPECT_EQ(out.found["d/bytes"].content, external_byte_values());
   EXPECT_EQ(out.found["d/big"].content, big);
   EXPECT_EQ(out.found["d/big"].entry.mode, 0755u);
-  EXPECT_EQ(out.found["d/big"].entry.mtime, k_mtime + 1);
+  EXPECT_EQ(out.found["d/big"].entry.mtime, k_external_mtime + 1);
   EXPECT_EQ(out.found["d/empty"].entry.size, 0u);
   EXPECT_EQ(out.found["d/emptydir"].entry.type, tar::Type::directory);
   EXPECT_EQ(out.found["d/emptydir"].entry.mode, 0700u);
   EXPECT_EQ(out.found["d/link"].entry.type, tar::Type::symlink);
   EXPECT_EQ(out.found["d/link"].entry.link, "bytes");
-  EXPECT_EQ(out.found["d"].entry.mtime, k_mtime);
+  EXPECT_EQ(out.found["d"].entry.mtime, k_external_mtime);
   EXPECT_GT(out.writes, 16u) << "the stream came in chunks, not whole";
 
   // --follow: the link's target under the link's name.
@@ -231,7 +231,7 @@ TEST_F(ExternalCopy, RoundTripKeepsBytesModesTimesAndLinks) {
   followed.finish();
   ASSERT_EQ(followed.found.count("link"), 1u);
   EXPECT_EQ(followed.found["link"].entry.type, tar::Type::file);
-  EXPECT_EQ(followed.found["link"].content, all_byte_values());
+  EXPECT_EQ(followed.found["link"].content, external_byte_values());
 }
 
 TEST_F(ExternalCopy, AMissingPathIsNotFoundNamingIt) {
