@@ -1,5 +1,6 @@
 #include "drivers/e2b/copy.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
@@ -43,9 +44,9 @@ exec find -L "$1" -maxdepth 0 -printf '%y\0%s\0%m\0%l\0'
 // Lists $1 (and what is under it) relative to its parent, as tar names it: type, mode, mtime,
 // size, uid, gid, link target, path; every field ends with a NUL. $2 = 1: follow links.
 constexpr const char* k_list_script = R"([ -e "$1" ] || [ -L "$1" ] || exit 3
-cd -- "$(dirname -- "$1")"
-name=$(basename -- "$1")
-if [ "$2" = 1 ]; then set -- -L; else set --; fi
+cd -- "$(dirname -- "$1")" || exit 4 name = $(basename-- "$1") if["$2" = 1];
+then set-- - L;
+else set--; fi
 exec find "$@" "./$name" -printf '%y\0%m\0%T@\0%s\0%U\0%G\0%l\0%p\0'
 )";
 constexpr int k_missing_status = 3;
@@ -121,13 +122,14 @@ public:
     m_args.clear();
     m_bytes = 0;
     std::string err;
-    int status = m_run(argv, [](std::string_view) {}, err);
+    int status = m_run(
+        argv, [](std::string_view) {}, err);
     if (status != 0) {
-      throw DriverError(Kind::error,
-                        fmt::format("E2B copy into sandbox {}: {} (exit {})", m_sandbox_id,
-                                    err.empty() ? "making links, directories or modes failed"
-                                                : first_lines(err),
-                                    status));
+      throw DriverError(
+          Kind::error,
+          fmt::format("E2B copy into sandbox {}: {} (exit {})", m_sandbox_id,
+                      err.empty() ? "making links, directories or modes failed" : first_lines(err),
+                      status));
     }
   }
 
@@ -232,9 +234,8 @@ private:
   void upload_part() {
     static thread_local std::mt19937_64 random{std::random_device{}()};
     auto slash = m_file.path.rfind('/');
-    std::string part =
-        fmt::format("{}.sandboxer-part-{:012x}-{}", m_file.path.substr(0, slash + 1),
-                    random() & 0xffffffffffff, m_parts.size());
+    std::string part = fmt::format("{}.sandboxer-part-{:012x}-{}", m_file.path.substr(0, slash + 1),
+                                   random() & 0xffffffffffff, m_parts.size());
     m_parts.push_back(part);
     upload_file(m_envd, part, m_buffer);
     m_buffer.clear();
@@ -298,8 +299,9 @@ PathInfo stat_in_sandbox(const RunInSandbox& run, const std::string& path) {
   check_absolute(path, "stat");
   std::string out;
   std::string err;
-  int status = run({"sh", "-c", k_stat_script, "sandboxer-stat", path},
-                   [&](std::string_view bytes) { out.append(bytes.substr(0, 65536)); }, err);
+  int status = run(
+      {"sh", "-c", k_stat_script, "sandboxer-stat", path},
+      [&](std::string_view bytes) { out.append(bytes.substr(0, 65536)); }, err);
   PathInfo info;
   if (status == k_missing_status) {
     return info;
@@ -368,7 +370,8 @@ void copy_into_sandbox(const Envd& envd, const RunInSandbox& run, const CopyInRe
       argv.insert(argv.end(), sink.pending_parts().begin(), sink.pending_parts().end());
       std::string err;
       try {
-        run(argv, [](std::string_view) {}, err);
+        run(
+            argv, [](std::string_view) {}, err);
       } catch (const std::exception& e) {
         spdlog::warn("E2B copy: could not remove the parts of an unfinished upload: {}", e.what());
       }
@@ -389,16 +392,15 @@ void copy_out_of_sandbox(const Envd& envd, const RunInSandbox& run, const CopyOu
   }
   bool write_failed = false;
   std::string err;
-  int status = run({"sh", "-c", k_list_script, "sandboxer-cp", path, request.follow ? "1" : "0"},
-                   [&](std::string_view bytes) {
-                     write_failed |= std::fwrite(bytes.data(), 1, bytes.size(), listing.get()) !=
-                                     bytes.size();
-                   },
-                   err);
+  int status = run(
+      {"sh", "-c", k_list_script, "sandboxer-cp", path, request.follow ? "1" : "0"},
+      [&](std::string_view bytes) {
+        write_failed |= std::fwrite(bytes.data(), 1, bytes.size(), listing.get()) != bytes.size();
+      },
+      err);
   if (status == k_missing_status) {
-    throw DriverError(Kind::not_found,
-                      fmt::format("no such file or directory in sandbox {}: {}", envd.sandbox_id,
-                                  request.path));
+    throw DriverError(Kind::not_found, fmt::format("no such file or directory in sandbox {}: {}",
+                                                   envd.sandbox_id, request.path));
   }
   if (status != 0) {
     throw DriverError(Kind::error, fmt::format("E2B copy: listing {} failed: {} (exit {})",
@@ -449,8 +451,8 @@ void copy_out_of_sandbox(const Envd& envd, const RunInSandbox& run, const CopyOu
         // More bytes than listed: the file grew. They are not written (the header holds the listed
         // size) and the copy fails below.
         if (got < entry.size) {
-          writer.data(chunk.substr(0, static_cast<std::size_t>(
-                                          std::min<uint64_t>(chunk.size(), entry.size - got))));
+          writer.data(chunk.substr(
+              0, static_cast<std::size_t>(std::min<uint64_t>(chunk.size(), entry.size - got))));
         }
         got += chunk.size();
       });

@@ -13,9 +13,9 @@ namespace sandboxer::drivers::e2b {
 
 // Runs `argv` in the sandbox through envd's process API (no stdin): stdout to `out` as it comes,
 // stderr into `err` (the caller's error message; bounded); returns the exit status.
-using RunInSandbox = std::function<int(const std::vector<std::string>& argv,
-                                       const std::function<void(std::string_view)>& out,
-                                       std::string& err)>;
+using RunInSandbox =
+    std::function<int(const std::vector<std::string>& argv,
+                      const std::function<void(std::string_view)>& out, std::string& err)>;
 
 // `sandboxer cp` natively on E2B (docs/drivers/e2b.md, "Copy"): file contents through envd's
 // /files, everything else (listing, directories, links, modes, mtimes) through commands, since

@@ -506,8 +506,8 @@ private:
                            const std::function<void(std::string_view)>& out, std::string& err) {
       class CopyCommandIo : public ExecIo {
       public:
-        CopyCommandIo(const std::function<void(std::string_view)>& out, std::string& err)
-            : m_out(out), m_err(err) {}
+        CopyCommandIo(const std::function<void(std::string_view)>& on_out, std::string& err_text)
+            : m_out(on_out), m_err(err_text) {}
         void out(std::string_view bytes) override { m_out(bytes); }
         void err(std::string_view bytes) override {
           m_err.append(bytes.substr(0, std::min<std::size_t>(bytes.size(), 4096)));

@@ -126,10 +126,9 @@ void compose_files(const Envd& envd, const std::vector<std::string>& parts,
                    const std::string& destination) {
   auto request = envd_request(envd, "POST", "/files/compose");
   request.headers.emplace_back("Content-Type", "application/json");
-  request.body = nlohmann::json{{"source_paths", parts},
-                                {"destination", destination},
-                                {"username", envd.user}}
-                     .dump();
+  request.body =
+      nlohmann::json{{"source_paths", parts}, {"destination", destination}, {"username", envd.user}}
+          .dump();
   std::string what = "compose " + destination;
   auto response = send_retried(envd, request, what);
   if (response.status != 200) {
@@ -170,9 +169,8 @@ void download_file(const Envd& envd, const std::string& path, std::uint64_t expe
   if (response.status != 200) {
     response.body = head;
     if (response.status == 404) {
-      throw DriverError(Kind::not_found,
-                        fmt::format("E2B {} in sandbox {}: {} (HTTP 404)", what, envd.sandbox_id,
-                                    error_text(response)));
+      throw DriverError(Kind::not_found, fmt::format("E2B {} in sandbox {}: {} (HTTP 404)", what,
+                                                     envd.sandbox_id, error_text(response)));
     }
     fail_files(envd, response, what);
   }

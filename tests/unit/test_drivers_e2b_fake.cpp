@@ -399,7 +399,8 @@ CopiedTree sample_tree(bool with_big) {
   tree["d/empty"] = {tar::Type::file, 0600, t + 3, "", ""};
   tree["d/empty-dir"] = {tar::Type::directory, 0700, t + 4, "", ""};
   tree["d/run.sh"] = {tar::Type::file, 0755, t + 5, "#!/bin/sh\necho hi\n", ""};
-  tree["d/name with spaces \xc3\xbc\xe2\x82\xac.txt"] = {tar::Type::file, 0644, t + 6, "utf-8\n", ""};
+  tree["d/name with spaces \xc3\xbc\xe2\x82\xac.txt"] = {tar::Type::file, 0644, t + 6, "utf-8\n",
+                                                         ""};
   tree["d/link"] = {tar::Type::symlink, 0777, t + 7, "", "all-bytes"};
   if (with_big) {
     tree["d/big"] = {tar::Type::file, 0640, t + 8, big_content(), ""};
@@ -448,10 +449,10 @@ TEST_F(E2bFakeTest, CopyInMakesFilesLinksModesAndTimesAndCopyOutGivesThemBack) {
     EXPECT_TRUE(back[path] == item) << path << " differs after the round trip";
   }
   using ms = std::chrono::milliseconds;
-  std::printf("e2b copy of 50 MiB + 6 entries: in %lld ms, out %lld ms\n",
-              static_cast<long long>(std::chrono::duration_cast<ms>(copied_in - started).count()),
-              static_cast<long long>(
-                  std::chrono::duration_cast<ms>(copied_out - copied_in).count()));
+  std::printf(
+      "e2b copy of 50 MiB + 6 entries: in %lld ms, out %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<ms>(copied_in - started).count()),
+      static_cast<long long>(std::chrono::duration_cast<ms>(copied_out - copied_in).count()));
 }
 
 TEST_F(E2bFakeTest, CopyInReplacesSameNamedFilesAndLinks) {
@@ -483,8 +484,7 @@ TEST_F(E2bFakeTest, StatPathFollowsLinksAndTellsMissingFromDangling) {
   auto dangling = driver->stat_path(sandbox, (box / "dangling").string());
   EXPECT_EQ(dangling.kind, PathInfo::Kind::symlink);
   EXPECT_EQ(dangling.link_target, "nowhere");
-  EXPECT_EQ(driver->stat_path(sandbox, (box / "missing").string()).kind,
-            PathInfo::Kind::missing);
+  EXPECT_EQ(driver->stat_path(sandbox, (box / "missing").string()).kind, PathInfo::Kind::missing);
 }
 
 TEST_F(E2bFakeTest, CopyOutOfAFileALinkAndAMissingPath) {
