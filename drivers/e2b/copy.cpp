@@ -23,7 +23,7 @@ constexpr std::size_t k_batch_bytes = 96 * 1024;
 // The sandbox side of a copy in: operations as arguments, so that no name is ever parsed by a
 // shell. d DIR: make it; l TARGET PATH: a symbolic link replacing PATH; h EXISTING PATH: a hard
 // link; m MODE MTIME PATH: permission bits and time; t MTIME PATH: a link's own time.
-constexpr const char* k_apply_script = R"(set -e
+constexpr const char* k_apply_script = R"sh(set -e
 while [ "$#" -gt 0 ]; do
   case "$1" in
     d) mkdir -p -- "$2"; shift 2 ;;
@@ -34,21 +34,21 @@ while [ "$#" -gt 0 ]; do
     *) echo "unknown operation $1" >&2; exit 2 ;;
   esac
 done
-)";
+)sh";
 
 // Exit 3: nothing at $1, not even a dangling link.
-constexpr const char* k_stat_script = R"([ -e "$1" ] || [ -L "$1" ] || exit 3
+constexpr const char* k_stat_script = R"sh([ -e "$1" ] || [ -L "$1" ] || exit 3
 exec find -L "$1" -maxdepth 0 -printf '%y\0%s\0%m\0%l\0'
-)";
+)sh";
 
 // Lists $1 (and what is under it) relative to its parent, as tar names it: type, mode, mtime,
 // size, uid, gid, link target, path; every field ends with a NUL. $2 = 1: follow links.
-constexpr const char* k_list_script = R"([ -e "$1" ] || [ -L "$1" ] || exit 3
-cd -- "$(dirname -- "$1")" || exit 4 name = $(basename-- "$1") if["$2" = 1];
-then set-- - L;
-else set--; fi
+constexpr const char* k_list_script = R"sh([ -e "$1" ] || [ -L "$1" ] || exit 3
+cd -- "$(dirname -- "$1")" || exit 4
+name=$(basename -- "$1")
+if [ "$2" = 1 ]; then set -- -L; else set --; fi
 exec find "$@" "./$name" -printf '%y\0%m\0%T@\0%s\0%U\0%G\0%l\0%p\0'
-)";
+)sh";
 constexpr int k_missing_status = 3;
 
 std::string first_lines(std::string text) {
