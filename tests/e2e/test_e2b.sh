@@ -80,9 +80,9 @@ ln -s all-bytes "$T/link"
 touch -d @1700000000 "$T/all-bytes" "$T/run.sh"
 [ "$(wc -c <"$T/all-bytes")" = 256 ] || fail "the 256-byte file has $(wc -c <"$T/all-bytes") bytes"
 run 0 sbx cp -v --verify -o json "$T" "one:$BOX"
-jq -e '.direction == "in" and .path == "native"' <<<"$OUT" >/dev/null || fail "cp in: $OUT"
+jq -e '.direction == "in" and .via == "native" and .verified == true and .files == 5' <<<"$OUT" >/dev/null || fail "cp in: $OUT"
 run 0 sbx cp --verify -o json "one:$BOX/tree" "$WORK/cp-back"
-jq -e '.direction == "out" and .verified == true' <<<"$OUT" >/dev/null || fail "cp out: $OUT"
+jq -e '.direction == "out" and .via == "native" and .verified == true and .files == 5' <<<"$OUT" >/dev/null || fail "cp out: $OUT"
 for f in all-bytes empty run.sh "$UTF8_NAME" big; do
   cmp "$T/$f" "$WORK/cp-back/$f" || fail "cp round trip: $f differs"
 done
