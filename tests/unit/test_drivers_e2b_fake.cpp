@@ -297,9 +297,9 @@ TEST_F(E2bFakeTest, AMissingKeyFailsBeforeAnyRequest) {
 // --- sandboxer cp: envd's /files for contents, commands for the rest --------------------------
 
 // A tar stream served in uneven pieces, as the core's packer hands it over.
-class PiecesSource : public CopySource {
+class E2bPiecesSource : public CopySource {
 public:
-  explicit PiecesSource(std::string stream) : m_stream(std::move(stream)) {}
+  explicit E2bPiecesSource(std::string stream) : m_stream(std::move(stream)) {}
   size_t read(char* buffer, size_t size) override {
     size_t take = std::min({size, m_stream.size() - m_at, size_t{7001}});
     std::copy_n(m_stream.data() + m_at, take, buffer);
@@ -312,24 +312,24 @@ private:
   size_t m_at = 0;
 };
 
-class StringSink : public CopySink {
+class E2bStringSink : public CopySink {
 public:
   void write(std::string_view bytes) override { stream.append(bytes); }
   std::string stream;
 };
 
 // One entry of a stream as a user would compare it: type, mode, time, content or link target.
-struct CopiedEntry {
+struct E2bCopiedEntry {
   tar::Type type = tar::Type::file;
   uint32_t mode = 0;
   int64_t mtime = 0;
   std::string content;
   std::string link;
-  bool operator==(const CopiedEntry&) const = default;
+  bool operator==(const E2bCopiedEntry&) const = default;
 };
-using CopiedTree = std::map<std::string, CopiedEntry>;
+using E2bCopiedTree = std::map<std::string, E2bCopiedEntry>;
 
-std::string tar_of(const CopiedTree& tree) {
+std::string e2b_tar_of(const E2bCopiedTree& tree) {
   std::string stream;
   tar::Writer writer([&](std::string_view bytes) { stream.append(bytes); });
   for (const auto& [path, item] : tree) {
@@ -346,9 +346,9 @@ std::string tar_of(const CopiedTree& tree) {
   return stream;
 }
 
-CopiedTree tree_of(const std::string& stream) {
+E2bCopiedTree e2b_tree_of(const std::string& stream) {
   struct Collect : tar::Sink {
-    CopiedTree tree;
+    E2bCopiedTree tree;
     std::string current;
     void begin(const tar::Entry& entry) override {
       current = entry.path;
@@ -363,7 +363,7 @@ CopiedTree tree_of(const std::string& stream) {
   return collect.tree;
 }
 
-std::string all_byte_values() {
+std::string e2b_all_byte_values() {
   std::string bytes;
   for (int i = 0; i < 256; ++i) {
     bytes += static_cast<char>(i);
@@ -372,7 +372,7 @@ std::string all_byte_values() {
 }
 
 // 50 MiB that no two parts share (an offset mix-up in the composed file would show).
-std::string big_content() {
+std::string e2b_big_content() {
   std::string bytes(50u << 20, '\0');
   uint64_t x = 0x9e3779b97f4a7c15ULL;
   for (auto& c : bytes) {
@@ -384,18 +384,18 @@ std::string big_content() {
   return bytes;
 }
 
-struct stat stat_of(const std::filesystem::path& path) {
+struct stat e2b_stat_of(const std::filesystem::path& path) {
   struct stat st {};
   EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
   return st;
 }
 
 // The tree of the copy tests: every kind of entry the driver makes, under "d".
-CopiedTree sample_tree(bool with_big) {
+E2bCopiedTree e2b_sample_tree(bool with_big) {
   const int64_t t = 1700000000;
-  CopiedTree tree;
+  E2bCopiedTree tree;
   tree["d"] = {tar::Type::directory, 0750, t + 1, "", ""};
-  tree["d/all-bytes"] = {tar::Type::file, 0644, t + 2, all_byte_values(), ""};
+  tree["d/all-bytes"] = {tar::Type::file, 0644, t + 2, e2b_all_byte_values(), ""};
   tree["d/empty"] = {tar::Type::file, 0600, t + 3, "", ""};
   tree["d/empty-dir"] = {tar::Type::directory, 0700, t + 4, "", ""};
   tree["d/run.sh"] = {tar::Type::file, 0755, t + 5, "#!/bin/sh\necho hi\n", ""};
@@ -403,7 +403,7 @@ CopiedTree sample_tree(bool with_big) {
                                                          ""};
   tree["d/link"] = {tar::Type::symlink, 0777, t + 7, "", "all-bytes"};
   if (with_big) {
-    tree["d/big"] = {tar::Type::file, 0640, t + 8, big_content(), ""};
+    tree["d/big"] = {tar::Type::file, 0640, t + 8, e2b_big_content(), ""};
   }
   return tree;
 }
@@ -413,14 +413,14 @@ TEST_F(E2bFakeTest, CopyInMakesFilesLinksModesAndTimesAndCopyOutGivesThemBack) {
   auto sandbox = create(*driver, "sbx-cp");
   auto box = dir / "box"; // the fake's commands and files share this machine's filesystem
   std::filesystem::create_directories(box);
-  CopiedTree tree = sample_tree(true);
+  E2bCopiedTree tree = e2b_sample_tree(true);
 
   auto started = std::chrono::steady_clock::now();
-  PiecesSource source(tar_of(tree));
+  E2bPiecesSource source(e2b_tar_of(tree));
   driver->copy_in(sandbox, {.directory = box.string()}, source);
   auto copied_in = std::chrono::steady_clock::now();
 
-  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), all_byte_values());
+  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), e2b_all_byte_values());
   // Compared whole, not printed: a 50 MiB difference would drown the log.
   EXPECT_TRUE(testing::read_file(box / "d/big") == tree["d/big"].content)
       << "the 50 MiB file differs";
@@ -429,22 +429,22 @@ TEST_F(E2bFakeTest, CopyInMakesFilesLinksModesAndTimesAndCopyOutGivesThemBack) {
   EXPECT_TRUE(std::filesystem::is_empty(box / "d/empty-dir"));
   EXPECT_EQ(testing::read_file(box / "d/name with spaces \xc3\xbc\xe2\x82\xac.txt"), "utf-8\n");
   EXPECT_EQ(std::filesystem::read_symlink(box / "d/link"), "all-bytes");
-  EXPECT_EQ(stat_of(box / "d/run.sh").st_mode & 07777, 0755u) << "the exec bit is kept";
-  EXPECT_EQ(stat_of(box / "d/empty").st_mode & 07777, 0600u);
-  EXPECT_EQ(stat_of(box / "d").st_mode & 07777, 0750u);
-  EXPECT_EQ(stat_of(box / "d/empty-dir").st_mode & 07777, 0700u);
+  EXPECT_EQ(e2b_stat_of(box / "d/run.sh").st_mode & 07777, 0755u) << "the exec bit is kept";
+  EXPECT_EQ(e2b_stat_of(box / "d/empty").st_mode & 07777, 0600u);
+  EXPECT_EQ(e2b_stat_of(box / "d").st_mode & 07777, 0750u);
+  EXPECT_EQ(e2b_stat_of(box / "d/empty-dir").st_mode & 07777, 0700u);
   for (const auto& [path, item] : tree) {
-    EXPECT_EQ(stat_of(box / path).st_mtim.tv_sec, item.mtime) << path;
+    EXPECT_EQ(e2b_stat_of(box / path).st_mtim.tv_sec, item.mtime) << path;
   }
   for (const auto& entry : std::filesystem::directory_iterator(box / "d")) {
     EXPECT_EQ(entry.path().filename().string().find(".sandboxer-part-"), std::string::npos)
         << "a part of the big file was left behind";
   }
 
-  StringSink sink;
+  E2bStringSink sink;
   driver->copy_out(sandbox, {.path = (box / "d").string()}, sink);
   auto copied_out = std::chrono::steady_clock::now();
-  CopiedTree back = tree_of(sink.stream);
+  E2bCopiedTree back = e2b_tree_of(sink.stream);
   EXPECT_EQ(back.size(), tree.size());
   for (const auto& [path, item] : tree) {
     ASSERT_TRUE(back.contains(path)) << path;
@@ -463,9 +463,9 @@ TEST_F(E2bFakeTest, CopyInReplacesSameNamedFilesAndLinks) {
   auto box = dir / "box";
   testing::write_file(box / "d/all-bytes", "a much longer old content that must not survive\n");
   std::filesystem::create_symlink("elsewhere", box / "d/link");
-  PiecesSource source(tar_of(sample_tree(false)));
+  E2bPiecesSource source(e2b_tar_of(e2b_sample_tree(false)));
   driver->copy_in(sandbox, {.directory = box.string()}, source);
-  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), all_byte_values());
+  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), e2b_all_byte_values());
   EXPECT_EQ(std::filesystem::read_symlink(box / "d/link"), "all-bytes");
 }
 
@@ -493,23 +493,23 @@ TEST_F(E2bFakeTest, CopyOutOfAFileALinkAndAMissingPath) {
   auto driver = open();
   auto sandbox = create(*driver, "sbx-cp-out");
   auto box = dir / "box";
-  testing::write_file(box / "one file.txt", all_byte_values());
+  testing::write_file(box / "one file.txt", e2b_all_byte_values());
   std::filesystem::create_symlink("one file.txt", box / "link");
 
-  StringSink file;
+  E2bStringSink file;
   driver->copy_out(sandbox, {.path = (box / "one file.txt").string()}, file);
-  auto tree = tree_of(file.stream);
+  auto tree = e2b_tree_of(file.stream);
   ASSERT_EQ(tree.size(), 1u);
-  EXPECT_EQ(tree["one file.txt"].content, all_byte_values()) << "under its base name";
+  EXPECT_EQ(tree["one file.txt"].content, e2b_all_byte_values()) << "under its base name";
 
-  StringSink link;
+  E2bStringSink link;
   driver->copy_out(sandbox, {.path = (box / "link").string()}, link);
-  EXPECT_EQ(tree_of(link.stream)["link"].type, tar::Type::symlink) << "a link stays a link";
-  StringSink followed;
+  EXPECT_EQ(e2b_tree_of(link.stream)["link"].type, tar::Type::symlink) << "a link stays a link";
+  E2bStringSink followed;
   driver->copy_out(sandbox, {.path = (box / "link").string(), .follow = true}, followed);
-  EXPECT_EQ(tree_of(followed.stream)["link"].content, all_byte_values()) << "--follow";
+  EXPECT_EQ(e2b_tree_of(followed.stream)["link"].content, e2b_all_byte_values()) << "--follow";
 
-  StringSink missing;
+  E2bStringSink missing;
   try {
     driver->copy_out(sandbox, {.path = (box / "missing").string()}, missing);
     FAIL() << "a missing path is an error";
@@ -530,7 +530,7 @@ TEST_F(E2bFakeTest, CopyInReportsEnvdsOwnWordsWhenTheDiskIsFull) {
                           {"method", "POST"},
                           {"path", "/files"},
                           {"message", "not enough disk space available"}});
-  PiecesSource source(tar_of(sample_tree(false)));
+  E2bPiecesSource source(e2b_tar_of(e2b_sample_tree(false)));
   try {
     driver->copy_in(sandbox, {.directory = box.string()}, source);
     FAIL() << "a full disk is an error";
