@@ -10,6 +10,8 @@
 
 #include "drivers/e2b/api.hpp"
 #include "drivers/e2b/connect.hpp"
+#include "drivers/e2b/copy.hpp"
+#include "drivers/e2b/files.hpp"
 #include "drivers/e2b/logs.hpp"
 #include "drivers/e2b/spec.hpp"
 
@@ -413,6 +415,20 @@ public:
     return *exit_status;
   }
 
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    return stat_in_sandbox(runner(sandbox), path);
+  }
+
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    copy_into_sandbox(envd_of(sandbox), runner(sandbox), request, source);
+  }
+
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    copy_out_of_sandbox(envd_of(sandbox), runner(sandbox), request, sink);
+  }
+
 private:
   // Seconds from now until `deadline` plus the grace, at least the grace: E2B's timer then fires
   // only after sandboxer's reaper had its chance.
@@ -465,6 +481,46 @@ private:
     return connected;
   }
 
+  // envd's file API of one sandbox (resumed first when paused), as the spec's user.
+  Envd envd_of(const SandboxHandle& sandbox) {
+    json info = connect_info(sandbox);
+    std::optional<std::string> domain;
+    if (info.contains("domain") && info["domain"].is_string()) {
+      domain = info["domain"].get<std::string>();
+    }
+    Envd envd;
+    envd.transport = &m_api.transport();
+    envd.base = envd_base(m_api.endpoints(), sandbox.backend_id, domain);
+    envd.sandbox_id = sandbox.backend_id;
+    envd.token = text_of(info, "envdAccessToken");
+    envd.user = m_spec.user;
+    envd.request_timeout = m_spec.request_timeout;
+    envd.retries = m_spec.retries;
+    envd.sleep = m_api.sleeper();
+    return envd;
+  }
+
+  // Commands of a copy, through exec: stdout streamed to the caller, stderr kept for its message.
+  RunInSandbox runner(const SandboxHandle& sandbox) {
+    return [this, sandbox](const std::vector<std::string>& argv,
+                           const std::function<void(std::string_view)>& out, std::string& err) {
+      class CopyCommandIo : public ExecIo {
+      public:
+        CopyCommandIo(const std::function<void(std::string_view)>& on_out, std::string& err_text)
+            : m_out(on_out), m_err(err_text) {}
+        void out(std::string_view bytes) override { m_out(bytes); }
+        void err(std::string_view bytes) override {
+          m_err.append(bytes.substr(0, std::min<std::size_t>(bytes.size(), 4096)));
+        }
+
+      private:
+        const std::function<void(std::string_view)>& m_out;
+        std::string& m_err;
+      } io(out, err);
+      return exec(sandbox, ExecRequest{.argv = argv}, io);
+    };
+  }
+
   Spec m_spec;
   Api m_api;
   const Clock& m_clock;
@@ -482,7 +538,8 @@ public:
             .native_ttl = true,
             .list_by_label = true,
             .exec_user = true,
-            .logs = true};
+            .logs = true,
+            .copy = true};
   }
   json location(const json& spec, const DriverContext&) const override {
     Endpoints endpoints = resolve_endpoints(bind(spec));

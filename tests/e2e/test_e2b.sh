@@ -64,6 +64,34 @@ run 5 sbx exec one -- sh -c 'echo "out $FROM_PROFILE $FROM_SPEC"; echo err >&2; 
 [ "$OUT" = "out yes-profile yes-spec" ] || fail "exec stdout: $OUT"
 [ "$ERR" = err ] || fail "exec stderr: $ERR"
 
+# cp through envd's /files (native: envd's exec has no stdin): every kind of entry in and back
+# out, compared byte for byte with modes, times and links. The fake's sandbox paths are this
+# machine's, so the destination is a directory of the test.
+BOX="$WORK/e2b-box"
+mkdir -p "$BOX" "$WORK/cp-src/tree/empty dir"
+T="$WORK/cp-src/tree"
+printf "$(printf '\\%03o' $(seq 0 255))" >"$T/all-bytes"
+: >"$T/empty"
+printf '#!/bin/sh\necho hi\n' >"$T/run.sh" && chmod 755 "$T/run.sh"
+UTF8_NAME=$'sp ace \xc3\xbc.txt'
+echo utf8 >"$T/$UTF8_NAME"
+head -c $((50 << 20)) /dev/urandom >"$T/big"
+ln -s all-bytes "$T/link"
+touch -d @1700000000 "$T/all-bytes" "$T/run.sh"
+[ "$(wc -c <"$T/all-bytes")" = 256 ] || fail "the 256-byte file has $(wc -c <"$T/all-bytes") bytes"
+run 0 sbx cp -v --verify -o json "$T" "one:$BOX"
+jq -e '.direction == "in" and .via == "native" and .verified == true and .files == 5' <<<"$OUT" >/dev/null || fail "cp in: $OUT"
+run 0 sbx cp --verify -o json "one:$BOX/tree" "$WORK/cp-back"
+jq -e '.direction == "out" and .via == "native" and .verified == true and .files == 5' <<<"$OUT" >/dev/null || fail "cp out: $OUT"
+for f in all-bytes empty run.sh "$UTF8_NAME" big; do
+  cmp "$T/$f" "$WORK/cp-back/$f" || fail "cp round trip: $f differs"
+done
+[ "$(stat -c %a "$WORK/cp-back/run.sh")" = 755 ] || fail "cp: the exec bit was lost"
+[ "$(stat -c %Y "$WORK/cp-back/all-bytes")" = 1700000000 ] || fail "cp: the mtime was lost"
+[ "$(readlink "$WORK/cp-back/link")" = all-bytes ] || fail "cp: the link is not a link"
+[ -d "$WORK/cp-back/empty dir" ] || fail "cp: the empty directory is missing"
+run 3 sbx cp "one:$BOX/missing" "$WORK/nothing"
+
 # exec -u: envd runs the command as the user it looks up by name; a uid is refused before any call,
 # and an unknown name is envd's own "unknown user".
 run 0 sbx exec -u nobody one -- id -u

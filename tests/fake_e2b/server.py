@@ -14,6 +14,9 @@ HTTP/1.1) that the e2b driver uses, on loopback, with the spec's status codes an
   the connection without an answer.
 - exec runs the command for real, argv without a shell, in a directory of the sandbox; snapshots
   copy that directory, so a sandbox created from a snapshot sees the files.
+- envd's file API (e2b-envd-openapi.yml): GET /files, POST /files (multipart or octet-stream),
+  POST /files/compose, on this machine's filesystem as exec sees it (a relative path is under the
+  sandbox's directory). Faults can be injected there too ({"status": 507, "path": "/files"}).
 
 Usage: server.py --key-file FILE [--max-timeout SECONDS]. Prints "PORT=<n>" once listening on
 127.0.0.1 (port 0: the kernel picks), and exits on POST /_control/shutdown or when its parent dies.
@@ -162,16 +165,33 @@ class Handler(BaseHTTPRequestHandler):
             self.state.requests.append({"method": self.command, "path": self.path, "status": None})
         if path.startswith("/_control/"):
             return self.control(path, body)
-        envd = path.startswith("/process.Process/")
+        envd = path.startswith("/process.Process/") or path == "/files" or path.startswith("/files/")
         self.check_key_placement(body, envd)
         if envd:
-            return self.envd(path, body)
+            fault = self.take_fault(path)
+            if fault is not None:
+                return fault
+            return self.envd(path, body, query)
         given = self.headers.get("X-API-KEY")
         if given is None:
             self.violation("no X-API-KEY header")
             return self.send_json(401, error_body(401, "Invalid API key, it must be provided in the X-API-Key header"))
         if given != self.state.key:
             return self.send_json(401, error_body(401, "Invalid API key"))
+        fault = self.take_fault(path)
+        if fault is not None:
+            return fault
+        with self.state.lock:
+            self.state.expire()
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            return self.send_json(400, error_body(400, "request body is not valid JSON"))
+        return self.api(path, query, payload)
+
+    def take_fault(self, path):
+        """Answers with an injected fault that matches this request, if any (True when it did;
+        a lost answer is arranged for send_json and the request goes on)."""
         with self.state.lock:
             for fault in self.state.faults:
                 if fault["count"] > 0 and fault.get("method", self.command) == self.command and \
@@ -179,20 +199,16 @@ class Handler(BaseHTTPRequestHandler):
                     fault["count"] -= 1
                     if fault.get("lose"):
                         self.lose_answer = True
-                        break
+                        return None
                     headers = {}
                     if "retry_after" in fault:
                         headers["Retry-After"] = str(fault["retry_after"])
                     if "ratelimit_reset" in fault:
                         headers["RateLimit-Reset"] = str(fault["ratelimit_reset"])
                     status = fault["status"]
-                    return self.send_json(status, error_body(status, fault.get("message", "injected fault")), headers)
-            self.state.expire()
-        try:
-            payload = json.loads(body) if body else None
-        except ValueError:
-            return self.send_json(400, error_body(400, "request body is not valid JSON"))
-        return self.api(path, query, payload)
+                    self.send_json(status, error_body(status, fault.get("message", "injected fault")), headers)
+                    return True
+        return None
 
     do_GET = do_POST = do_DELETE = do_PUT = lambda self: self.dispatch()
 
@@ -423,7 +439,7 @@ class Handler(BaseHTTPRequestHandler):
     def connect_error(self, http_status, code, message):
         self.send_json(http_status, {"code": code, "message": message})
 
-    def envd(self, path, body):
+    def envd(self, path, body, query):
         st = self.state
         host = self.headers.get("Host", "")
         sid = self.headers.get("E2b-Sandbox-Id")
@@ -438,6 +454,8 @@ class Handler(BaseHTTPRequestHandler):
             token, directory, sandbox_env = sbx["token"], sbx["dir"], dict(sbx["envVars"])
         if self.headers.get("X-Access-Token") != token:
             return self.connect_error(401, "unauthenticated", "invalid access token")
+        if path == "/files" or path.startswith("/files/"):
+            return self.files(path, body, query, directory)
         if path != "/process.Process/Start":
             return self.connect_error(404, "unimplemented", f"{path} is not implemented by the fake")
         if self.headers.get("Content-Type") != "application/connect+json":
@@ -511,6 +529,113 @@ class Handler(BaseHTTPRequestHandler):
         send({"event": {"end": end}})
         send({}, 2)
         return None
+
+
+    # --- envd's file API (e2b-envd-openapi.yml, /files) -------------------------------------------
+    # As exec runs commands on this machine, an absolute path here is this machine's path; a
+    # relative one is under the sandbox's directory (the user's home).
+
+    def files(self, path, body, query, home):
+        username = (query.get("username") or [""])[0] or basic_user(self.headers.get("Authorization", ""))
+        if username not in ("", "user"):
+            try:
+                pwd.getpwnam(username)
+            except KeyError:
+                return self.send_json(401, error_body(401, f"error looking up user '{username}': user: unknown user {username}"))
+
+        def resolve(name):
+            return name if name.startswith("/") else os.path.join(home, name)
+
+        if path == "/files/compose" and self.command == "POST":
+            request = json.loads(body or b"{}")
+            sources = [resolve(p) for p in request.get("source_paths") or []]
+            destination = request.get("destination")
+            if not sources or not isinstance(destination, str) or not destination:
+                return self.send_json(400, error_body(400, "source_paths and destination are required"))
+            for source in sources:
+                if not os.path.isfile(source):
+                    return self.send_json(404, error_body(404, f"path '{source}' does not exist"))
+            target = resolve(destination)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as out:
+                for source in sources:
+                    with open(source, "rb") as part:
+                        shutil.copyfileobj(part, out, 1 << 20)
+            for source in sources:
+                os.remove(source)
+            return self.send_json(200, {"path": target, "name": os.path.basename(target), "type": "file"})
+        if path != "/files":
+            return self.send_json(404, error_body(404, f"no route {self.command} {path}"))
+        name = (query.get("path") or [""])[0]
+        if self.command == "GET":
+            target = resolve(name)
+            if os.path.isdir(target):
+                return self.send_json(400, error_body(400, f"path '{target}' is a directory"))
+            if not os.path.exists(target):
+                return self.send_json(404, error_body(404, f"path '{target}' does not exist"))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(os.path.getsize(target)))
+            self.end_headers()
+            with open(target, "rb") as f:
+                shutil.copyfileobj(f, self.wfile, 1 << 16)
+            with self.state.lock:
+                self.state.requests[-1]["status"] = 200
+            return None
+        if self.command != "POST":
+            return self.send_json(405, error_body(405, "method not allowed"))
+        content_type = self.headers.get("Content-Type", "")
+        if content_type.startswith("application/octet-stream"):
+            if not name:
+                return self.send_json(400, error_body(400, "path is required for application/octet-stream"))
+            uploads = [(name, body)]
+        elif content_type.startswith("multipart/form-data"):
+            uploads = []
+            for filename, content in multipart_files(content_type, body):
+                uploads.append((name or filename, content))
+            if not uploads:
+                return self.send_json(400, error_body(400, "no file part in the multipart body"))
+        else:
+            return self.send_json(400, error_body(400, f"unsupported content type {content_type}"))
+        written = []
+        for name, content in uploads:
+            target = resolve(name)
+            if os.path.isdir(target):
+                return self.send_json(400, error_body(400, f"path '{target}' is a directory"))
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(content)
+            except OSError as e:
+                return self.send_json(500, error_body(500, f"error opening file '{target}': {e.strerror}"))
+            written.append({"path": target, "name": os.path.basename(target), "type": "file"})
+        return self.send_json(200, written)
+
+
+def multipart_files(content_type, body):
+    """(filename, content) of each part named "file" of a multipart/form-data body."""
+    boundary = None
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key == "boundary":
+            boundary = value.strip('"')
+    if not boundary:
+        return []
+    delimiter = b"--" + boundary.encode()
+    found = []
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, content = part.partition(b"\r\n\r\n")
+        if content.endswith(b"\r\n"):
+            content = content[:-2]
+        disposition = next((line for line in head.decode("utf-8", "replace").split("\r\n")
+                            if line.lower().startswith("content-disposition")), "")
+        if 'name="file"' not in disposition:
+            continue
+        filename = disposition.partition('filename="')[2].partition('"')[0]
+        found.append((filename, content))
+    return found
 
 
 def watch_parent(server, parent):

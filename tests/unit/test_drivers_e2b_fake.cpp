@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <map>
 #include <set>
+#include <sys/stat.h>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
+#include <sandboxer/tar.hpp>
 
 #include "support/catalog.hpp"
 #include "support/collect_io.hpp"
@@ -289,6 +292,253 @@ TEST_F(E2bFakeTest, AMissingKeyFailsBeforeAnyRequest) {
               std::string::npos);
   }
   EXPECT_TRUE(fake.requests().empty());
+}
+
+// --- sandboxer cp: envd's /files for contents, commands for the rest --------------------------
+
+// A tar stream served in uneven pieces, as the core's packer hands it over.
+class E2bPiecesSource : public CopySource {
+public:
+  explicit E2bPiecesSource(std::string stream) : m_stream(std::move(stream)) {}
+  size_t read(char* buffer, size_t size) override {
+    size_t take = std::min({size, m_stream.size() - m_at, size_t{7001}});
+    std::copy_n(m_stream.data() + m_at, take, buffer);
+    m_at += take;
+    return take;
+  }
+
+private:
+  std::string m_stream;
+  size_t m_at = 0;
+};
+
+class E2bStringSink : public CopySink {
+public:
+  void write(std::string_view bytes) override { stream.append(bytes); }
+  std::string stream;
+};
+
+// One entry of a stream as a user would compare it: type, mode, time, content or link target.
+struct E2bCopiedEntry {
+  tar::Type type = tar::Type::file;
+  uint32_t mode = 0;
+  int64_t mtime = 0;
+  std::string content;
+  std::string link;
+  bool operator==(const E2bCopiedEntry&) const = default;
+};
+using E2bCopiedTree = std::map<std::string, E2bCopiedEntry>;
+
+std::string e2b_tar_of(const E2bCopiedTree& tree) {
+  std::string stream;
+  tar::Writer writer([&](std::string_view bytes) { stream.append(bytes); });
+  for (const auto& [path, item] : tree) {
+    tar::Entry entry{.path = path, .type = item.type, .mode = item.mode, .mtime = item.mtime};
+    entry.size = item.type == tar::Type::file ? item.content.size() : 0;
+    entry.link = item.link;
+    writer.begin(entry);
+    if (item.type == tar::Type::file) {
+      writer.data(item.content);
+    }
+    writer.end();
+  }
+  writer.finish();
+  return stream;
+}
+
+E2bCopiedTree e2b_tree_of(const std::string& stream) {
+  struct Collect : tar::Sink {
+    E2bCopiedTree tree;
+    std::string current;
+    void begin(const tar::Entry& entry) override {
+      current = entry.path;
+      tree[current] = {entry.type, entry.mode, entry.mtime, "", entry.link};
+    }
+    void data(std::string_view chunk) override { tree[current].content.append(chunk); }
+    void end() override {}
+  } collect;
+  tar::Reader reader(collect);
+  reader.feed(stream);
+  reader.finish();
+  return collect.tree;
+}
+
+std::string e2b_all_byte_values() {
+  std::string bytes;
+  for (int i = 0; i < 256; ++i) {
+    bytes += static_cast<char>(i);
+  }
+  return bytes;
+}
+
+// 50 MiB that no two parts share (an offset mix-up in the composed file would show).
+std::string e2b_big_content() {
+  std::string bytes(50u << 20, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (auto& c : bytes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  return bytes;
+}
+
+struct stat e2b_stat_of(const std::filesystem::path& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// The tree of the copy tests: every kind of entry the driver makes, under "d".
+E2bCopiedTree e2b_sample_tree(bool with_big) {
+  const int64_t t = 1700000000;
+  E2bCopiedTree tree;
+  tree["d"] = {tar::Type::directory, 0750, t + 1, "", ""};
+  tree["d/all-bytes"] = {tar::Type::file, 0644, t + 2, e2b_all_byte_values(), ""};
+  tree["d/empty"] = {tar::Type::file, 0600, t + 3, "", ""};
+  tree["d/empty-dir"] = {tar::Type::directory, 0700, t + 4, "", ""};
+  tree["d/run.sh"] = {tar::Type::file, 0755, t + 5, "#!/bin/sh\necho hi\n", ""};
+  tree["d/name with spaces \xc3\xbc\xe2\x82\xac.txt"] = {tar::Type::file, 0644, t + 6, "utf-8\n",
+                                                         ""};
+  tree["d/link"] = {tar::Type::symlink, 0777, t + 7, "", "all-bytes"};
+  if (with_big) {
+    tree["d/big"] = {tar::Type::file, 0640, t + 8, e2b_big_content(), ""};
+  }
+  return tree;
+}
+
+TEST_F(E2bFakeTest, CopyInMakesFilesLinksModesAndTimesAndCopyOutGivesThemBack) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-cp");
+  auto box = dir / "box"; // the fake's commands and files share this machine's filesystem
+  std::filesystem::create_directories(box);
+  E2bCopiedTree tree = e2b_sample_tree(true);
+
+  auto started = std::chrono::steady_clock::now();
+  E2bPiecesSource source(e2b_tar_of(tree));
+  driver->copy_in(sandbox, {.directory = box.string()}, source);
+  auto copied_in = std::chrono::steady_clock::now();
+
+  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), e2b_all_byte_values());
+  // Compared whole, not printed: a 50 MiB difference would drown the log.
+  EXPECT_TRUE(testing::read_file(box / "d/big") == tree["d/big"].content)
+      << "the 50 MiB file differs";
+  EXPECT_EQ(std::filesystem::file_size(box / "d/empty"), 0u);
+  EXPECT_TRUE(std::filesystem::is_directory(box / "d/empty-dir"));
+  EXPECT_TRUE(std::filesystem::is_empty(box / "d/empty-dir"));
+  EXPECT_EQ(testing::read_file(box / "d/name with spaces \xc3\xbc\xe2\x82\xac.txt"), "utf-8\n");
+  EXPECT_EQ(std::filesystem::read_symlink(box / "d/link"), "all-bytes");
+  EXPECT_EQ(e2b_stat_of(box / "d/run.sh").st_mode & 07777, 0755u) << "the exec bit is kept";
+  EXPECT_EQ(e2b_stat_of(box / "d/empty").st_mode & 07777, 0600u);
+  EXPECT_EQ(e2b_stat_of(box / "d").st_mode & 07777, 0750u);
+  EXPECT_EQ(e2b_stat_of(box / "d/empty-dir").st_mode & 07777, 0700u);
+  for (const auto& [path, item] : tree) {
+    EXPECT_EQ(e2b_stat_of(box / path).st_mtim.tv_sec, item.mtime) << path;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(box / "d")) {
+    EXPECT_EQ(entry.path().filename().string().find(".sandboxer-part-"), std::string::npos)
+        << "a part of the big file was left behind";
+  }
+
+  E2bStringSink sink;
+  driver->copy_out(sandbox, {.path = (box / "d").string()}, sink);
+  auto copied_out = std::chrono::steady_clock::now();
+  E2bCopiedTree back = e2b_tree_of(sink.stream);
+  EXPECT_EQ(back.size(), tree.size());
+  for (const auto& [path, item] : tree) {
+    ASSERT_TRUE(back.contains(path)) << path;
+    EXPECT_TRUE(back[path] == item) << path << " differs after the round trip";
+  }
+  using ms = std::chrono::milliseconds;
+  std::printf(
+      "e2b copy of 50 MiB + 6 entries: in %lld ms, out %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<ms>(copied_in - started).count()),
+      static_cast<long long>(std::chrono::duration_cast<ms>(copied_out - copied_in).count()));
+}
+
+TEST_F(E2bFakeTest, CopyInReplacesSameNamedFilesAndLinks) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-cp-replace");
+  auto box = dir / "box";
+  testing::write_file(box / "d/all-bytes", "a much longer old content that must not survive\n");
+  std::filesystem::create_symlink("elsewhere", box / "d/link");
+  E2bPiecesSource source(e2b_tar_of(e2b_sample_tree(false)));
+  driver->copy_in(sandbox, {.directory = box.string()}, source);
+  EXPECT_EQ(testing::read_file(box / "d/all-bytes"), e2b_all_byte_values());
+  EXPECT_EQ(std::filesystem::read_symlink(box / "d/link"), "all-bytes");
+}
+
+TEST_F(E2bFakeTest, StatPathFollowsLinksAndTellsMissingFromDangling) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-stat");
+  auto box = dir / "box";
+  testing::write_file(box / "file", "12345");
+  std::filesystem::permissions(box / "file", std::filesystem::perms(0750));
+  std::filesystem::create_symlink("file", box / "to-file");
+  std::filesystem::create_symlink("nowhere", box / "dangling");
+  auto file = driver->stat_path(sandbox, (box / "file").string());
+  EXPECT_EQ(file.kind, PathInfo::Kind::file);
+  EXPECT_EQ(file.size, 5u);
+  EXPECT_EQ(file.mode, 0750u);
+  EXPECT_EQ(driver->stat_path(sandbox, (box / "to-file").string()).kind, PathInfo::Kind::file);
+  EXPECT_EQ(driver->stat_path(sandbox, box.string()).kind, PathInfo::Kind::directory);
+  auto dangling = driver->stat_path(sandbox, (box / "dangling").string());
+  EXPECT_EQ(dangling.kind, PathInfo::Kind::symlink);
+  EXPECT_EQ(dangling.link_target, "nowhere");
+  EXPECT_EQ(driver->stat_path(sandbox, (box / "missing").string()).kind, PathInfo::Kind::missing);
+}
+
+TEST_F(E2bFakeTest, CopyOutOfAFileALinkAndAMissingPath) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-cp-out");
+  auto box = dir / "box";
+  testing::write_file(box / "one file.txt", e2b_all_byte_values());
+  std::filesystem::create_symlink("one file.txt", box / "link");
+
+  E2bStringSink file;
+  driver->copy_out(sandbox, {.path = (box / "one file.txt").string()}, file);
+  auto tree = e2b_tree_of(file.stream);
+  ASSERT_EQ(tree.size(), 1u);
+  EXPECT_EQ(tree["one file.txt"].content, e2b_all_byte_values()) << "under its base name";
+
+  E2bStringSink link;
+  driver->copy_out(sandbox, {.path = (box / "link").string()}, link);
+  EXPECT_EQ(e2b_tree_of(link.stream)["link"].type, tar::Type::symlink) << "a link stays a link";
+  E2bStringSink followed;
+  driver->copy_out(sandbox, {.path = (box / "link").string(), .follow = true}, followed);
+  EXPECT_EQ(e2b_tree_of(followed.stream)["link"].content, e2b_all_byte_values()) << "--follow";
+
+  E2bStringSink missing;
+  try {
+    driver->copy_out(sandbox, {.path = (box / "missing").string()}, missing);
+    FAIL() << "a missing path is an error";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
+    EXPECT_NE(std::string(e.what()).find((box / "missing").string()), std::string::npos);
+  }
+  EXPECT_TRUE(missing.stream.empty());
+}
+
+TEST_F(E2bFakeTest, CopyInReportsEnvdsOwnWordsWhenTheDiskIsFull) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-cp-full");
+  auto box = dir / "box";
+  std::filesystem::create_directories(box);
+  fake.control("inject", {{"status", 507},
+                          {"count", 1},
+                          {"method", "POST"},
+                          {"path", "/files"},
+                          {"message", "not enough disk space available"}});
+  E2bPiecesSource source(e2b_tar_of(e2b_sample_tree(false)));
+  try {
+    driver->copy_in(sandbox, {.directory = box.string()}, source);
+    FAIL() << "a full disk is an error";
+  } catch (const DriverError& e) {
+    EXPECT_NE(std::string(e.what()).find("not enough disk space available (code 507) (HTTP 507)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 } // namespace
