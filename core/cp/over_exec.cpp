@@ -119,12 +119,11 @@ PathInfo stat_over_exec(Driver& driver, const SandboxHandle& sandbox, const std:
   if (status != 0 && status != 127 && io.stderr_line().find("No such file") != std::string::npos) {
     return info; // missing
   }
-  throw DriverError(status == 127 ? DriverError::Kind::unsupported : DriverError::Kind::error,
-                    fmt::format("sandbox {}: 'ls -d -L -l {}' exited {}{}{}", sandbox.sandbox_id,
-                                path, status,
-                                status == 127 ? " (no 'ls' in the sandbox: cp over exec needs it)"
-                                              : "",
-                                io.stderr_line().empty() ? "" : ": " + io.stderr_line()));
+  throw DriverError(
+      status == 127 ? DriverError::Kind::unsupported : DriverError::Kind::error,
+      fmt::format("sandbox {}: 'ls -d -L -l {}' exited {}{}{}", sandbox.sandbox_id, path, status,
+                  status == 127 ? " (no 'ls' in the sandbox: cp over exec needs it)" : "",
+                  io.stderr_line().empty() ? "" : ": " + io.stderr_line()));
 }
 
 void copy_in_over_exec(Driver& driver, const SandboxHandle& sandbox, const CopyInRequest& request,

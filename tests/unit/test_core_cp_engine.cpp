@@ -65,7 +65,8 @@ protected:
         engine(ledger, catalog, clock, hook, "tester") {}
 
   SandboxRecord create(const std::string& driver) {
-    testing::write_file(dir / (driver + ".yaml"), "driver: " + driver + "\nttl: { default: 30m }\n");
+    testing::write_file(dir / (driver + ".yaml"),
+                        "driver: " + driver + "\nttl: { default: 30m }\n");
     return engine.create(load_profile(dir / (driver + ".yaml"), {}), {}).record;
   }
   CopyRequest into(std::optional<std::pair<int64_t, int64_t>> owner = std::nullopt) {

@@ -30,7 +30,8 @@ public:
     add({.path = path, .type = tar::Type::directory, .mode = mode, .mtime = k_external_mtime});
   }
   void file(const std::string& path, const std::string& content, uint32_t mode = 0644) {
-    add({.path = path, .mode = mode, .mtime = k_external_mtime + 1, .size = content.size()}, content);
+    add({.path = path, .mode = mode, .mtime = k_external_mtime + 1, .size = content.size()},
+        content);
   }
   void link(const std::string& path, const std::string& target) {
     add({.path = path,
