@@ -166,6 +166,9 @@ ProducedSource::~ProducedSource() {
 }
 
 void ProducedSource::push(std::string_view bytes) {
+  if (bytes.empty()) {
+    return; // an empty piece would read as the end of the stream
+  }
   std::unique_lock lock(m_mutex);
   m_changed.wait(lock, [&] { return m_abandoned || m_buffered < k_buffer_bytes; });
   if (m_abandoned) {
@@ -185,6 +188,7 @@ size_t ProducedSource::read(char* buffer, size_t size) {
       if (m_failure) {
         std::rethrow_exception(m_failure);
       }
+      m_exhausted = true;
       return 0;
     }
     while (given < size && !m_pieces.empty()) {

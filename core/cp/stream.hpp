@@ -130,6 +130,8 @@ public:
   ProducedSource(Producer producer, Meter& meter);
   ~ProducedSource() override; // stops the producer if the reader gave up
   size_t read(char* buffer, size_t size) override;
+  // The reader saw the end (read() returned 0): a driver that answers before that cut the copy.
+  bool exhausted() const { return m_exhausted; }
 
 private:
   void push(std::string_view bytes);
@@ -142,6 +144,7 @@ private:
   size_t m_buffered = 0;
   bool m_done = false;
   bool m_abandoned = false;
+  bool m_exhausted = false;
   std::exception_ptr m_failure;
   std::thread m_thread;
 };

@@ -159,6 +159,28 @@ std::string mismatch_message(const std::vector<std::string>& differing) {
                      differing.size() > 5 ? ", ..." : "");
 }
 
+// Fills `result` in whichever way a copy ends: the history says how far it got.
+struct Tally {
+  CopyResult& result;
+  const Digests& digests;
+  const Meter& meter;
+  const Extractor* extractor; // a copy out to files here
+  std::chrono::steady_clock::time_point started;
+  ~Tally() {
+    result.files = digests.files();
+    result.entries = digests.entries();
+    result.bytes = digests.bytes();
+    result.stream_bytes = meter.stream_bytes();
+    result.file_digests = digests.digests();
+    result.digests_truncated = digests.truncated();
+    if (extractor) {
+      result.skipped = extractor->skipped();
+    }
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+};
+
 } // namespace
 
 std::string sandbox_absolute(const std::string& path) {
@@ -348,23 +370,7 @@ void copy_in(Channel& channel, const InPlan& plan, const CopyOptions& options, C
       plan.items.size() == 1 ? path_in(plan.directory, plan.items.front().name) : plan.directory;
   Digests digests([&](const std::string& name) { return path_in(plan.directory, name); });
   Meter meter(digests, options.progress);
-  // Filled in whichever way the copy ends: the history says how far it got.
-  struct Tally {
-    CopyResult& result;
-    Digests& digests;
-    Meter& meter;
-    std::chrono::steady_clock::time_point started;
-    ~Tally() {
-      result.files = digests.files();
-      result.entries = digests.entries();
-      result.bytes = digests.bytes();
-      result.stream_bytes = meter.stream_bytes();
-      result.file_digests = digests.digests();
-      result.digests_truncated = digests.truncated();
-      result.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    }
-  } tally{result, digests, meter, started};
+  Tally tally{result, digests, meter, nullptr, started};
   CopyInRequest request;
   request.directory = plan.directory;
   if (options.owner) {
@@ -395,6 +401,10 @@ void copy_in(Channel& channel, const InPlan& plan, const CopyOptions& options, C
           },
           meter);
       channel.copy_in(request, source);
+      if (!source.exhausted()) {
+        throw DriverError(DriverError::Kind::error,
+                          "cp: the driver answered before it had read the whole stream");
+      }
       result.skipped = skipped;
     }
     meter.finish();
@@ -451,24 +461,7 @@ void copy_out(Channel& channel, const OutPlan& plan, const CopyOptions& options,
     tee.emplace(digests, *renamer);
   }
   Meter meter(tee ? static_cast<tar::Sink&>(*tee) : digests, options.progress);
-  struct Tally {
-    CopyResult& result;
-    Digests& digests;
-    Meter& meter;
-    std::optional<Extractor>& extractor;
-    std::chrono::steady_clock::time_point started;
-    ~Tally() {
-      result.files = digests.files();
-      result.entries = digests.entries();
-      result.bytes = digests.bytes();
-      result.stream_bytes = meter.stream_bytes();
-      result.file_digests = digests.digests();
-      result.digests_truncated = digests.truncated();
-      result.skipped = extractor ? extractor->skipped() : 0;
-      result.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    }
-  } tally{result, digests, meter, extractor, started};
+  Tally tally{result, digests, meter, extractor ? &*extractor : nullptr, started};
   KeepingSink sink([&](std::string_view bytes) {
     meter.pass(bytes);
     if (plan.to_stdout) {

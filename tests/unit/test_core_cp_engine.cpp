@@ -20,7 +20,9 @@ struct Calls {
 class BareDriver : public Driver {
 public:
   explicit BareDriver(Calls& calls) : m_calls(calls) {}
-  CreateResult create(const CreateRequest& request) override { return {request.sandbox_id, {}}; }
+  CreateResult create(const CreateRequest& request) override {
+    return {request.sandbox_id, nlohmann::json::object()};
+  }
   void destroy(const SandboxHandle&) override {}
   BackendStatus status(const SandboxHandle&) override {
     return {BackendStatus::State::running, ""};
