@@ -22,6 +22,7 @@ docker image inspect sandboxer/busybox:local >/dev/null
 WORK=$(mktemp -d)
 SSHD_PID=""
 CONTAINER=""
+# (throwaway-sshd sets SSHD_PID; the trap stops it.)
 trap '[ -z "$CONTAINER" ] || docker rm -f "$CONTAINER" >/dev/null 2>&1;
       [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null;
       "$BIN" --state-dir "$WORK/state" --profiles-dir "$WORK/profiles" destroy --all --yes >/dev/null 2>&1;
@@ -91,4 +92,70 @@ def peak_kib(argv):
 rss_in = peak_kib(sbx + ["cp", "--no-progress", "-q", f"{work}/gib.bin", f"{sandbox}:/gib.bin"])
 rss_out = peak_kib(sbx + ["cp", "--no-progress", "-q", f"{sandbox}:/gib.bin", f"{work}/gib-back.bin"])
 print(f"  1 GiB file: peak RSS {rss_in / 1024:.1f} MiB in, {rss_out / 1024:.1f} MiB out")
+PY
+
+[ "$COMPOSE" = yes ] || exit 0
+# compose-ssh: the same tree through ssh, against tar piped through ssh by hand.
+eval "$(scripts/throwaway-sshd.sh "$WORK/ssh")"
+cat >"$WORK/profiles/one.yml" <<'YAML'
+services:
+  box: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
+YAML
+cat >"$WORK/profiles/compose.yaml" <<YAML
+driver: compose-ssh
+ttl: { default: 30m }
+compose-ssh:
+  host: 127.0.0.1
+  port: $SSH_PORT
+  user: $SSH_USER
+  identity_file: $WORK/ssh/client_key
+  known_hosts: $WORK/ssh/known_hosts
+  compose_file: one.yml
+YAML
+CID=$("${SBX[@]}" create --profile compose --quiet)
+PROJECT=$("${SBX[@]}" status "$CID" -o json | jq -r .backend_id)
+BOX=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT")
+/usr/bin/python3 - "$WORK" "$ROUNDS" "$CID" "$BOX" "$SSH_PORT" "$SSH_USER" "${SBX[@]}" <<'PY'
+import os, shutil, statistics, subprocess, sys, time
+
+work, rounds, sandbox, box, port, user, sbx = (sys.argv[1], int(sys.argv[2]), sys.argv[3],
+                                               sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:])
+ssh = ["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={work}/ssh/known_hosts",
+       "-i", f"{work}/ssh/client_key", "-o", "IdentitiesOnly=yes", "-p", port, f"{user}@127.0.0.1"]
+
+def timed(script):
+    start = time.perf_counter()
+    subprocess.run(script, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+def pipe(left, right):
+    # left | right, without a shell
+    a = subprocess.Popen(left, stdout=subprocess.PIPE)
+    b = subprocess.Popen(right, stdin=a.stdout)
+    a.stdout.close()
+    if b.wait() or a.wait():
+        sys.exit(f"{left} | {right} failed")
+
+rows = {"in": ([], []), "out": ([], [])}
+for i in range(rounds):
+    rows["in"][0].append(timed(sbx + ["cp", "--no-progress", "-q", f"{work}/tree", f"{sandbox}:/"]))
+    rows["out"][0].append(timed(sbx + ["cp", "--no-progress", "-q", f"{sandbox}:/tree", f"{work}/o1"]))
+    subprocess.run(sbx + ["exec", sandbox, "--", "rm", "-rf", "/tree"], check=True)
+    shutil.rmtree(f"{work}/o1")
+    start = time.perf_counter()
+    pipe(["tar", "-c", "-f", "-", "-C", work, "tree"],
+         ssh + ["docker", "exec", "-i", box, "tar", "-x", "-f", "-", "-C", "/"])
+    rows["in"][1].append(time.perf_counter() - start)
+    os.mkdir(f"{work}/o2")
+    start = time.perf_counter()
+    pipe(ssh + ["docker", "exec", box, "tar", "-c", "-f", "-", "-C", "/", "tree"],
+         ["tar", "-x", "-f", "-", "-C", f"{work}/o2"])
+    rows["out"][1].append(time.perf_counter() - start)
+    subprocess.run(ssh + ["docker", "exec", box, "rm", "-rf", "/tree"], check=True)
+    shutil.rmtree(f"{work}/o2")
+print(f"compose-ssh, the same tree, {rounds} rounds")
+for way in ("in", "out"):
+    s, d = statistics.median(rows[way][0]), statistics.median(rows[way][1])
+    print(f"  cp {way:3}  sandboxer {s:6.2f} s   ssh+tar by hand {d:6.2f} s   ratio {s / d:.2f}  "
+          f"(target <= 1.10)")
 PY
