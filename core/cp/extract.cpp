@@ -1,5 +1,6 @@
 #include "core/cp/extract.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -7,6 +8,8 @@
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/cp/stream.hpp"
 
 namespace sandboxer::cp {
 namespace {
@@ -57,22 +60,9 @@ std::vector<std::string> safe_components(const std::string& path) {
     refuse(path, "an absolute path in the stream (a copy out of a sandbox writes only inside "
                  "its destination)");
   }
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    std::string part =
-        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part == "..") {
-      refuse(path, "a path with \"..\" in the stream (it would write outside the destination)");
-    }
-    if (!part.empty() && part != ".") {
-      parts.push_back(std::move(part));
-    }
-    if (slash == std::string::npos) {
-      break;
-    }
-    start = slash + 1;
+  std::vector<std::string> parts = name_components(path);
+  if (std::find(parts.begin(), parts.end(), "..") != parts.end()) {
+    refuse(path, "a path with \"..\" in the stream (it would write outside the destination)");
   }
   return parts;
 }

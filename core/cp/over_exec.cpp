@@ -17,18 +17,9 @@ class TarIo : public ExecIo {
 public:
   explicit TarIo(std::function<void(std::string_view)> on_out, int stdin_fd = -1)
       : m_on_out(std::move(on_out)), m_stdin_fd(stdin_fd) {}
-  void out(std::string_view bytes) override {
-    if (m_failure) {
-      return; // the stream was refused already: the rest is drained, never used
-    }
-    try {
-      m_on_out(bytes);
-    } catch (...) {
-      // Thrown through the driver's reading loop it could leave the exec half-closed; it is
-      // rethrown once the exec has ended.
-      m_failure = std::current_exception();
-    }
-  }
+  // The core's sinks keep their own failures until the exec ends (core/cp/transfer's
+  // KeepingSink), so nothing is thrown through the driver's reading loop.
+  void out(std::string_view bytes) override { m_on_out(bytes); }
   void err(std::string_view bytes) override {
     m_stderr.append(
         bytes.substr(0, k_kept_stderr_bytes - std::min(k_kept_stderr_bytes, m_stderr.size())));
@@ -43,17 +34,11 @@ public:
     }
     return line;
   }
-  void rethrow_failure() const {
-    if (m_failure) {
-      std::rethrow_exception(m_failure);
-    }
-  }
 
 private:
   std::function<void(std::string_view)> m_on_out;
   int m_stdin_fd;
   std::string m_stderr;
-  std::exception_ptr m_failure;
 };
 
 int run(Driver& driver, const SandboxHandle& sandbox, std::vector<std::string> argv, TarIo& io) {
@@ -157,7 +142,6 @@ void copy_out_over_exec(Driver& driver, const SandboxHandle& sandbox, const Copy
   argv.push_back("./" + name);
   TarIo io([&](std::string_view bytes) { sink.write(bytes); });
   const int status = run(driver, sandbox, std::move(argv), io);
-  io.rethrow_failure();
   if (status != 0) {
     tar_failed(sandbox, fmt::format("copying {}", request.path), status, io);
   }

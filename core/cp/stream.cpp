@@ -11,7 +11,17 @@ constexpr size_t k_buffer_bytes = 4 * 1024 * 1024;
 // The producer's way out once nobody reads any more.
 struct Abandoned {};
 
-std::vector<std::string> components_of(const std::string& name) {
+std::string joined(const std::vector<std::string>& parts, size_t from) {
+  std::string name;
+  for (size_t i = from; i < parts.size(); ++i) {
+    name += (name.empty() ? "" : "/") + parts[i];
+  }
+  return name;
+}
+
+} // namespace
+
+std::vector<std::string> name_components(const std::string& name) {
   std::vector<std::string> parts;
   size_t start = 0;
   while (start <= name.size()) {
@@ -28,18 +38,8 @@ std::vector<std::string> components_of(const std::string& name) {
   return parts;
 }
 
-std::string joined(const std::vector<std::string>& parts, size_t from) {
-  std::string name;
-  for (size_t i = from; i < parts.size(); ++i) {
-    name += (name.empty() ? "" : "/") + parts[i];
-  }
-  return name;
-}
-
-} // namespace
-
 std::string normal_name(const std::string& name) {
-  return joined(components_of(name), 0);
+  return joined(name_components(name), 0);
 }
 
 Digests::Digests(std::function<std::string(const std::string& name)> place)
@@ -93,7 +93,7 @@ Renamer::Renamer(tar::Sink& next, std::string expected_first, std::string top)
     : m_next(next), m_expected_first(std::move(expected_first)), m_top(std::move(top)) {}
 
 std::string Renamer::renamed(const std::string& name) const {
-  std::vector<std::string> parts = components_of(name);
+  std::vector<std::string> parts = name_components(name);
   if (parts.empty() || parts.front() != m_expected_first) {
     throw tar::Error(0, fmt::format("the stream holds \"{}\", outside the \"{}\" that was asked "
                                     "for: refused",

@@ -32,6 +32,9 @@ struct FileDigest {
   std::string sha256; // hex
 };
 
+// A stream name's components, "." and empty ones dropped (".." kept: callers that write refuse it).
+std::vector<std::string> name_components(const std::string& name);
+
 // The normalized form of a stream name: "." components and a leading "./" dropped.
 std::string normal_name(const std::string& name);
 
