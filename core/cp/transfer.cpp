@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sandboxer/copy_over_exec.hpp>
 #include <sandboxer/interrupt.hpp>
 
 #include "core/cp/extract.hpp"
-#include "core/cp/over_exec.hpp"
 #include "core/cp/pack.hpp"
 #include "core/errors.hpp"
 #include "sdk/file_descriptor.hpp"

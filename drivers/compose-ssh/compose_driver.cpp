@@ -7,6 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include <sandboxer/copy_feed.hpp>
+#include <sandboxer/copy_over_exec.hpp>
+#include <sandboxer/copy_root_owned.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
@@ -431,6 +434,91 @@ public:
     return result.status();
   }
 
+  // `sandboxer cp` (docs/drivers/compose-ssh.md, "Copy"): the stream goes through the shared ssh
+  // connection to `docker cp` on the host, which unpacks or packs it in the container, so the
+  // transfer needs no tar in the container and is one remote command. What is at a path is one
+  // `ls` in the container (docker cp has no stat of its own).
+  PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
+    return stat_over_exec(*this, sandbox, path);
+  }
+
+  void copy_in(const SandboxHandle& sandbox, const CopyInRequest& request,
+               CopySource& source) override {
+    // With --owner the stream's entries carry it and docker cp keeps them. Without, -a gives
+    // each file the container's configured user, as exec would; a container without one keeps
+    // the stream's ids, made root's here, as exec's files would be.
+    if (request.owner) {
+      docker_cp(sandbox, {"-", ":" + request.directory}, "copying into " + request.directory,
+                &source);
+      return;
+    }
+    RootOwnedSource root_owned(source);
+    docker_cp(sandbox, {"-a", "-", ":" + request.directory}, "copying into " + request.directory,
+              &root_owned);
+  }
+
+  void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
+                CopySink& sink) override {
+    if (request.follow) {
+      // docker cp -L follows only the path's own link, never the links inside a directory:
+      // --follow is the container's `tar -c -h`.
+      copy_out_over_exec(*this, sandbox, request, sink);
+      return;
+    }
+    docker_cp(sandbox, {":" + request.path, "-"}, "copying " + request.path, nullptr, &sink);
+  }
+
+  // `docker cp` on the host with `words`, where a word starting with ':' is a path in the
+  // sandbox's container; the stream on stdin (`from`) or stdout (`to`).
+  void docker_cp(const SandboxHandle& sandbox, std::vector<std::string> words,
+                 const std::string& what, CopySource* from, CopySink* to = nullptr) {
+    check_name(sandbox.backend_id, "project");
+    const std::string service =
+        m_spec.service.value_or(sandbox.info.value("service", std::string()));
+    const std::string container = container_of(sandbox, service);
+    RemoteCall call;
+    call.argv = {"docker", "cp"};
+    for (auto& word : words) {
+      call.argv.push_back(word.starts_with(':') ? container + word : std::move(word));
+    }
+    call.timeout = k_exec_deadline;
+    call.on_interrupt = proc::Command::OnInterrupt::forward;
+    std::string said;
+    call.on_stderr = [&](std::string_view bytes) {
+      said.append(bytes.substr(0, 4096 - std::min<size_t>(said.size(), 4096)));
+    };
+    if (to != nullptr) {
+      call.on_stdout = [&](std::string_view bytes) { to->write(bytes); };
+    }
+    const int signals_before = interrupt::count();
+    proc::Result result;
+    if (from != nullptr) {
+      with_source_as_fd(*from, [&](int fd) {
+        call.stdin_fd = fd;
+        result = m_ssh.run(call);
+        return result.status();
+      });
+    } else {
+      result = m_ssh.run(call);
+    }
+    if (interrupt::count() != signals_before) {
+      throw Interrupted(interrupt::last_signal());
+    }
+    if (result.status() == 0) {
+      return;
+    }
+    const std::string words_said = last_lines(said, 2);
+    const bool missing = said.find("No such container") != std::string::npos ||
+                         said.find("Could not find the file") != std::string::npos ||
+                         said.find("no such directory") != std::string::npos;
+    throw DriverError(missing ? Kind::not_found : Kind::error,
+                      fmt::format("compose-ssh: {} in sandbox {} (service {} of project {} on {}) "
+                                  "failed: docker cp exited {}{}{}",
+                                  what, sandbox.sandbox_id, service, sandbox.backend_id,
+                                  m_host.where(), result.status(), words_said.empty() ? "" : ": ",
+                                  words_said));
+  }
+
   // `docker compose logs` of the project's services, run on the host; with -f it lasts until the
   // services stop (compose ends it) or a signal stops the ssh call.
   void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
@@ -748,7 +836,9 @@ public:
             .list_by_label = true,
             .restore_in_place = false,
             .exec_user = true,
-            .logs = true};
+            .logs = true,
+            .copy = true,
+            .copy_owner = true};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return std::make_unique<ComposeSshDriver>(bind(spec), context);

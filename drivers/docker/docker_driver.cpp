@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include <sandboxer/copy_root_owned.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>

@@ -99,6 +99,26 @@ expect_contains "$OUT" "/dev/pts/"
 expect_contains "$OUT" "size=33 111"
 expect_contains "$OUT" "exit=5"
 
+# cp: natively through `docker cp` on the host (no tar needed in the container for the stream);
+# without --owner the files are the exec user's (root here), with it the given ids.
+mkdir -p "$WORK/cpin/sub" && printf 'one\n' >"$WORK/cpin/a.txt" && printf 'two' >"$WORK/cpin/sub/b"
+chmod 750 "$WORK/cpin/sub/b" && ln -s a.txt "$WORK/cpin/link"
+expect_code 0 sbx cp -o json "$WORK/cpin" "$ID:/tmp/cpin"
+[ "$(jq -r '"\(.via) \(.files)"' <<<"$OUT")" = "native 2" ] || fail "cp in: $OUT"
+expect_code 0 sbx exec "$ID" -- sh -c 'cat /tmp/cpin/a.txt /tmp/cpin/sub/b; readlink /tmp/cpin/link
+  stat -c "%a %u" /tmp/cpin/sub/b'
+[ "$OUT" = "$(printf 'one\ntwoa.txt\n750 0')" ] || fail "cp in landed as: $OUT"
+expect_code 0 sbx cp --owner 123:45 "$WORK/cpin/a.txt" "$ID:/tmp/owned"
+expect_code 0 sbx exec "$ID" -- stat -c "%u:%g" /tmp/owned
+[ "$OUT" = "123:45" ] || fail "cp --owner: $OUT"
+expect_code 0 sbx cp -o json "$ID:/tmp/cpin" "$WORK/cpout"
+[ "$(jq -r .via <<<"$OUT")" = native ] || fail "cp out: $OUT"
+diff -r "$WORK/cpin" "$WORK/cpout" || fail "cp out differs from what went in"
+[ "$(readlink "$WORK/cpout/link")" = a.txt ] || fail "the link came out as $(ls -l "$WORK/cpout")"
+expect_code 3 sbx cp "$ID:/no/such/path" "$WORK/none"
+expect_contains "$ERR" "/no/such/path"
+expect_code 0 sbx cp --via exec "$WORK/cpin/a.txt" "$ID:/tmp/by-exec"
+
 # snapshot: one image per service on the host, one snapshot in the ledger, a manifest beside.
 sbx exec "$ID" -- sh -c 'echo kept > /root/marker; echo vol > /data/v'
 expect_code 0 sbx snapshot "$ID" --name s1 -o json

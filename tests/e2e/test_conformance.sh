@@ -11,8 +11,11 @@ cd "$WORK"
 
 # passes PROFILE: the kit passes every check the driver's capabilities allow.
 passes() {
-  expect_code 0 sbx drivers test --profile "$1" -o json
-  [ "$(jq .failed <<<"$OUT")" = 0 ] || fail "$1: $(jq -c '.checks[] | select(.result == "fail")' <<<"$OUT")"
+  local code=0
+  OUT=$(sbx drivers test --profile "$1" -o json 2>"$WORK/stderr") || code=$?
+  ERR=$(cat "$WORK/stderr")
+  [ "$code" = 0 ] && [ "$(jq .failed <<<"$OUT")" = 0 ] ||
+    fail "$1: exit $code: $(jq -c '.checks[] | select(.result == "fail")' <<<"$OUT" 2>&1) $ERR"
   [ "$(jq '.checks | length' <<<"$OUT")" -ge 19 ] || fail "$1: only $(jq '.checks | length' <<<"$OUT") checks ran"
   echo "$1: $(jq -r '"\(.passed) passed, \(.skipped) skipped"' <<<"$OUT")"
 }

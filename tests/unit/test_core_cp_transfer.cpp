@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <sandboxer/copy_over_exec.hpp>
 #include <sandboxer/proc.hpp>
 #include <sandboxer/tar.hpp>
 
-#include "core/cp/over_exec.hpp"
 #include "core/cp/transfer.hpp"
 #include "core/errors.hpp"
 #include "core/sha256.hpp"

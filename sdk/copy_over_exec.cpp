@@ -1,13 +1,12 @@
-#include "core/cp/over_exec.hpp"
-
 #include <exception>
 #include <filesystem>
 #include <fmt/format.h>
 
 #include <sandboxer/copy_feed.hpp>
+#include <sandboxer/copy_over_exec.hpp>
 #include <sandboxer/interrupt.hpp>
 
-namespace sandboxer::cp {
+namespace sandboxer {
 namespace {
 
 constexpr size_t k_kept_stderr_bytes = 4096;
@@ -147,4 +146,4 @@ void copy_out_over_exec(Driver& driver, const SandboxHandle& sandbox, const Copy
   }
 }
 
-} // namespace sandboxer::cp
+} // namespace sandboxer
