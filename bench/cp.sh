@@ -9,10 +9,12 @@
 #   memory:      the peak RSS of `sandboxer cp` of a 1 GiB file in and out (it streams: flat).
 # Needs a Docker Engine with sandboxer/busybox:local (scripts/start-docker.sh).
 # Usage: bench/cp.sh [path/to/sandboxer] [rounds] [--compose] [--vm]
+# (--vm builds the tiny VM under $BUILD/tiny-vm with $BUILD's guest agent; BUILD defaults to build.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-build/sandboxer}")
 ROUNDS=${2:-5}
+BUILD=$(realpath "${BUILD:-build}")
 shift $(($# < 2 ? $# : 2)) || true
 COMPOSE=no VM=no
 for arg in "$@"; do
@@ -23,9 +25,10 @@ WORK=$(mktemp -d)
 SSHD_PID=""
 CONTAINER=""
 # (throwaway-sshd sets SSHD_PID; the trap stops it.)
-trap '[ -z "$CONTAINER" ] || docker rm -f "$CONTAINER" >/dev/null 2>&1;
-      [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null;
-      "$BIN" --state-dir "$WORK/state" --profiles-dir "$WORK/profiles" destroy --all --yes >/dev/null 2>&1;
+# Sandboxes go first, while the sshd that compose-ssh's destroy needs is still up.
+trap '"$BIN" --state-dir "$WORK/state" --profiles-dir "$WORK/profiles" destroy --all --yes >/dev/null 2>&1 || true
+      [ -z "$CONTAINER" ] || docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
+      [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null || true
       rm -rf "$WORK"' EXIT
 . bench/lib.sh
 write_docker_bench_profile "$WORK"
@@ -93,6 +96,45 @@ rss_in = peak_kib(sbx + ["cp", "--no-progress", "-q", f"{work}/gib.bin", f"{sand
 rss_out = peak_kib(sbx + ["cp", "--no-progress", "-q", f"{sandbox}:/gib.bin", f"{work}/gib-back.bin"])
 print(f"  1 GiB file: peak RSS {rss_in / 1024:.1f} MiB in, {rss_out / 1024:.1f} MiB out")
 PY
+
+if [ "$VM" = yes ]; then
+  # vm-packer: the guest agent path (exec with stdin over virtio-serial, no guest network) on the
+  # tiny VM under TCG: the small files and 48 MiB of the large one, as its disk is 256 MiB.
+  VMDIR=$BUILD/tiny-vm
+  scripts/build-tiny-vm.sh "$VMDIR" "$BUILD/drivers/vm-packer/sandboxer-guest-agent" >&2
+  sed -e "s|^  manifest: manifest.json$|  manifest: $VMDIR/manifest.json|" \
+    -e "s|^  kernel: vmlinuz$|  kernel: $VMDIR/vmlinuz|" \
+    -e "s|^  initrd: initrd.img$|  initrd: $VMDIR/initrd.img|" "$VMDIR/profile.yaml" >"$WORK/profiles/vm.yaml"
+  mkdir -p "$WORK/vmtree/small"
+  head -c $((48 * 1024 * 1024)) "$WORK/tree/large.bin" >"$WORK/vmtree/large.bin"
+  cp "$WORK/tree/small/"fa* "$WORK/vmtree/small/"
+  VID=$("${SBX[@]}" create --profile vm --quiet)
+  /usr/bin/python3 - "$WORK" "$ROUNDS" "$VID" "${SBX[@]}" <<'PY'
+import os, shutil, statistics, subprocess, sys, time
+
+work, rounds, sandbox, sbx = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+tree = f"{work}/vmtree"
+mib = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tree) for f in fs) / 2**20
+files = sum(len(fs) for _, _, fs in os.walk(tree))
+
+def timed(argv):
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+ins, outs = [], []
+for _ in range(rounds):
+    ins.append(timed(sbx + ["cp", "--no-progress", "-q", tree, f"{sandbox}:/tmp/t"]))
+    outs.append(timed(sbx + ["cp", "--no-progress", "-q", f"{sandbox}:/tmp/t", f"{work}/vm-back"]))
+    subprocess.run(sbx + ["exec", sandbox, "--", "rm", "-rf", "/tmp/t"], check=True)
+    shutil.rmtree(f"{work}/vm-back")
+print(f"vm-packer (tiny VM, TCG, guest agent), {mib:.0f} MiB tree ({files} files), {rounds} rounds")
+for way, times in (("in", ins), ("out", outs)):
+    t = statistics.median(times)
+    print(f"  cp {way:3}  sandboxer {t:6.2f} s   {mib / t:6.1f} MiB/s")
+PY
+  "${SBX[@]}" destroy "$VID" >/dev/null
+fi
 
 [ "$COMPOSE" = yes ] || exit 0
 # compose-ssh: the same tree through ssh, against tar piped through ssh by hand.
