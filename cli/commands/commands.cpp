@@ -177,6 +177,12 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer logs scratch --tail 50\n"
        "sandboxer logs -f --since 10m scratch\n"
        "sandboxer logs scratch -o json | jq -r 'select(.stream == \"stderr\") | .line'"},
+      {"run", "Run one command in a fresh sandbox that lives exactly as long as the job",
+       &setup_run,
+       "sandboxer run --profile ci --cp-in .:/work --cp-out /work/out:./out -w /work -- make test\n"
+       "sandboxer run -o json -- sh -c 'uname -a' | jq '{exit_code, stdout: .stdout.text}'\n"
+       "sandboxer run --keep-on-failure --evidence evidence.json -- ./check.sh\n"
+       "sandboxer run --idempotency-key \"$CI_JOB_ID\" --lease 1m -- ./long-job"},
       {"cp", "Copy files into or out of a sandbox, with their digests in its history", &setup_cp,
        "sandboxer cp ./src scratch:/work\n"
        "sandboxer cp scratch:/work/out/report.xml ./artifacts/\n"

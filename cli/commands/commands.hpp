@@ -134,6 +134,7 @@ void setup_exec(CLI::App& app, Runner& runner);
 void setup_wait(CLI::App& app, Runner& runner);
 void setup_logs(CLI::App& app, Runner& runner);
 void setup_cp(CLI::App& app, Runner& runner);
+void setup_run(CLI::App& app, Runner& runner);
 void setup_reap(CLI::App& app, Runner& runner);
 void setup_profiles(CLI::App& app, Runner& runner);
 void setup_drivers(CLI::App& app, Runner& runner);
