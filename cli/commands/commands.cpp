@@ -105,6 +105,19 @@ Config load_config_if_any() {
   return load_config(path);
 }
 
+std::map<std::string, std::string> key_value_options(const std::string& option,
+                                                     const std::vector<std::string>& items) {
+  std::map<std::string, std::string> values;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("{} \"{}\": expected KEY=VALUE", option, item));
+    }
+    values[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return values;
+}
+
 Seconds duration_option(const std::string& option, const std::string& text) {
   auto parsed = parse_duration(text);
   if (!parsed) {

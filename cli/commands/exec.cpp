@@ -21,7 +21,7 @@ struct ExecArgs {
 ExitCode run_exec(Context& context, const ExecArgs& args) {
   ExecRequest request;
   request.argv = args.command;
-  request.env = env_of(args.env);
+  request.env = key_value_options("--env", args.env);
   request.workdir = args.workdir;
   request.user = args.user;
   request.attach_stdin = args.interactive;

@@ -18,9 +18,6 @@
 
 namespace sandboxer::commands {
 
-// --env KEY=VALUE items as a map; a usage error names the one without '='.
-std::map<std::string, std::string> env_of(const std::vector<std::string>& items);
-
 // SIGWINCH as a readable pipe for the length of a -t session, so that the driver can wait for a
 // resize of the local terminal along with the command's output; the previous disposition comes
 // back at the end.

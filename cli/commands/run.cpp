@@ -25,10 +25,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 struct RunArgs {
-  std::string profile = "default";
-  std::optional<std::string> name;
-  std::vector<std::string> labels;
-  std::optional<std::string> ttl;
+  CreateFlags flags;
   std::string lease = "2m";
   std::vector<std::string> env;
   std::optional<std::string> workdir;
@@ -39,7 +36,6 @@ struct RunArgs {
   bool keep = false;
   bool keep_on_failure = false;
   std::optional<std::string> evidence;
-  std::optional<std::string> idempotency_key;
   std::vector<std::string> command;
 };
 
@@ -271,27 +267,13 @@ ExitCode run_run(Context& context, const RunArgs& args) {
   const bool json = context.out().format() != Format::table;
   ExecRequest request;
   request.argv = args.command;
-  request.env = env_of(args.env);
+  request.env = key_value_options("--env", args.env);
   request.workdir = args.workdir;
   request.attach_stdin = args.interactive;
   request.tty = args.tty;
-
-  auto search = context.profile_search_path();
-  Profile profile = load_profile(find_profile(args.profile, search), search);
-  CreateOptions options;
-  options.name = args.name;
-  if (args.ttl) {
-    options.ttl = duration_option("--ttl", *args.ttl);
-  }
-  options.idempotency_key = args.idempotency_key;
+  Profile profile = profile_of(context, args.flags);
+  CreateOptions options = create_options_of(args.flags);
   options.lease = lease;
-  for (const auto& item : args.labels) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE", item));
-    }
-    options.labels[item.substr(0, eq)] = item.substr(eq + 1);
-  }
 
   Engine& engine = context.engine();
   Phases phases;
@@ -457,12 +439,9 @@ ExitCode run_run(Context& context, const RunArgs& args) {
 
 void setup_run(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<RunArgs>();
-  app.add_option("-p,--profile", args->profile, "Profile name or file (default: default)");
-  app.add_option("--name", args->name, "A unique name for the sandbox");
-  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--ttl", args->ttl,
-                 "The hard cap on the sandbox's life, e.g. 45m (capped by the profile's ttl.max)");
+  add_create_flags(app, args->flags,
+                   "The hard cap on the sandbox's life, e.g. 45m (capped by the profile's "
+                   "ttl.max)");
   app.add_option("--lease", args->lease,
                  "While run lives, the sandbox's deadline is this short lease, renewed every third "
                  "of it; after run dies, even by SIGKILL, the next reap collects it (default 2m)");
@@ -486,8 +465,6 @@ void setup_run(CLI::App& app, Runner& runner) {
   app.add_option(
       "--evidence", args->evidence,
       "Write the evidence document (sandboxer evidence -o json) to this file at the end");
-  app.add_option("--idempotency-key", args->idempotency_key,
-                 "A retried step of the same job finds its live sandbox instead of making another");
   app.add_option("command", args->command, "The command and its arguments, after --")->required();
   app.footer("The exit code is the command's own (127: not found, 126: cannot run), or "
              "sandboxer's when a phase failed (stderr names it; docs/exit-codes.md). Ctrl-C or "
