@@ -110,7 +110,10 @@ void write_record(JsonWriter& out, const SandboxRecord& r, TimePoint now, bool w
   for (const Slot& slot : record_slots()) {
     switch (slot.member) {
     case Member::field:
-      slot.field->write(m.key(slot.name), r);
+      // A member the format writes only when it holds something (a lease) is left out likewise.
+      if (!((slot.field->flags & ledger_format::k_nonempty) && slot.field->empty(r))) {
+        slot.field->write(m.key(slot.name), r);
+      }
       break;
     case Member::owner:
       write_sorted(m.key(slot.name), r.owner);

@@ -19,6 +19,7 @@ std::atomic<int> g_count{0};
 std::atomic<int> g_last{0};
 int g_pipe[2] = {-1, -1};
 thread_local int t_shields = 0;
+thread_local int t_tolerated = 0;
 
 // The third signal: the operator wants out now, cleanup or not.
 constexpr int k_signals_before_exit = 3;
@@ -125,7 +126,7 @@ void drain_wake_fd() {
 }
 
 bool requested() {
-  return t_shields == 0 && g_count.load() > 0;
+  return t_shields == 0 && g_count.load() > t_tolerated;
 }
 
 void check() {
@@ -173,6 +174,14 @@ Shield::Shield() {
 
 Shield::~Shield() {
   --t_shields;
+}
+
+Tolerance::Tolerance(int signals) : m_previous(t_tolerated) {
+  t_tolerated = signals;
+}
+
+Tolerance::~Tolerance() {
+  t_tolerated = m_previous;
 }
 
 void reset_for_tests() {

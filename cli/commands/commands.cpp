@@ -105,6 +105,19 @@ Config load_config_if_any() {
   return load_config(path);
 }
 
+std::map<std::string, std::string> key_value_options(const std::string& option,
+                                                     const std::vector<std::string>& items) {
+  std::map<std::string, std::string> values;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("{} \"{}\": expected KEY=VALUE", option, item));
+    }
+    values[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return values;
+}
+
 Seconds duration_option(const std::string& option, const std::string& text) {
   auto parsed = parse_duration(text);
   if (!parsed) {
@@ -177,6 +190,12 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer logs scratch --tail 50\n"
        "sandboxer logs -f --since 10m scratch\n"
        "sandboxer logs scratch -o json | jq -r 'select(.stream == \"stderr\") | .line'"},
+      {"run", "Run one command in a fresh sandbox that lives exactly as long as the job",
+       &setup_run,
+       "sandboxer run --profile ci --cp-in .:/work --cp-out /work/out:./out -w /work -- make test\n"
+       "sandboxer run -o json -- sh -c 'uname -a' | jq '{exit_code, stdout: .stdout.text}'\n"
+       "sandboxer run --keep-on-failure --evidence evidence.json -- ./check.sh\n"
+       "sandboxer run --idempotency-key \"$CI_JOB_ID\" --lease 1m -- ./long-job"},
       {"cp", "Copy files into or out of a sandbox, with their digests in its history", &setup_cp,
        "sandboxer cp ./src scratch:/work\n"
        "sandboxer cp scratch:/work/out/report.xml ./artifacts/\n"

@@ -121,6 +121,21 @@ void print_created(Context& context, const CreateOutcome& outcome);
 
 // Parses a duration option, or throws UsageError naming `option`.
 Seconds duration_option(const std::string& option, const std::string& text);
+// Parses repeated KEY=VALUE options (--label, --env), or throws UsageError naming `option`.
+std::map<std::string, std::string> key_value_options(const std::string& option,
+                                                     const std::vector<std::string>& items);
+
+// What `create` and `run` both take to make a sandbox: the profile, and the options of the make.
+struct CreateFlags {
+  std::string profile = "default";
+  std::optional<std::string> name;
+  std::optional<std::string> ttl;
+  std::optional<std::string> idempotency_key;
+  std::vector<std::string> labels;
+};
+void add_create_flags(CLI::App& app, CreateFlags& flags, const char* ttl_help);
+Profile profile_of(Context& context, const CreateFlags& flags);
+CreateOptions create_options_of(const CreateFlags& flags);
 
 void setup_create(CLI::App& app, Runner& runner);
 void setup_destroy(CLI::App& app, Runner& runner);
@@ -134,6 +149,7 @@ void setup_exec(CLI::App& app, Runner& runner);
 void setup_wait(CLI::App& app, Runner& runner);
 void setup_logs(CLI::App& app, Runner& runner);
 void setup_cp(CLI::App& app, Runner& runner);
+void setup_run(CLI::App& app, Runner& runner);
 void setup_reap(CLI::App& app, Runner& runner);
 void setup_profiles(CLI::App& app, Runner& runner);
 void setup_drivers(CLI::App& app, Runner& runner);

@@ -11,37 +11,14 @@ namespace sandboxer::commands {
 namespace {
 
 struct CreateArgs {
-  std::string profile = "default";
-  std::optional<std::string> name;
-  std::optional<std::string> ttl;
-  std::optional<std::string> idempotency_key;
+  CreateFlags flags;
   bool reuse_any = false;
-  std::vector<std::string> labels;
 };
 
-Labels parse_labels(const std::vector<std::string>& items) {
-  Labels labels;
-  for (const auto& item : items) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw UsageError(fmt::format("--label \"{}\": expected KEY=VALUE", item));
-    }
-    labels[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return labels;
-}
-
 ExitCode run_create(Context& context, const CreateArgs& args) {
-  auto search = context.profile_search_path();
-  Profile profile = load_profile(find_profile(args.profile, search), search);
-  CreateOptions options;
-  options.name = args.name;
-  if (args.ttl) {
-    options.ttl = duration_option("--ttl", *args.ttl);
-  }
-  options.idempotency_key = args.idempotency_key;
+  Profile profile = profile_of(context, args.flags);
+  CreateOptions options = create_options_of(args.flags);
   options.reuse_any = args.reuse_any;
-  options.labels = parse_labels(args.labels);
   CreateOutcome outcome =
       run_printing_failure(context, [&] { return context.engine().create(profile, options); });
   print_created(context, outcome);
@@ -89,18 +66,38 @@ void print_created(Context& context, const CreateOutcome& outcome) {
   });
 }
 
+void add_create_flags(CLI::App& app, CreateFlags& flags, const char* ttl_help) {
+  app.add_option("-p,--profile", flags.profile, "Profile name or file (default: default)");
+  app.add_option("--name", flags.name, "A unique name for the sandbox");
+  app.add_option("--ttl", flags.ttl, ttl_help);
+  app.add_option("--idempotency-key", flags.idempotency_key,
+                 "Return the live sandbox created with this key instead of a second one");
+  app.add_option("-l,--label", flags.labels, "Extra label KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+}
+
+Profile profile_of(Context& context, const CreateFlags& flags) {
+  auto search = context.profile_search_path();
+  return load_profile(find_profile(flags.profile, search), search);
+}
+
+CreateOptions create_options_of(const CreateFlags& flags) {
+  CreateOptions options;
+  options.name = flags.name;
+  if (flags.ttl) {
+    options.ttl = duration_option("--ttl", *flags.ttl);
+  }
+  options.idempotency_key = flags.idempotency_key;
+  options.labels = key_value_options("--label", flags.labels);
+  return options;
+}
+
 void setup_create(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<CreateArgs>();
-  app.add_option("-p,--profile", args->profile, "Profile name or file (default: default)");
-  app.add_option("--name", args->name, "A unique name for the sandbox");
-  app.add_option("--ttl", args->ttl, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
-  app.add_option("--idempotency-key", args->idempotency_key,
-                 "Return the live sandbox created with this key instead of a second one");
+  add_create_flags(app, args->flags, "Lifetime, e.g. 45m (capped by the profile's ttl.max)");
   app.add_flag("--reuse-any", args->reuse_any,
                "With --idempotency-key: return the key's sandbox even when it was made with "
                "another profile or --ttl (else exit 7)");
-  app.add_option("-l,--label", args->labels, "Extra label KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
   runner = [args](Context& context) { return run_create(context, *args); };
 }
 

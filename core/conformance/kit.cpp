@@ -152,6 +152,7 @@ private:
     check("snapshot", [&] { return snapshot(); });
     check("restore", [&] { return restore(); });
     check("extend", [&] { return extend(); });
+    check("run lease", [&] { return run_lease(); });
     check("list by label", [&] { return list_by_label(); });
     check("concurrent calls", [&] { return concurrent_calls(); });
     check("destroy", [&] { return destroy(); });
@@ -515,6 +516,48 @@ private:
     expect(before && after && *after > *before, "the deadline did not move");
     return m_caps.native_ttl ? "the backend's deadline moved with the ledger's"
                              : "the ledger's deadline moved (the driver keeps no deadline)";
+  }
+
+  // `sandboxer run`'s lease (docs/run.md) on this driver: held and renewed past its first
+  // deadline, the sandbox still runs (the backend was told the TTL, not the lease); extend moves
+  // the TTL that caps it; the renewals wrote no history entry, and the release one.
+  std::string run_lease() {
+    constexpr Seconds k_lease{2};
+    const size_t entries = m_engine.take_lease(m_record->id, k_lease).history.size();
+    const auto until = std::chrono::steady_clock::now() + k_lease + std::chrono::seconds(1);
+    int renewals = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      TimePoint deadline = m_engine.renew_lease(m_record->id);
+      ++renewals;
+      expect(deadline <= std::chrono::system_clock::now() + k_lease + Seconds(1),
+             fmt::format("a renewal set the deadline to {}, past the 2s lease",
+                         format_time(deadline)));
+      interrupt::sleep_for(std::chrono::milliseconds(400));
+    }
+    auto status = m_opened.driver->status(lifecycle_rules::handle_of(*m_record));
+    expect(status.state == BackendStatus::State::running ||
+               status.state == BackendStatus::State::unknown,
+           fmt::format("the sandbox is {} once its first lease deadline passed: the backend was "
+                       "given the lease, not the TTL",
+                       to_string(status.state)));
+    auto held = m_engine.get(m_record->id);
+    const auto cap = held.lease ? held.lease->ttl_expires_at : std::nullopt;
+    auto extended = m_engine.extend(m_record->id, {.by = Seconds(60)});
+    expect(extended.record.lease && extended.record.lease->ttl_expires_at > cap &&
+               extended.record.expires_at == held.expires_at,
+           "extend of a leased sandbox did not move the TTL that caps the lease (alone)");
+    auto released = m_engine.release_lease(m_record->id, "released");
+    expect(!released.lease && released.expires_at == extended.record.lease->ttl_expires_at,
+           "releasing the lease did not give the TTL's deadline back");
+    expect(released.history.size() == entries + 2 &&
+               released.history.back().event == EventKind::lease_ended &&
+               released.history.back().details["lease"].value("renewals", -1) == renewals,
+           fmt::format("{} renewals, extend and release wrote {} history entries, not 2 "
+                       "(extended, lease.ended with the renewals)",
+                       renewals, released.history.size() - entries));
+    return fmt::format("held by a 2s lease for 3s ({} renewals, no entry), the backend still "
+                       "{}; extend moved the TTL cap; released in one lease.ended entry",
+                       renewals, to_string(status.state));
   }
 
   std::string list_by_label() {

@@ -71,6 +71,9 @@ concept HasFields = requires {
 };
 template <HasFields Struct> void read_value(JsonReader& in, Struct& out, std::string_view field);
 template <HasFields Struct> void write_value(JsonWriter& out, const Struct& value);
+template <HasFields Struct>
+void read_value(JsonReader& in, std::optional<Struct>& out, std::string_view field);
+template <HasFields Struct> void write_value(JsonWriter& out, const std::optional<Struct>& value);
 template <typename T> void read_value(JsonReader& in, std::vector<T>& out, std::string_view field);
 template <typename T> void write_value(JsonWriter& out, const std::vector<T>& items);
 
@@ -99,6 +102,8 @@ template <typename Struct, typename Value> struct MemberOf<Value Struct::*> {
 template <typename V> bool is_empty_value(const V& value) {
   if constexpr (requires { value.empty(); }) {
     return value.empty();
+  } else if constexpr (requires { value.has_value(); }) {
+    return !value.has_value();
   } else {
     return false;
   }
@@ -182,6 +187,24 @@ template <HasFields Struct> void read_value(JsonReader& in, Struct& out, std::st
 }
 template <HasFields Struct> void write_value(JsonWriter& out, const Struct& value) {
   write_fields(out, value);
+}
+
+// An optional struct is null or its object.
+template <HasFields Struct>
+void read_value(JsonReader& in, std::optional<Struct>& out, std::string_view field) {
+  if (in.take_null()) {
+    out.reset();
+    return;
+  }
+  out.emplace();
+  read_fields(in, *out, field);
+}
+template <HasFields Struct> void write_value(JsonWriter& out, const std::optional<Struct>& value) {
+  if (!value) {
+    out.raw("null");
+    return;
+  }
+  write_fields(out, *value);
 }
 
 // Arrays name the index of an element they reject: "history[2].to".

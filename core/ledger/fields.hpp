@@ -38,6 +38,17 @@ template <> struct Fields<CreationPolicy> {
   };
 };
 
+template <> struct Fields<Lease> {
+  static constexpr std::array fields = {
+      field<&Lease::holder>("holder"),
+      field<&Lease::duration>("duration"),
+      field<&Lease::acquired_at>("acquired_at", k_required),
+      field<&Lease::renewed_at>("renewed_at", k_required),
+      field<&Lease::renewals>("renewals"),
+      field<&Lease::ttl_expires_at>("ttl_expires_at"),
+  };
+};
+
 template <> struct Fields<SnapshotRecord> {
   static constexpr std::array fields = {
       field<&SnapshotRecord::id>("id", k_required),
@@ -73,6 +84,7 @@ template <> struct Fields<SandboxRecord> {
       field<&SandboxRecord::created_at>("created_at", k_required),
       field<&SandboxRecord::expires_at>("expires_at"),
       field<&SandboxRecord::max_expires_at>("max_expires_at"),
+      field<&SandboxRecord::lease>("lease", k_nonempty),
       field<&SandboxRecord::labels>("labels"),
       field<&SandboxRecord::env>("env", k_detail | k_private),
       field<&SandboxRecord::secret_refs>("secret_refs", k_detail | k_private),

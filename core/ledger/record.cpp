@@ -1,4 +1,5 @@
 // The rules of a record: its states, event kinds, transitions, lookups and ids.
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -23,12 +24,12 @@ constexpr std::array<std::string_view, 8> k_state_names = {
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 22> k_event_names = {
+constexpr std::array<std::string_view, 23> k_event_names = {
     "created",          "ready",          "restoring",    "restored",     "restore.failed",
     "exec.started",     "exec.finished",  "snapshotting", "snapshotted",  "snapshot.failed",
     "snapshot.removed", "extended",       "expiring",     "expired",      "destroying",
     "destroyed",        "destroy.failed", "failed",       "orphan.found", "repaired",
-    "updated",          "files.copied",
+    "updated",          "files.copied",   "lease.ended",
 };
 
 template <typename Enum, size_t N>
@@ -94,6 +95,35 @@ bool is_transitional(State state) {
 
 bool is_live(State state) {
   return state != State::destroyed && state != State::failed;
+}
+
+std::optional<TimePoint> ttl_deadline(const SandboxRecord& record) {
+  return record.lease ? record.lease->ttl_expires_at : record.expires_at;
+}
+
+TimePoint lease_deadline(const Lease& lease, TimePoint now) {
+  TimePoint deadline = now + lease.duration.value_or(Seconds(0));
+  return lease.ttl_expires_at ? std::min(deadline, *lease.ttl_expires_at) : deadline;
+}
+
+std::string deadline_reason(const SandboxRecord& record) {
+  const std::string at = record.expires_at ? format_time(*record.expires_at) : "-";
+  if (record.lease) {
+    return fmt::format("lease of {} lapsed at {} (renewed {} time(s))", record.lease->holder, at,
+                       record.lease->renewals);
+  }
+  return "ttl expired at " + at;
+}
+
+json lease_summary(const Lease& lease, TimePoint now, const std::string& how) {
+  return {{"lease",
+           {{"holder", lease.holder},
+            {"duration", format_duration(lease.duration.value_or(Seconds(0)))},
+            {"acquired_at", format_time(lease.acquired_at)},
+            {"last_renewed_at", format_time(lease.renewed_at)},
+            {"renewals", lease.renewals},
+            {"ended_at", format_time(now)},
+            {"how", how}}}};
 }
 
 bool is_resident(const SandboxRecord& record) {

@@ -61,6 +61,7 @@ enum class EventKind {
   repaired,
   updated,
   files_copied, // sandboxer cp: what went in or came out, with digests
+  lease_ended,  // a lease released by its holder, or lapsed and collected by reap
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);
@@ -106,6 +107,20 @@ struct CreationPolicy {
   nlohmann::json events = nlohmann::json::array(); // the profile's event sinks
 };
 
+// A sandbox held by a process (`sandboxer run`): its deadline is `renewed_at + duration`, moved by
+// the holder while it lives and never past the TTL's own deadline, so that when the holder dies,
+// even by SIGKILL, the next `reap` collects it (docs/run.md, "The lease"). Renewals change only
+// these fields and `expires_at`: no history entry, no event; the entry that ends the lease
+// (`lease.ended`) carries their count.
+struct Lease {
+  std::string holder; // the actor renewing it: "run alice@host pid 123"
+  std::optional<Seconds> duration;
+  TimePoint acquired_at;
+  TimePoint renewed_at;
+  int renewals = 0;
+  std::optional<TimePoint> ttl_expires_at; // what the TTL alone gives; none: no TTL
+};
+
 struct SandboxRecord {
   std::string id; // sbx- + 12 base32 chars
   std::string name;
@@ -118,6 +133,7 @@ struct SandboxRecord {
   TimePoint created_at;
   std::optional<TimePoint> expires_at;     // none: ttl none
   std::optional<TimePoint> max_expires_at; // created_at + ttl.max
+  std::optional<Lease> lease;              // held by a process (`run`): expires_at is its deadline
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   nlohmann::json secret_refs = nlohmann::json::object(); // {name: {env|file: ...}}: never values
@@ -141,6 +157,18 @@ struct SandboxRecord {
 // Live or still holding snapshots (which outlive their sandbox): kept in the live part of the
 // ledger, which every command reads. Other records are closed history.
 bool is_resident(const SandboxRecord& record);
+
+// The deadline the TTL alone gives: under a lease, the lease's cap (what the backend and its labels
+// are told, and what extend moves); else expires_at.
+std::optional<TimePoint> ttl_deadline(const SandboxRecord& record);
+// A lease's deadline: renewed at `now`, never past its TTL's.
+TimePoint lease_deadline(const Lease& lease, TimePoint now);
+// Why expires_at ends the sandbox, for reap's plan and history: "ttl expired at T", or "lease of
+// HOLDER lapsed at T (renewed N times)".
+std::string deadline_reason(const SandboxRecord& record);
+// A lease as a history entry's details, when it ends (`lease.ended`): `how` is "released" or
+// "lapsed".
+nlohmann::json lease_summary(const Lease& lease, TimePoint now, const std::string& how);
 
 // The snapshot of `record` that `ref` names: "snp-..." or "<sandbox id or name>:<snapshot name>".
 const SnapshotRecord* snapshot_of(const SandboxRecord& record, const std::string& ref);

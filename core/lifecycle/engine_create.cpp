@@ -47,6 +47,10 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
                      "give a key unique to the job, e.g. \"$CI_JOB_ID\" or "
                      "\"$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-$GITHUB_JOB\", or leave the option out");
   }
+  if (options.lease && *options.lease < Seconds(1)) {
+    throw UsageError(
+        fmt::format("--lease {}: a lease must last at least 1s", format_duration(*options.lease)));
+  }
   if (options.ttl && *options.ttl < Seconds(1)) {
     throw UsageError(fmt::format("--ttl {}: a sandbox must live at least 1s (a ttl of 0 would be "
                                  "expired before it was made)",
@@ -81,6 +85,20 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   record.idempotency_key = options.idempotency_key;
   record.expires_at = deadline_after(now, record.policy.ttl, "ttl");
   record.max_expires_at = deadline_after(now, record.policy.ttl_max, "ttl_max");
+  if (options.lease) {
+    // From the intent on: a holder killed while the backend creates leaves a record that reap
+    // settles once the lease lapses.
+    Lease lease;
+    lease.holder = m_actor;
+    lease.duration = *options.lease;
+    lease.acquired_at = now;
+    lease.renewed_at = now;
+    lease.ttl_expires_at = record.expires_at;
+    record.expires_at = lease_deadline(lease, now);
+    record.lease = lease;
+    record.history.front().details["lease"] = {{"holder", m_actor},
+                                               {"duration", format_duration(*options.lease)}};
+  }
   record.history.front().time = now;
   record.history.front().actor = m_actor;
 

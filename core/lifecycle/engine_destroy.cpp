@@ -5,6 +5,23 @@ namespace sandboxer {
 using namespace engine_internal;
 using namespace lifecycle_rules;
 
+namespace {
+
+// A leased sandbox keeps its lease while it is being destroyed, so that a holder killed mid-destroy
+// leaves it to reap; the lease ends with it, in the entry before `destroyed`.
+void end_lease(SandboxRecord& r, const std::string& actor, TimePoint now) {
+  if (!r.lease) {
+    return;
+  }
+  r.transition(EventKind::lease_ended, r.state, now, actor,
+               fmt::format("lease of {} ended by the destroy ({} renewal(s))", r.lease->holder,
+                           r.lease->renewals),
+               lease_summary(*r.lease, now, "destroyed"));
+  r.lease.reset();
+}
+
+} // namespace
+
 SandboxRecord Engine::destroy(const std::string& id_or_name, const std::string& reason,
                               const DestroyOptions& options) {
   SandboxRecord record;
@@ -100,6 +117,7 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
     }
     return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
       r.error.reset();
+      end_lease(r, actor, m_clock.now());
       r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor, reason,
                    driver_time.details(started));
     });
@@ -118,6 +136,7 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
       details["backend_error"] = message;
       return record_outcome(record.id, record.backend_id, "destroyed", [&](SandboxRecord& r) {
         r.error = message;
+        end_lease(r, actor, m_clock.now());
         r.transition(EventKind::destroyed, State::destroyed, m_clock.now(), actor,
                      reason + " (forgotten)", details);
       });
@@ -149,6 +168,7 @@ ExpiredDestroy Engine::destroy_expired(
     spdlog::debug("{}: claim pre-check: {}", id, e.what()); // the transaction below decides
   }
   SandboxRecord claimed;
+  bool leased = false;
   {
     // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have
     // changed it since it was planned.
@@ -169,9 +189,16 @@ ExpiredDestroy Engine::destroy_expired(
     }
     result.attempt = failed_attempts(*r) + 1;
     size_t before = r->history.size();
-    std::string reason = "ttl expired at " + format_time(*r->expires_at);
+    std::string reason = deadline_reason(*r);
+    leased = r->lease.has_value();
     if (result.attempt > 1) {
       reason += fmt::format(" (attempt {})", result.attempt);
+    }
+    if (r->lease) {
+      // The lease's end, in the history with its renewals, before what it leads to.
+      r->transition(EventKind::lease_ended, r->state, m_clock.now(), actor, deadline_reason(*r),
+                    lease_summary(*r->lease, m_clock.now(), "lapsed"));
+      r->lease.reset();
     }
     r->transition(EventKind::expired, State::expired, m_clock.now(), actor, reason,
                   {{"attempt", result.attempt}});
@@ -181,7 +208,7 @@ ExpiredDestroy Engine::destroy_expired(
   m_events.deliver();
   TimePoint next = m_clock.now() + backoff_after(result.attempt, retry.base, retry.max);
   try {
-    destroy_one(claimed, actor, "ttl expired", State::expired,
+    destroy_one(claimed, actor, leased ? "lease lapsed" : "ttl expired", State::expired,
                 {{"attempt", result.attempt}, {"next_attempt_at", format_time(next)}});
     result.outcome = ExpiredDestroy::Outcome::destroyed;
   } catch (const Error& e) {

@@ -14,14 +14,17 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
                                                "extended",
                                                record.id, to_string(record.state)));
   }
-  if (!record.expires_at) {
+  // Under a lease, extend moves the TTL that caps the lease; the lease keeps the deadline while
+  // its holder renews it (docs/run.md, "extend").
+  const std::optional<TimePoint> current = ttl_deadline(record);
+  if (!current) {
     throw PolicyError(fmt::format("sandbox {} has no TTL (its profile says ttl: none); there is "
                                   "nothing to extend",
                                   record.id));
   }
   TimePoint now = m_clock.now();
   std::optional<TimePoint> wanted_or_none =
-      options.to ? options.to : add_checked(*record.expires_at, options.by.value_or(Seconds(0)));
+      options.to ? options.to : add_checked(*current, options.by.value_or(Seconds(0)));
   if (!wanted_or_none) {
     throw UsageError(fmt::format("extending {} by {} would go past the year 9999", record.id,
                                  format_duration(options.by.value_or(Seconds(0)))));
@@ -35,7 +38,7 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
   TimePoint granted = wanted;
   if (record.max_expires_at && wanted > *record.max_expires_at) {
     granted = *record.max_expires_at;
-    if (granted <= *record.expires_at) {
+    if (granted <= *current) {
       throw PolicyError(fmt::format("sandbox {} already lives until its maximum {} (ttl.max of "
                                     "profile {}); it cannot be extended",
                                     record.id, format_time(granted), record.profile.name));
@@ -43,17 +46,32 @@ ExtendOutcome Engine::extend(const std::string& id_or_name, const ExtendOptions&
     notices.push_back(fmt::format("deadline {} capped to {} (ttl.max of profile {})",
                                   format_time(wanted), format_time(granted), record.profile.name));
   }
+  if (record.lease) {
+    notices.push_back(fmt::format(
+        "{} is held by a {} lease of {} (now until {}): extend moved the "
+        "TTL that caps the lease to {}; the sandbox still ends when its holder stops renewing, "
+        "or at that TTL",
+        record.id, format_duration(record.lease->duration.value_or(Seconds(0))),
+        record.lease->holder, format_time(record.expires_at.value_or(now)), format_time(granted)));
+  }
   Opened opened = open_driver(record);
   if (opened.factory->capabilities().native_ttl) {
     opened.driver->extend(handle_of(record), granted);
   }
   auto updated = update(record.id, [&](SandboxRecord& r) {
-    nlohmann::json details = {{"from", format_time(*r.expires_at)}, {"to", format_time(granted)}};
-    if (!notices.empty()) {
+    const std::optional<TimePoint> from = ttl_deadline(r);
+    nlohmann::json details = {{"from", from ? format_time(*from) : ""},
+                              {"to", format_time(granted)}};
+    if (record.max_expires_at && wanted > *record.max_expires_at) {
       details["capped"] = notices.front();
       details["requested"] = format_time(wanted);
     }
-    r.expires_at = granted;
+    if (r.lease) {
+      details["lease_holder"] = r.lease->holder;
+      r.lease->ttl_expires_at = granted;
+    } else {
+      r.expires_at = granted;
+    }
     // An expired sandbox whose destroy failed lives again once its deadline moves ahead.
     State to = r.state == State::expired ? State::running : r.state;
     r.transition(EventKind::extended, to, now, m_actor, "extended to " + format_time(granted),

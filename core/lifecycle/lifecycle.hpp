@@ -27,6 +27,9 @@ struct CreateOptions {
   // instead of refusing (create --reuse-any).
   bool reuse_any = false;
   Labels labels; // added to the profile's
+  // Held by this process (`run`): the deadline is a lease of this length that the process renews,
+  // capped by the TTL (docs/run.md).
+  std::optional<Seconds> lease;
 };
 
 struct DestroyOptions {
@@ -120,6 +123,18 @@ public:
   ExtendOutcome extend(const std::string& id_or_name, const ExtendOptions& options);
   // Returns the command's exit status.
   int exec(const std::string& id_or_name, const ExecRequest& request, ExecIo& io);
+
+  // The lease of a sandbox held by this process (`run`, docs/run.md). renew_lease moves its
+  // deadline to now + its duration (never past the TTL's) and returns it; it writes no history
+  // entry and no event. It throws ConflictError when this process no longer holds the lease (it
+  // lapsed and reap took the sandbox, or another process took it over): the holder must stop.
+  TimePoint renew_lease(const std::string& id);
+  // Holds `id` by a lease of `duration` from now on, taking it over from a holder that is gone
+  // (a retried job's `run` with the same idempotency key).
+  SandboxRecord take_lease(const std::string& id, Seconds duration);
+  // Ends the lease: one `lease.ended` entry (its renewals, `how`), and the deadline goes back to
+  // the TTL's. A sandbox already gone or no longer held is returned as it is.
+  SandboxRecord release_lease(const std::string& id, const std::string& how);
   // Copies files in or out of a running sandbox; one `files.copied` history entry says what moved
   // (also when it failed or was interrupted, then rethrown).
   cp::CopyResult copy(const std::string& id_or_name, const CopyRequest& request);

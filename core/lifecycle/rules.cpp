@@ -62,8 +62,9 @@ Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_i
   labels["sandboxer.id"] = record.id;
   labels["sandboxer.ledger"] = ledger_id;
   labels["sandboxer.profile"] = record.profile.name;
-  if (record.expires_at) {
-    labels["sandboxer.expires_at"] = format_time(*record.expires_at);
+  // A lease's deadline moves; the label and the backend's own deadline are its TTL's cap.
+  if (auto deadline = ttl_deadline(record)) {
+    labels["sandboxer.expires_at"] = format_time(*deadline);
   }
   return labels;
 }
@@ -77,7 +78,7 @@ CreateRequest create_request(const SandboxRecord& record, const std::string& led
   request.labels = ownership_labels(record, ledger_id);
   request.env = record.env;
   request.env["SANDBOXER_ID"] = record.id;
-  request.expires_at = record.expires_at;
+  request.expires_at = ttl_deadline(record);
   return request;
 }
 

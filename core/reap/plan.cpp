@@ -48,7 +48,7 @@ void plan_destroy(const SandboxRecord& record, TimePoint now, const ReapOptions&
   }
   ReapItem item = reap::item_of(record, "destroy");
   item.outcome = "planned";
-  item.reason = "ttl expired at " + format_time(*record.expires_at);
+  item.reason = deadline_reason(record);
   items.push_back(std::move(item));
 }
 

@@ -57,6 +57,14 @@ Settlement settle_by_status(Run& run, const SandboxRecord& record) {
     return {std::nullopt,
             fmt::format("interrupted {}: backend state unknown ({})", what, status.detail), ""};
   default:
+    if (record.state == State::destroying && record.lease) {
+      // Its holder (`run`) was destroying it and died: the destroy is finished, not undone.
+      return {State::running,
+              fmt::format("interrupted destroy: the backend still has it ({}); its holder {} is "
+                          "gone",
+                          to_string(status.state), record.lease->holder),
+              "", true};
+    }
     return {State::running,
             fmt::format("interrupted {}: the backend still has it ({}){}", what,
                         to_string(status.state),
@@ -99,8 +107,9 @@ void repair_one(Run& run, SandboxRecord& record, TimePoint now, const std::strin
                      settlement.reason, {{"repair", true}});
       });
       if (settled && settlement.destroy) {
-        SandboxRecord destroyed =
-            run.engine.destroy(record.id, "interrupted create: destroyed by reap");
+        SandboxRecord destroyed = run.engine.destroy(
+            record.id, was == State::creating ? "interrupted create: destroyed by reap"
+                                              : "interrupted destroy: destroyed by reap");
         settlement.to = destroyed.state;
       }
       if (settled) {

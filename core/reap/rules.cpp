@@ -16,8 +16,9 @@ bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds s
 }
 
 bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds window) {
+  // A lease's deadline is always near and always moving: its holder, not a warning, keeps it.
   if (window <= Seconds(0) || record.state != State::running || !record.expires_at ||
-      *record.expires_at <= now || *record.expires_at - now > window) {
+      record.lease || *record.expires_at <= now || *record.expires_at - now > window) {
     return false;
   }
   // Once per deadline: an extend moves it, and the new one is warned about in its turn.

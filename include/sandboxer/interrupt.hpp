@@ -40,6 +40,19 @@ public:
   Shield& operator=(const Shield&) = delete;
 };
 
+// While one is alive on this thread, the first `signals` signals are not a request: work that a
+// first signal lets go on (`run`'s copy-out after the command ended) stops at the next one.
+class Tolerance {
+public:
+  explicit Tolerance(int signals);
+  ~Tolerance();
+  Tolerance(const Tolerance&) = delete;
+  Tolerance& operator=(const Tolerance&) = delete;
+
+private:
+  int m_previous;
+};
+
 } // namespace sandboxer::interrupt
 
 namespace sandboxer {

@@ -82,7 +82,7 @@ expect_bash "sandboxer completion " bash fish zsh
 expect_bash "sandboxer list --all " # flags take no value, and list has no positional
 expect_bash "sandboxer destroy --fo" --force --forget
 expect_bash "sandboxer rm --forc" --force # an alias completes as its command
-expect_bash "sandboxer r" reap restore # aliases only where no command begins so
+expect_bash "sandboxer r" reap restore run # aliases only where no command begins so
 expect_bash "sandboxer rm" rm
 expect_bash "sandboxer wait web --for " running gone
 expect_bash "sandboxer snapshots r" rm

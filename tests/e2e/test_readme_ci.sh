@@ -1,68 +1,59 @@
 #!/usr/bin/env bash
-# The README's CI snippet (issue 14.3), run as written under the variables of several CI systems:
-# a retried step of a job gets its sandbox back, two jobs never share one, and without any CI
-# variable every run gets its own. An empty key is refused.
+# The README's CI snippet (issue 14.3, one `run` line since issue 38), run as written under the
+# variables of several CI systems: each job's id is the key, the tests' status is the script's,
+# the sandbox goes either way, a retried step finds a first attempt's live sandbox. An empty key is
+# refused.
 source "$(dirname "$0")/lib.sh"
 
 SNIPPET=$(awk '/^In CI/ {on = 1; next} on && /^    / {print substr($0, 5); next} on && /^$/ && seen++ {exit}' \
   "$SANDBOXER_SOURCE_DIR/README.md")
-expect_contains "$SNIPPET" "sandboxer create --profile ci"
-expect_contains "$SNIPPET" "trap 'sandboxer destroy \"\$ID\"' EXIT"
-# The snippet up to the create (the trap and the exec are run as a whole below).
-CREATE=$(sed '/^ID=/q' <<<"$SNIPPET")
+expect_contains "$SNIPPET" "sandboxer run --profile ci"
 
 mkdir -p "$WORK/bin"
 ln -s "$SANDBOXER" "$WORK/bin/sandboxer"
-printf '#!/bin/sh\necho "make ran in $SANDBOXER_ID"\n' >"$WORK/bin/make"
-chmod +x "$WORK/bin/make"
 stub_profile ci <<EOF2
   root: $WORK/backend
 EOF2
+# The stub's exec runs on this machine: `make` is a script here that says where it ran.
+printf '#!/bin/sh\necho "make ran in $SANDBOXER_ID"\nexit "${MAKE_EXIT:-0}"\n' >"$WORK/bin/make"
+chmod +x "$WORK/bin/make"
 
-# in_ci VAR=VALUE...: the snippet's create under exactly these CI variables; prints the id.
-in_ci() {
-  env -i PATH="$WORK/bin:$PATH" HOME="$WORK" SANDBOXER_STATE_DIR="$STATE" \
-    SANDBOXER_PROFILES="$PROFILES" "$@" bash -euo pipefail -c "$CREATE"' && echo "$ID"'
-}
-
-declare -A FIRST
-for ci in "CI_JOB_ID=4242" "BUILDKITE_JOB_ID=0190-ab" "CIRCLE_WORKFLOW_JOB_ID=c1-77" \
-  "BUILD_TAG=jenkins-app-12" "GITHUB_RUN_ID=99 GITHUB_RUN_ATTEMPT=1 GITHUB_JOB=test"; do
-  # shellcheck disable=SC2086 # word splitting of the variable list is meant
-  a=$(in_ci $ci)
-  # shellcheck disable=SC2086
-  b=$(in_ci $ci)
-  [[ "$a" == sbx-* ]] || fail "$ci: no sandbox id: $a"
-  [ "$a" = "$b" ] || fail "$ci: a retried step got another sandbox ($a, $b)"
-  FIRST[$ci]=$a
-done
-[ "$(printf '%s\n' "${FIRST[@]}" | sort -u | wc -l)" = 5 ] || fail "two CI systems shared a sandbox"
-# Another job of the same pipeline gets its own.
-other=$(in_ci GITHUB_RUN_ID=99 GITHUB_RUN_ATTEMPT=1 GITHUB_JOB=lint)
-[ "$other" != "${FIRST[GITHUB_RUN_ID=99 GITHUB_RUN_ATTEMPT=1 GITHUB_JOB=test]}" ] ||
-  fail "two GitHub jobs shared a sandbox"
-# No CI variable: no key, one sandbox per run.
-a=$(in_ci)
-b=$(in_ci)
-[ "$a" != "$b" ] || fail "runs without CI variables shared a sandbox"
-
-# The whole snippet: the tests' code is the script's, and the sandbox is destroyed either way.
-# whole MAKE_EXIT VAR=VALUE...: runs it with a `make` that exits MAKE_EXIT; prints its output.
+# whole MAKE_EXIT VAR=VALUE...: the snippet as written, under exactly these CI variables, with a
+# `make` that exits MAKE_EXIT; prints its output.
 whole() {
   local code=$1
   shift
   env -i PATH="$WORK/bin:$PATH" HOME="$WORK" SANDBOXER_STATE_DIR="$STATE" \
     SANDBOXER_PROFILES="$PROFILES" MAKE_EXIT="$code" "$@" bash -c "$SNIPPET"
 }
-printf '#!/bin/sh\necho "make ran in $SANDBOXER_ID"\nexit "${MAKE_EXIT:-0}"\n' >"$WORK/bin/make"
-for code in 0 3; do
-  rc=0
-  OUT=$(whole "$code" CI_JOB_ID="whole-$code" 2>"$WORK/whole.err") || rc=$?
-  [ "$rc" = "$code" ] || fail "the snippet exited $rc, its tests $code: $(cat "$WORK/whole.err")"
-  ID=$(ledger_jq '.sandboxes[] | select(.idempotency_key == "whole-'"$code"'") | .id')
-  expect_contains "$OUT" "make ran in $ID"
-  [ "$(record "$ID" .state)" = destroyed ] || fail "tests exiting $code left $ID $(record "$ID" .state)"
+# key_of OUTPUT: the idempotency key of the sandbox the output says make ran in.
+key_of() { record "$(sed -n 's/^make ran in //p' <<<"$1")" '.idempotency_key'; }
+
+# Each CI system's job id becomes the key; the tests' code is the script's, and the sandbox is
+# destroyed either way.
+declare -A KEYS=(["CI_JOB_ID=4242"]=4242 ["BUILDKITE_JOB_ID=0190-ab"]=0190-ab
+  ["CIRCLE_WORKFLOW_JOB_ID=c1-77"]=c1-77 ["BUILD_TAG=jenkins-app-12"]=jenkins-app-12
+  ["GITHUB_RUN_ID=99 GITHUB_RUN_ATTEMPT=1 GITHUB_JOB=test"]=gh-99-1-test)
+for ci in "${!KEYS[@]}"; do
+  for code in 0 3; do
+    rc=0
+    # shellcheck disable=SC2086 # word splitting of the variable list is meant
+    OUT=$(whole "$code" $ci 2>"$WORK/whole.err") || rc=$?
+    [ "$rc" = "$code" ] || fail "$ci: the snippet exited $rc, its tests $code: $(cat "$WORK/whole.err")"
+    ID=$(sed -n 's/^make ran in //p' <<<"$OUT")
+    [[ "$ID" == sbx-* ]] || fail "$ci: make did not run in a sandbox: $OUT"
+    [ "$(record "$ID" .idempotency_key)" = "${KEYS[$ci]}" ] || fail "$ci: key $(record "$ID" .idempotency_key)"
+    [ "$(record "$ID" .state)" = destroyed ] || fail "$ci: tests exiting $code left $ID $(record "$ID" .state)"
+  done
 done
+# No CI variable: no key.
+OUT=$(whole 0)
+[ "$(key_of "$OUT")" = null ] || fail "a run without CI variables got a key: $(key_of "$OUT")"
+# A retried step whose first attempt is still alive (its runner died) finds that sandbox.
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" create --profile ci --ttl 45m \
+  --idempotency-key 5150 --quiet >"$WORK/first" 2>/dev/null
+OUT=$(whole 0 CI_JOB_ID=5150)
+expect_contains "$OUT" "make ran in $(cat "$WORK/first")"
 # A failed create stops the script with its code; nothing runs, nothing is left.
 stub_profile ci <<EOF2
   root: $WORK/backend

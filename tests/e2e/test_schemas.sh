@@ -144,6 +144,11 @@ out evidence evidence a
 out wait wait a --for running
 printf 'copied\n' >"$WORK/copied.txt"
 out cp cp --verify "$WORK/copied.txt" a:/
+# (-o before the verb: what follows -- is the command's.)
+sbx -o json run --profile dev --cp-in "$WORK/copied.txt:/" --cp-out "/copied.txt:$WORK/run-back.txt" \
+  -- cat copied.txt >"$WORK/out/run.json" || fail "run -o json"
+check run "$WORK/out/run.json"
+[ "$(jq -r .stdout.text "$WORK/out/run.json")" = copied ] || fail "run: $(cat "$WORK/out/run.json")"
 out destroy destroy --label team=e2e --dry-run
 out destroy destroy b
 out reap reap --dry-run

@@ -79,7 +79,7 @@ TEST_F(CompleteTest, AliasesCompleteAsTheirCommand) {
   EXPECT_EQ(values({"rm", "--forg"}), (Values{"--forget"}));
   EXPECT_EQ(values({"ls", "--driv"}), (Values{"--driver"}));
   EXPECT_EQ(values({"rm", ""}), (Values{"sbx-web", "web"}));
-  EXPECT_EQ(values({"r"}), (Values{"reap", "restore"}));
+  EXPECT_EQ(values({"r"}), (Values{"reap", "restore", "run"}));
   EXPECT_EQ(values({"rm"}), (Values{"rm"}));
   EXPECT_EQ(values({"p"}), (Values{"profiles"}));
   EXPECT_EQ(values({"ps"}), (Values{"ps"}));

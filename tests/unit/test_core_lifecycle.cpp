@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "core/events/events.hpp"
+#include "core/ledger/chain.hpp"
 #include "core/lifecycle/lifecycle.hpp"
 #include "support/catalog.hpp"
 #include "support/fake_clock.hpp"
@@ -272,6 +273,126 @@ TEST_F(Lifecycle, ExtendIsCappedByTheMaximum) {
   EXPECT_EQ(capped.record.history.back().details["requested"], "2026-12-02T18:00:00Z");
   EXPECT_THROW(engine.extend(id, {.by = 1min}), PolicyError);
   EXPECT_THROW(engine.extend(id, {.to = clock.now() - 1min}), UsageError);
+}
+
+} // namespace
+} // namespace sandboxer
+
+namespace sandboxer {
+namespace {
+
+using namespace std::chrono_literals;
+
+// `sandboxer run`'s lease (docs/run.md).
+class Lease : public ::testing::Test {
+protected:
+  Lease()
+      : clock(*parse_time("2026-12-02T12:00:00Z")), ledger(dir / "state", Seconds(5)),
+        engine(ledger, testing::builtin_catalog(), clock, hook, "run tester pid 1"),
+        other(ledger, testing::builtin_catalog(), clock, hook, "run retried pid 2") {
+    testing::write_file(dir / "p.yaml", "driver: stub\nttl: { default: 30m, max: 2h }\nstub: {}\n");
+  }
+  std::string leased() {
+    return engine.create(load_profile(dir / "p.yaml", {}), {.lease = 2min}).record.id;
+  }
+
+  testing::TempDir dir;
+  testing::FakeClock clock;
+  Ledger ledger;
+  testing::RecordingHook hook;
+  Engine engine;
+  Engine other;
+};
+
+TEST_F(Lease, TheDeadlineIsTheLeaseAndTheBackendIsToldTheTtl) {
+  const TimePoint start = clock.now();
+  auto record = engine.get(leased());
+  EXPECT_EQ(record.expires_at, start + 2min);
+  ASSERT_TRUE(record.lease);
+  EXPECT_EQ(record.lease->holder, "run tester pid 1");
+  EXPECT_EQ(record.lease->ttl_expires_at, start + 30min);
+  EXPECT_EQ(record.history.front().details["lease"]["duration"], "2m");
+  auto meta = nlohmann::json::parse(testing::read_file(dir / "state" / "drivers" / "stub" /
+                                                       "sandboxes" / record.id / "meta.json"));
+  EXPECT_EQ(meta["labels"]["sandboxer.expires_at"], "2026-12-02T12:30:00Z");
+}
+
+TEST_F(Lease, ARenewalMovesTheDeadlineAndWritesNoEntry) {
+  auto id = leased();
+  const size_t entries = engine.get(id).history.size();
+  const size_t events = hook.seen.size();
+  clock.advance(40s);
+  EXPECT_EQ(engine.renew_lease(id), clock.now() + 2min);
+  auto record = engine.get(id);
+  EXPECT_EQ(record.expires_at, clock.now() + 2min);
+  EXPECT_EQ(record.lease->renewals, 1);
+  EXPECT_EQ(record.history.size(), entries);
+  EXPECT_EQ(hook.seen.size(), events);
+  EXPECT_FALSE(chain::verify(record).has_value());
+  // Never past the TTL.
+  clock.advance(29min);
+  EXPECT_EQ(engine.renew_lease(id), *parse_time("2026-12-02T12:30:00Z"));
+}
+
+TEST_F(Lease, ReleasingEndsItInOneEntryAndGivesTheTtlBack) {
+  auto id = leased();
+  engine.renew_lease(id);
+  engine.renew_lease(id);
+  auto record = engine.release_lease(id, "released");
+  EXPECT_FALSE(record.lease);
+  EXPECT_EQ(record.expires_at, *parse_time("2026-12-02T12:30:00Z"));
+  const auto& last = record.history.back();
+  EXPECT_EQ(last.event, EventKind::lease_ended);
+  EXPECT_EQ(last.details["lease"]["renewals"], 2);
+  EXPECT_EQ(last.details["lease"]["how"], "released");
+  EXPECT_THROW(engine.renew_lease(id), ConflictError);
+}
+
+TEST_F(Lease, AnotherProcessTakesItOverAndTheFormerHolderIsTold) {
+  auto id = leased();
+  EXPECT_THROW(other.renew_lease(id), ConflictError);
+  auto taken = other.take_lease(id, 1min);
+  EXPECT_EQ(taken.lease->holder, "run retried pid 2");
+  EXPECT_EQ(taken.expires_at, clock.now() + 1min);
+  EXPECT_EQ(taken.history.back().details["lease"]["how"], "taken over");
+  EXPECT_THROW(engine.renew_lease(id), ConflictError);
+  EXPECT_NO_THROW(other.renew_lease(id));
+}
+
+TEST_F(Lease, ExtendMovesTheCapNotTheLease) {
+  auto id = leased();
+  auto extended = engine.extend(id, {.by = 30min});
+  EXPECT_EQ(extended.record.expires_at, clock.now() + 2min);
+  EXPECT_EQ(extended.record.lease->ttl_expires_at, clock.now() + 1h);
+  ASSERT_EQ(extended.notices.size(), 1u);
+  EXPECT_NE(extended.notices[0].find("held by a 2m lease of run tester pid 1"), std::string::npos);
+  EXPECT_EQ(engine.renew_lease(id), clock.now() + 2min);
+}
+
+TEST_F(Lease, ALapsedLeaseIsCollectedWithItsStory) {
+  auto id = leased();
+  engine.renew_lease(id);
+  clock.advance(3min);
+  auto outcome = other.destroy_expired(
+      id, [](const SandboxRecord&) { return std::nullopt; }, {}, "reaper");
+  EXPECT_EQ(outcome.outcome, ExpiredDestroy::Outcome::destroyed);
+  auto record = engine.get(id);
+  EXPECT_EQ(record.state, State::destroyed);
+  bool lapsed = false;
+  for (const auto& entry : record.history) {
+    if (entry.event == EventKind::lease_ended) {
+      lapsed = entry.details["lease"]["how"] == "lapsed" && entry.details["lease"]["renewals"] == 1;
+      EXPECT_NE(entry.reason.find("lease of run tester pid 1 lapsed at 2026-12-02T12:02:00Z"),
+                std::string::npos)
+          << entry.reason;
+    }
+  }
+  EXPECT_TRUE(lapsed);
+  EXPECT_FALSE(chain::verify(record).has_value());
+}
+
+TEST_F(Lease, ALeaseUnderASecondIsRefused) {
+  EXPECT_THROW(engine.create(load_profile(dir / "p.yaml", {}), {.lease = 0s}), UsageError);
 }
 
 } // namespace

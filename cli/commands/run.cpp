@@ -1,0 +1,477 @@
+// `sandboxer run`: create, copy in, exec, copy out, destroy, as one command, holding the sandbox by
+// a lease that lapses when this process dies in any way (docs/run.md).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include <sandboxer/interrupt.hpp>
+#include <sandboxer/log.hpp>
+
+#include "cli/commands/commands.hpp"
+#include "cli/commands/exec_io.hpp"
+#include "core/errors.hpp"
+#include "core/evidence.hpp"
+#include "core/sha256.hpp"
+
+namespace sandboxer::commands {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct RunArgs {
+  CreateFlags flags;
+  std::string lease = "2m";
+  std::vector<std::string> env;
+  std::optional<std::string> workdir;
+  bool interactive = false;
+  bool tty = false;
+  std::vector<std::string> cp_in;
+  std::vector<std::string> cp_out;
+  bool keep = false;
+  bool keep_on_failure = false;
+  std::optional<std::string> evidence;
+  std::vector<std::string> command;
+};
+
+// What a --cp-in or --cp-out names: a path here and one in the sandbox.
+struct CopySpec {
+  std::string local;
+  std::string in_sandbox;
+};
+
+// --cp-in LOCAL:SANDBOX_PATH splits at the last ':' (the sandbox path is absolute and plain);
+// --cp-out SANDBOX_PATH:LOCAL at the first.
+CopySpec copy_spec(const std::string& option, const std::string& text, bool in) {
+  const size_t colon = in ? text.rfind(':') : text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw UsageError(fmt::format("{} \"{}\": expected {}", option, text,
+                                 in ? "LOCAL:SANDBOX_PATH, e.g. ./src:/work"
+                                    : "SANDBOX_PATH:LOCAL, e.g. /work/out:./artifacts"));
+  }
+  const std::string left = text.substr(0, colon), right = text.substr(colon + 1);
+  return in ? CopySpec{left, right} : CopySpec{right, left};
+}
+
+// Renews the lease from its own thread, with its own ledger connection, until stopped; a renewal
+// that fails for a while (a locked or slow ledger) is retried every second, so that the lease
+// survives anything shorter than about two thirds of its length.
+class LeaseKeeper {
+public:
+  LeaseKeeper(const GlobalOptions& global, std::string id, Seconds lease)
+      : m_global(global), m_id(std::move(id)),
+        m_interval(std::chrono::duration_cast<std::chrono::milliseconds>(lease) / 3),
+        m_thread([this] { loop(); }) {}
+  ~LeaseKeeper() { stop(); }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stopping = true;
+    }
+    m_wake.notify_all();
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+  int renewals() const {
+    std::lock_guard lock(m_mutex);
+    return m_renewals;
+  }
+  // Why the lease is no longer this process's, once it is not.
+  std::optional<std::string> lost() const {
+    std::lock_guard lock(m_mutex);
+    return m_lost;
+  }
+
+private:
+  void loop() {
+    // Renewals go on while the main thread cleans up after a signal.
+    interrupt::Shield shielded;
+    std::optional<Context> context;
+    auto wait = m_interval;
+    while (true) {
+      {
+        std::unique_lock lock(m_mutex);
+        if (m_wake.wait_for(lock, wait, [&] { return m_stopping; })) {
+          return;
+        }
+      }
+      try {
+        if (!context) {
+          context.emplace(m_global);
+        }
+        context->engine().renew_lease(m_id);
+        std::lock_guard lock(m_mutex);
+        ++m_renewals;
+        wait = m_interval;
+      } catch (const ConflictError& e) {
+        spdlog::error("run: {}", e.what());
+        std::lock_guard lock(m_mutex);
+        m_lost = e.what();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::warn("run: renewing the lease of {} failed, retrying in 1s: {}", m_id,
+                     log::redact(e.what()));
+        context.reset(); // a fresh connection next time
+        wait = std::min<std::chrono::milliseconds>(m_interval, std::chrono::seconds(1));
+      }
+    }
+  }
+
+  const GlobalOptions& m_global;
+  std::string m_id;
+  std::chrono::milliseconds m_interval;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stopping = false;
+  int m_renewals = 0;
+  std::optional<std::string> m_lost;
+  std::thread m_thread; // last: started once the rest is ready
+};
+
+// With -o json the command's output goes into the document (its last 1 MiB of each stream);
+// otherwise straight to ours.
+class CapturedIo : public ExecIo {
+public:
+  explicit CapturedIo(bool attach_stdin) : m_attach_stdin(attach_stdin) {}
+  void out(std::string_view bytes) override { keep(m_out, bytes); }
+  void err(std::string_view bytes) override { keep(m_err, bytes); }
+  int stdin_fd() const override { return m_attach_stdin ? STDIN_FILENO : -1; }
+  nlohmann::json stream(bool out) const {
+    const auto& kept = out ? m_out : m_err;
+    return {{"text", printable_utf8(kept.text)},
+            {"bytes", kept.total},
+            {"truncated", kept.total > kept.text.size()}};
+  }
+
+private:
+  static constexpr size_t k_kept = 1 << 20;
+  struct Kept {
+    std::string text;
+    uint64_t total = 0;
+  };
+  static void keep(Kept& kept, std::string_view bytes) {
+    kept.total += bytes.size();
+    kept.text.append(bytes);
+    if (kept.text.size() > k_kept) {
+      kept.text.erase(0, kept.text.size() - k_kept);
+    }
+  }
+  // JSON strings are UTF-8: a byte that is not part of a valid sequence becomes U+FFFD.
+  static std::string printable_utf8(const std::string& bytes) {
+    std::string text;
+    for (size_t i = 0; i < bytes.size();) {
+      const auto c = static_cast<unsigned char>(bytes[i]);
+      const size_t length = c < 0x80         ? 1
+                            : (c >> 5) == 6  ? 2
+                            : (c >> 4) == 14 ? 3
+                            : (c >> 3) == 30 ? 4
+                                             : 0;
+      bool valid = length > 0 && i + length <= bytes.size();
+      for (size_t k = 1; valid && k < length; ++k) {
+        valid = (static_cast<unsigned char>(bytes[i + k]) >> 6) == 2;
+      }
+      if (valid) {
+        text.append(bytes, i, length);
+        i += length;
+      } else {
+        text.append("\xEF\xBF\xBD");
+        i += 1;
+      }
+    }
+    return text;
+  }
+  bool m_attach_stdin;
+  Kept m_out;
+  Kept m_err;
+};
+
+// Times each phase for the document.
+class Phases {
+public:
+  template <typename F> auto time(const char* phase, F&& work) {
+    const auto started = SteadyClock::now();
+    struct Record {
+      Phases& phases;
+      const char* phase;
+      SteadyClock::time_point started;
+      ~Record() {
+        phases.m_seconds[phase] =
+            std::chrono::duration<double>(SteadyClock::now() - started).count();
+      }
+    } record{*this, phase, started};
+    spdlog::debug("run: {}", phase);
+    return work();
+  }
+  nlohmann::json to_json() const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const char* phase : {"create", "cp_in", "exec", "cp_out", "destroy"}) {
+      auto found = m_seconds.find(phase);
+      out[phase] = found == m_seconds.end() ? nlohmann::json() : nlohmann::json(found->second);
+    }
+    return out;
+  }
+
+private:
+  std::map<std::string, double> m_seconds;
+};
+
+// A failure of sandboxer itself, with the phase it happened in.
+struct PhaseFailure {
+  std::string phase;
+  ExitCode code = ExitCode::runtime;
+  std::string message;
+};
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      throw Error(ExitCode::runtime,
+                  fmt::format("run: --evidence: cannot write {}", temporary.string()));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) {
+    throw Error(ExitCode::runtime, fmt::format("run: --evidence: cannot rename {} to {}: {}",
+                                               temporary.string(), path.string(), ec.message()));
+  }
+}
+
+ExitCode run_run(Context& context, const RunArgs& args) {
+  if (args.command.empty()) {
+    throw UsageError("run needs a command after --: sandboxer run --profile P -- CMD [ARGS...]");
+  }
+  if (args.keep && args.keep_on_failure) {
+    throw UsageError("--keep and --keep-on-failure: give one (--keep keeps it whatever happens)");
+  }
+  std::vector<CopySpec> ins, outs;
+  for (const auto& item : args.cp_in) {
+    ins.push_back(copy_spec("--cp-in", item, true));
+  }
+  for (const auto& item : args.cp_out) {
+    outs.push_back(copy_spec("--cp-out", item, false));
+  }
+  const Seconds lease = duration_option("--lease", args.lease);
+  const bool json = context.out().format() != Format::table;
+  ExecRequest request;
+  request.argv = args.command;
+  request.env = key_value_options("--env", args.env);
+  request.workdir = args.workdir;
+  request.attach_stdin = args.interactive;
+  request.tty = args.tty;
+  Profile profile = profile_of(context, args.flags);
+  CreateOptions options = create_options_of(args.flags);
+  options.lease = lease;
+
+  Engine& engine = context.engine();
+  Phases phases;
+  CreateOutcome created;
+  try {
+    created = phases.time("create", [&] { return engine.create(profile, options); });
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("run: create failed: {}", e.what()));
+  }
+  const std::string id = created.record.id;
+  if (created.reused) {
+    // A retried step of the same job: its sandbox is live, this process holds it from now on.
+    engine.take_lease(id, lease);
+  }
+  LeaseKeeper keeper(context.global(), id, lease);
+
+  nlohmann::json copies = nlohmann::json::array();
+  std::optional<PhaseFailure> failure;
+  std::optional<int> status;
+  auto failed = [&](const char* phase, const Error& e) {
+    if (!failure) {
+      failure = PhaseFailure{phase, e.code(), e.what()};
+    }
+    spdlog::error("run: {} failed in {}: {}", phase, id, log::redact(e.what()));
+  };
+  auto copy = [&](CopyRequest::Direction direction, const CopySpec& spec) {
+    CopyRequest copy_request;
+    copy_request.direction = direction;
+    const bool in = direction == CopyRequest::Direction::in;
+    copy_request.sources = {in ? spec.local : spec.in_sandbox};
+    copy_request.destination = in ? spec.in_sandbox : spec.local;
+    nlohmann::json item = cp::to_json(engine.copy(id, copy_request));
+    item["id"] = id;
+    item["name"] = created.record.name;
+    copies.push_back(std::move(item));
+  };
+
+  CapturedIo captured(args.interactive);
+  try {
+    phases.time("cp_in", [&] {
+      for (const auto& spec : ins) {
+        copy(CopyRequest::Direction::in, spec);
+      }
+    });
+    LocalTerminal terminal(args.tty && !json);
+    StdIo passed(args.interactive, terminal.window());
+    status = phases.time("exec", [&] {
+      return engine.exec(id, request, json ? static_cast<ExecIo&>(captured) : passed);
+    });
+  } catch (const Interrupted&) {
+    // Before the command ran (or while it was being started): nothing of it to copy out.
+  } catch (const Error& e) {
+    failed(status ? "exec" : copies.size() < ins.size() ? "cp-in" : "exec", e);
+  }
+
+  // The command's status is in; a first signal (forwarded to the command, which ended) still
+  // lets the copy-out run, a second skips it.
+  const int signals = interrupt::count();
+  if (status && signals <= 1 && !outs.empty()) {
+    interrupt::Tolerance tolerate(signals);
+    try {
+      phases.time("cp_out", [&] {
+        for (const auto& spec : outs) {
+          try {
+            copy(CopyRequest::Direction::out, spec);
+          } catch (const Interrupted&) {
+            throw;
+          } catch (const Error& e) {
+            failed("cp-out", e); // the other copies are still made
+          }
+        }
+      });
+    } catch (const Interrupted&) {
+      spdlog::warn("run: a second signal: the copy-out of {} stopped", id);
+    }
+  } else if (status && !outs.empty()) {
+    spdlog::warn("run: a second signal: no copy-out from {}", id);
+  }
+
+  keeper.stop();
+  const int signal = interrupt::count() > 0 ? interrupt::last_signal() : 0;
+  if (auto lost = keeper.lost(); lost && !failure) {
+    failure = PhaseFailure{"lease", ExitCode::conflict, *lost};
+  }
+  const bool unsuccessful = failure || signal != 0 || !status || *status != 0;
+  const bool keep = args.keep || (args.keep_on_failure && unsuccessful);
+  bool destroyed = false;
+  {
+    // Cleanup runs to its end whatever the signals so far; a third one still exits at once.
+    interrupt::Shield cleaning;
+    try {
+      // Kept: the TTL takes over. Destroyed: the lease stays through the destroy (a run killed
+      // mid-destroy leaves it to reap) and ends with it.
+      if (keep) {
+        engine.release_lease(id, "released (kept)");
+      } else if (!keeper.lost()) {
+        phases.time("destroy", [&] {
+          engine.destroy(id, signal != 0 ? "run interrupted by " + interrupt::signal_name(signal)
+                                         : "run finished");
+        });
+        destroyed = true;
+      }
+    } catch (const Error& e) {
+      failed(keep ? "keep" : "destroy", e);
+    }
+  }
+
+  SandboxRecord record = engine.get(id);
+  nlohmann::json evidence = nullptr;
+  if (args.evidence) {
+    const std::string ledger_id = context.ledger().read(ReadScope::summary).ledger_id;
+    const std::string text =
+        evidence_document(record, ledger_id, context.ledger().location(), context.clock().now())
+            .dump(2) +
+        "\n";
+    write_file_atomically(*args.evidence, text);
+    evidence = {{"file", *args.evidence}, {"sha256", sha256_hex(text)}};
+  }
+
+  if (keep) {
+    fmt::print(stderr,
+               "{}run: kept {} ({}); reach it with 'sandboxer exec {} -- sh', remove it with "
+               "'sandboxer destroy {}'; it expires at {}\n",
+               log::prefix(), id,
+               record.state == State::running ? "running" : to_string(record.state), id, id,
+               record.expires_at ? format_time(*record.expires_at) : "never (no TTL)");
+  }
+  if (json) {
+    nlohmann::json doc = {
+        {"id", id},
+        {"name", record.name},
+        {"profile", record.profile.name},
+        {"driver", record.driver},
+        {"reused", created.reused},
+        {"exit_code", status ? nlohmann::json(*status) : nlohmann::json()},
+        {"interrupted", signal ? nlohmann::json(interrupt::signal_name(signal)) : nlohmann::json()},
+        {"failed_phase", failure ? nlohmann::json(failure->phase) : nlohmann::json()},
+        {"error", failure ? nlohmann::json(log::redact(failure->message)) : nlohmann::json()},
+        {"phases", phases.to_json()},
+        {"copies", copies},
+        {"stdout", captured.stream(true)},
+        {"stderr", captured.stream(false)},
+        {"lease", {{"duration", format_duration(lease)}, {"renewals", keeper.renewals()}}},
+        {"kept", keep},
+        {"destroyed", destroyed},
+        {"state", to_string(record.state)},
+        {"chain_head", record.chain_head},
+        {"evidence", evidence}};
+    context.out().print(doc, [] { return Table{}; });
+  }
+  // A signal's code wins: the run was stopped, whatever else failed on the way out.
+  if (signal != 0) {
+    throw Interrupted(signal);
+  }
+  if (failure) {
+    throw Error(failure->code,
+                fmt::format("run: {} failed ({}): {}", failure->phase, id, failure->message));
+  }
+  return static_cast<ExitCode>(*status);
+}
+
+} // namespace
+
+void setup_run(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<RunArgs>();
+  add_create_flags(app, args->flags,
+                   "The hard cap on the sandbox's life, e.g. 45m (capped by the profile's "
+                   "ttl.max)");
+  app.add_option("--lease", args->lease,
+                 "While run lives, the sandbox's deadline is this short lease, renewed every third "
+                 "of it; after run dies, even by SIGKILL, the next reap collects it (default 2m)");
+  app.add_option("-e,--env", args->env, "Environment variable KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("-w,--workdir", args->workdir, "Working directory inside the sandbox");
+  app.add_flag("-i,--interactive", args->interactive, "Attach stdin");
+  app.add_flag("-t,--tty", args->tty, "Allocate a terminal in the sandbox");
+  app.add_option("--cp-in", args->cp_in,
+                 "LOCAL:SANDBOX_PATH copied in before the command, with sandboxer cp's rules "
+                 "(repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--cp-out", args->cp_out,
+                 "SANDBOX_PATH:LOCAL copied out after the command, whatever its status "
+                 "(repeatable)")
+      ->allow_extra_args(false);
+  app.add_flag("--keep", args->keep,
+               "Leave the sandbox (its TTL then ends it) and print how to reach and remove it");
+  app.add_flag("--keep-on-failure", args->keep_on_failure,
+               "Leave the sandbox when the command or a phase failed");
+  app.add_option(
+      "--evidence", args->evidence,
+      "Write the evidence document (sandboxer evidence -o json) to this file at the end");
+  app.add_option("command", args->command, "The command and its arguments, after --")->required();
+  app.footer("The exit code is the command's own (127: not found, 126: cannot run), or "
+             "sandboxer's when a phase failed (stderr names it; docs/exit-codes.md). Ctrl-C or "
+             "SIGTERM goes to the command; once it ends, run copies out, destroys and exits "
+             "130/143; a second signal skips the copy-out, a third exits at once (the lease then "
+             "ends the sandbox). -o json: one document with the command's output in it.");
+  runner = [args](Context& context) { return run_run(context, *args); };
+}
+
+} // namespace sandboxer::commands
