@@ -541,9 +541,11 @@ private:
                        "given the lease, not the TTL",
                        to_string(status.state)));
     auto held = m_engine.get(m_record->id);
-    const auto cap = held.lease ? held.lease->ttl_expires_at : std::nullopt;
+    expect(held.lease && held.lease->ttl_expires_at, "the held sandbox's lease has no TTL cap");
+    const TimePoint cap = *held.lease->ttl_expires_at;
     auto extended = m_engine.extend(m_record->id, {.by = Seconds(60)});
-    expect(extended.record.lease && extended.record.lease->ttl_expires_at > cap &&
+    const auto& moved = extended.record.lease;
+    expect(moved && moved->ttl_expires_at && *moved->ttl_expires_at > cap &&
                extended.record.expires_at == held.expires_at,
            "extend of a leased sandbox did not move the TTL that caps the lease (alone)");
     auto released = m_engine.release_lease(m_record->id, "released");
