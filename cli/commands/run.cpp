@@ -18,6 +18,7 @@
 #include "core/errors.hpp"
 #include "core/evidence.hpp"
 #include "core/sha256.hpp"
+#include "sdk/json/utf8.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -165,21 +166,15 @@ private:
       kept.text.erase(0, kept.text.size() - k_kept);
     }
   }
-  // JSON strings are UTF-8: a byte that is not part of a valid sequence becomes U+FFFD.
+  // JSON strings are UTF-8: a byte that is not part of a valid sequence (the JSON layer's own
+  // check: no overlong forms, surrogates or values past U+10FFFF) becomes U+FFFD.
   static std::string printable_utf8(const std::string& bytes) {
     std::string text;
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     for (size_t i = 0; i < bytes.size();) {
-      const auto c = static_cast<unsigned char>(bytes[i]);
-      const size_t length = c < 0x80         ? 1
-                            : (c >> 5) == 6  ? 2
-                            : (c >> 4) == 14 ? 3
-                            : (c >> 3) == 30 ? 4
-                                             : 0;
-      bool valid = length > 0 && i + length <= bytes.size();
-      for (size_t k = 1; valid && k < length; ++k) {
-        valid = (static_cast<unsigned char>(bytes[i + k]) >> 6) == 2;
-      }
-      if (valid) {
+      const size_t length =
+          p[i] < 0x80 ? 1 : json_text::utf8_sequence_length(p + i, bytes.size() - i);
+      if (length > 0) {
         text.append(bytes, i, length);
         i += length;
       } else {
