@@ -19,6 +19,7 @@ WORK=$(mktemp -d)
 SSHD_PID=""
 trap '[ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 eval "$(scripts/throwaway-sshd.sh "$WORK/ssh")"
+. bench/lib.sh
 mkdir -p "$WORK/profiles"
 cat >"$WORK/profiles/two.yml" <<'YAML'
 version: "3.8"
@@ -46,17 +47,7 @@ volumes:
   data: {}
 YAML
 for shape in two three; do
-  cat >"$WORK/profiles/$shape.yaml" <<YAML
-driver: compose-ssh
-ttl: { default: 30m }
-compose-ssh:
-  host: 127.0.0.1
-  port: $SSH_PORT
-  user: $SSH_USER
-  identity_file: $WORK/ssh/client_key
-  known_hosts: $WORK/ssh/known_hosts
-  compose_file: $shape.yml
-YAML
+  write_compose_bench_profile "$WORK" "$shape" "$shape.yml"
 done
 
 /usr/bin/python3 - "$BIN" "$WORK" "$PAIRS" "$SSH_PORT" "$SSH_USER" "$SSHD_LOG" <<'PY'

@@ -143,17 +143,7 @@ cat >"$WORK/profiles/one.yml" <<'YAML'
 services:
   box: { image: sandboxer/busybox:local, command: ["sleep", "3600"], init: true }
 YAML
-cat >"$WORK/profiles/compose.yaml" <<YAML
-driver: compose-ssh
-ttl: { default: 30m }
-compose-ssh:
-  host: 127.0.0.1
-  port: $SSH_PORT
-  user: $SSH_USER
-  identity_file: $WORK/ssh/client_key
-  known_hosts: $WORK/ssh/known_hosts
-  compose_file: one.yml
-YAML
+write_compose_bench_profile "$WORK" compose one.yml
 CID=$("${SBX[@]}" create --profile compose --quiet)
 PROJECT=$("${SBX[@]}" status "$CID" -o json | jq -r .backend_id)
 BOX=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT")
