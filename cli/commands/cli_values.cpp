@@ -57,6 +57,7 @@ const std::vector<Entry>& table() {
       {"run", "label", K::key_value},
       {"run", "ttl", K::duration},
       {"run", "lease", K::duration},
+      {"run", "stop-timeout", K::duration},
       {"run", "env", K::key_value},
       {"run", "workdir", K::text, "DIR"},
       {"run", "cp-in", K::text, "LOCAL:SANDBOX_PATH"},

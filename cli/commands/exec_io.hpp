@@ -136,6 +136,8 @@ public:
     }
   }
   const WindowChanges* window() const { return m_window ? &*m_window : nullptr; }
+  // The terminal's own settings back before the session ends (the window stays watched).
+  void restore() { m_raw.reset(); }
 
 private:
   std::optional<WindowChanges> m_window;

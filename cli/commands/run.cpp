@@ -13,6 +13,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 
+#include "cli/commands/command_thread.hpp"
 #include "cli/commands/commands.hpp"
 #include "cli/commands/exec_io.hpp"
 #include "core/errors.hpp"
@@ -25,9 +26,13 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// After --stop-timeout and the destroy, how long the command's exec is given to notice.
+constexpr auto k_join_after_destroy = std::chrono::seconds(10);
+
 struct RunArgs {
   CreateFlags flags;
   std::string lease = "2m";
+  std::string stop_timeout = "10s";
   std::vector<std::string> env;
   std::optional<std::string> workdir;
   bool interactive = false;
@@ -146,7 +151,9 @@ public:
   void out(std::string_view bytes) override { keep(m_out, bytes); }
   void err(std::string_view bytes) override { keep(m_err, bytes); }
   int stdin_fd() const override { return m_attach_stdin ? STDIN_FILENO : -1; }
+  // (A command that outlived --stop-timeout may still be writing from its thread.)
   nlohmann::json stream(bool out) const {
+    std::lock_guard lock(m_mutex);
     const auto& kept = out ? m_out : m_err;
     return {{"text", printable_utf8(kept.text)},
             {"bytes", kept.total},
@@ -159,7 +166,8 @@ private:
     std::string text;
     uint64_t total = 0;
   };
-  static void keep(Kept& kept, std::string_view bytes) {
+  void keep(Kept& kept, std::string_view bytes) {
+    std::lock_guard lock(m_mutex);
     kept.total += bytes.size();
     kept.text.append(bytes);
     if (kept.text.size() > k_kept) {
@@ -185,6 +193,7 @@ private:
     return text;
   }
   bool m_attach_stdin;
+  mutable std::mutex m_mutex;
   Kept m_out;
   Kept m_err;
 };
@@ -259,6 +268,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     outs.push_back(copy_spec("--cp-out", item, false));
   }
   const Seconds lease = duration_option("--lease", args.lease);
+  const Seconds stop_timeout = duration_option("--stop-timeout", args.stop_timeout);
   const bool json = context.out().format() != Format::table;
   ExecRequest request;
   request.argv = args.command;
@@ -284,6 +294,9 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     engine.take_lease(id, lease);
   }
   LeaseKeeper keeper(context.global(), id, lease);
+  // What the phases after the command use: this engine, or a second one when the command's thread
+  // still holds this one (it outlived --stop-timeout).
+  Engine* active = &engine;
 
   nlohmann::json copies = nlohmann::json::array();
   std::optional<PhaseFailure> failure;
@@ -300,34 +313,57 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     const bool in = direction == CopyRequest::Direction::in;
     copy_request.sources = {in ? spec.local : spec.in_sandbox};
     copy_request.destination = in ? spec.in_sandbox : spec.local;
-    nlohmann::json item = cp::to_json(engine.copy(id, copy_request));
+    nlohmann::json item = cp::to_json(active->copy(id, copy_request));
     item["id"] = id;
     item["name"] = created.record.name;
     copies.push_back(std::move(item));
   };
 
   CapturedIo captured(args.interactive);
+  // Declared before the command's thread, which uses them: they outlive it.
+  std::optional<LocalTerminal> terminal;
+  std::optional<StdIo> passed;
+  std::optional<CommandThread> command;
+  bool outlived = false; // the command had not ended --stop-timeout after a signal
   try {
     phases.time("cp_in", [&] {
       for (const auto& spec : ins) {
         copy(CopyRequest::Direction::in, spec);
       }
     });
-    LocalTerminal terminal(args.tty && !json);
-    StdIo passed(args.interactive, terminal.window());
+    terminal.emplace(args.tty && !json);
+    passed.emplace(args.interactive, terminal->window());
     status = phases.time("exec", [&] {
-      return engine.exec(id, request, json ? static_cast<ExecIo&>(captured) : passed);
+      command.emplace([&] {
+        return engine.exec(id, request, json ? static_cast<ExecIo&>(captured) : *passed);
+      });
+      return command->wait(stop_timeout);
     });
+    outlived = !status;
+    if (outlived) {
+      terminal->restore(); // the command's terminal is ours no longer
+    }
   } catch (const Interrupted&) {
     // Before the command ran (or while it was being started): nothing of it to copy out.
   } catch (const Error& e) {
     failed(status ? "exec" : copies.size() < ins.size() ? "cp-in" : "exec", e);
   }
 
-  // The command's status is in; a first signal (forwarded to the command, which ended) still
-  // lets the copy-out run, a second skips it.
+  // The command's thread still uses this process's engine: the rest of the run gets its own.
+  std::optional<Context> after_outlived;
+  if (outlived) {
+    spdlog::warn("run: the command in {} had not ended {} after the signal; going on without it",
+                 id, format_duration(stop_timeout));
+    after_outlived.emplace(context.global());
+  }
+  Context& rest = after_outlived ? *after_outlived : context;
+  active = &rest.engine();
+
+  // The command's status is in (or it outlived --stop-timeout); a first signal (forwarded to the
+  // command) still lets the copy-out run, a second skips it.
   const int signals = interrupt::count();
-  if (status && signals <= 1 && !outs.empty()) {
+  const bool ran = status || outlived;
+  if (ran && signals <= 1 && !outs.empty()) {
     interrupt::Tolerance tolerate(signals);
     try {
       phases.time("cp_out", [&] {
@@ -344,7 +380,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     } catch (const Interrupted&) {
       spdlog::warn("run: a second signal: the copy-out of {} stopped", id);
     }
-  } else if (status && !outs.empty()) {
+  } else if (ran && !outs.empty()) {
     spdlog::warn("run: a second signal: no copy-out from {}", id);
   }
 
@@ -363,11 +399,11 @@ ExitCode run_run(Context& context, const RunArgs& args) {
       // Kept: the TTL takes over. Destroyed: the lease stays through the destroy (a run killed
       // mid-destroy leaves it to reap) and ends with it.
       if (keep) {
-        engine.release_lease(id, "released (kept)");
+        active->release_lease(id, "released (kept)");
       } else if (!keeper.lost()) {
         phases.time("destroy", [&] {
-          engine.destroy(id, signal != 0 ? "run interrupted by " + interrupt::signal_name(signal)
-                                         : "run finished");
+          active->destroy(id, signal != 0 ? "run interrupted by " + interrupt::signal_name(signal)
+                                          : "run finished");
         });
         destroyed = true;
       }
@@ -375,14 +411,16 @@ ExitCode run_run(Context& context, const RunArgs& args) {
       failed(keep ? "keep" : "destroy", e);
     }
   }
+  // A command that outlived --stop-timeout ends with its sandbox, and its exec with it; a kept one
+  // runs on, and so does a driver's exec that never noticed the destroy.
+  const bool joined = !outlived || (!keep && command->join_for(k_join_after_destroy));
 
-  SandboxRecord record = engine.get(id);
+  SandboxRecord record = active->get(id);
   nlohmann::json evidence = nullptr;
   if (args.evidence) {
-    const std::string ledger_id = context.ledger().read(ReadScope::summary).ledger_id;
+    const std::string ledger_id = rest.ledger().read(ReadScope::summary).ledger_id;
     const std::string text =
-        evidence_document(record, ledger_id, context.ledger().location(), context.clock().now())
-            .dump(2) +
+        evidence_document(record, ledger_id, rest.ledger().location(), rest.clock().now()).dump(2) +
         "\n";
     write_file_atomically(*args.evidence, text);
     evidence = {{"file", *args.evidence}, {"sha256", sha256_hex(text)}};
@@ -414,12 +452,23 @@ ExitCode run_run(Context& context, const RunArgs& args) {
         {"lease", {{"duration", format_duration(lease)}, {"renewals", keeper.renewals()}}},
         {"kept", keep},
         {"destroyed", destroyed},
+        {"outlived_stop_timeout", outlived},
         {"state", to_string(record.state)},
         {"chain_head", record.chain_head},
         {"evidence", evidence}};
     context.out().print(doc, [] { return Table{}; });
   }
   // A signal's code wins: the run was stopped, whatever else failed on the way out.
+  if (signal != 0 && !joined) {
+    // The command's thread cannot be joined: the process ends here, its work committed (the
+    // ledger is crash-safe), the events delivered as main would.
+    interrupt::Shield delivering;
+    rest.events().deliver();
+    fmt::print(stderr, "{}error: {}\n", log::prefix(), Interrupted(signal).what());
+    std::fflush(nullptr);
+    spdlog::shutdown();
+    std::_Exit(128 + signal);
+  }
   if (signal != 0) {
     throw Interrupted(signal);
   }
@@ -453,6 +502,9 @@ void setup_run(CLI::App& app, Runner& runner) {
                  "SANDBOX_PATH:LOCAL copied out after the command, whatever its status "
                  "(repeatable)")
       ->allow_extra_args(false);
+  app.add_option("--stop-timeout", args->stop_timeout,
+                 "After Ctrl-C or SIGTERM, how long the command gets to end before run copies out "
+                 "and destroys without it (default 10s)");
   app.add_flag("--keep", args->keep,
                "Leave the sandbox (its TTL then ends it) and print how to reach and remove it");
   app.add_flag("--keep-on-failure", args->keep_on_failure,
@@ -463,8 +515,9 @@ void setup_run(CLI::App& app, Runner& runner) {
   app.add_option("command", args->command, "The command and its arguments, after --")->required();
   app.footer("The exit code is the command's own (127: not found, 126: cannot run), or "
              "sandboxer's when a phase failed (stderr names it; docs/exit-codes.md). Ctrl-C or "
-             "SIGTERM goes to the command; once it ends, run copies out, destroys and exits "
-             "130/143; a second signal skips the copy-out, a third exits at once (the lease then "
+             "SIGTERM goes to the command; once it ends (or --stop-timeout passed), run copies "
+             "out, destroys and exits 130/143; a second signal skips the copy-out, a third exits "
+             "at once (the lease then "
              "ends the sandbox). -o json: one document with the command's output in it.");
   runner = [args](Context& context) { return run_run(context, *args); };
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `sandboxer run` against a real Docker Engine (docs/run.md): exit codes, stdin, a terminal,
 # copies in and out, --keep-on-failure, the evidence file checked by docs/evidence.md's checker,
-# and a SIGKILLed run whose container the lease and one reap remove.
+# a command that ignores SIGTERM (--stop-timeout), and a SIGKILLed run whose container the lease and one reap remove.
 . "$(dirname "$0")/lib.sh"
 require_docker
 PY=/usr/bin/python3
@@ -51,6 +51,25 @@ expect_contains "$ERR" "sandboxer exec sbx-"
 [ -n "$(containers)" ] || fail "--keep-on-failure kept no container"
 expect_code 0 sbx exec kept -- true
 expect_code 0 sbx destroy kept
+
+# SIGTERM to a command that ignores it: --stop-timeout later, run copies out what there is,
+# destroys the container (which ends the command) and exits 143.
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" run --profile box --stop-timeout 1s \
+  --cp-out "/work/o:$WORK/stubborn" -- \
+  sh -c 'trap "" TERM INT; mkdir -p /work/o; echo kept > /work/o/f; echo started; sleep 120' \
+  >"$WORK/term.out" 2>"$WORK/term.err" &
+PID=$!
+for _ in $(seq 200); do grep -q started "$WORK/term.out" && break; sleep 0.05; done
+grep -q started "$WORK/term.out" || fail "the stubborn command never started: $(cat "$WORK/term.err")"
+kill -TERM "$PID"
+rc=0
+for _ in $(seq 300); do alive "$PID" || break; sleep 0.1; done
+alive "$PID" && fail "run still waits 30 s after SIGTERM with --stop-timeout 1s"
+wait "$PID" || rc=$?
+[ "$rc" = 143 ] || fail "run after SIGTERM past --stop-timeout: exit $rc ($(cat "$WORK/term.err"))"
+expect_contains "$(cat "$WORK/term.err")" "had not ended 1s after the signal"
+[ "$(cat "$WORK/stubborn/f" 2>/dev/null)" = kept ] || fail "no copy-out past --stop-timeout: $(cat "$WORK/term.err")"
+[ -z "$(containers)" ] || fail "run past --stop-timeout left $(containers)"
 
 # SIGKILL while the command runs: after the lease, one reap removes the container.
 "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" run --profile box --lease 2s \
