@@ -143,6 +143,37 @@ expect_exec_forwards_sigint() {
 # record ID FILTER: jq's FILTER applied to the ledger's record ID.
 record() { ledger_jq --arg id "$1" ".sandboxes[] | select(.id == \$id) | $2"; }
 
+# killed_run_reaped PROFILE NAME [RUN_ARGS...]: `run --profile PROFILE --lease 2s --name NAME
+# RUN_ARGS -- sleep ${KILLED_SLEEP:-60}` in the background, SIGKILLed once its command runs; after the lease, one
+# reap destroys the sandbox and its history says the lease lapsed. $KILLED_ID is the record's id,
+# $KILLED_BACKEND_ID the backend's, for the caller to check that nothing is left there.
+killed_run_reaped() {
+  local profile=$1 name=$2 pid
+  shift 2
+  "$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" run --profile "$profile" \
+    --lease 2s --name "$name" "$@" -- sleep "${KILLED_SLEEP:-60}" >"$WORK/killed-$name.out" 2>&1 &
+  pid=$!
+  KILLED_ID=""
+  for _ in $(seq 1200); do
+    KILLED_ID=$(ledger_jq --arg n "$name" \
+      '.sandboxes[] | select(.name == $n and any(.history[]; .event == "exec.started")) | .id' \
+      2>/dev/null) || true
+    [ -n "$KILLED_ID" ] && break
+    alive "$pid" || fail "run $name ended before its command ran: $(cat "$WORK/killed-$name.out")"
+    sleep 0.05
+  done
+  [ -n "$KILLED_ID" ] || fail "run $name's command never started: $(cat "$WORK/killed-$name.out")"
+  KILLED_BACKEND_ID=$(record "$KILLED_ID" .backend_id)
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  [ "$(record "$KILLED_ID" .state)" = running ] || fail "run $name: the record is not running after SIGKILL"
+  sleep 2.5
+  expect_code 0 sbx reap --skew 0s
+  [ "$(record "$KILLED_ID" .state)" = destroyed ] ||
+    fail "reap after the lease left run $name $(record "$KILLED_ID" .state): $OUT $ERR"
+  expect_contains "$(record "$KILLED_ID" '[.history[].reason] | join(";")')" lapsed
+}
+
 # start_slow_create NAME MADE: `create --profile slow --name NAME -o json` in the background ($PID;
 # its stdout and stderr in $WORK/out-NAME and $WORK/err-NAME), returned once its record exists
 # ($ID) and `MADE ID` says the backend has made its resource: the create is then in its readiness

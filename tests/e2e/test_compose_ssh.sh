@@ -3,7 +3,8 @@
 # this machine's dockerd, a user whose shell is /bin/sh, and Debian's docker-compose on the "host".
 # The full lifecycle (labels on every container, readiness with a healthcheck, exec with split
 # streams, stdin, a terminal, exit codes, snapshot of every service, restore, destroy twice), one
-# ssh connection per command, reap --orphans, and the conformance kit.
+# ssh connection per command, reap --orphans, a SIGKILLed `run` collected after its lease, and the
+# conformance kit.
 . "$(dirname "$0")/lib.sh"
 require_docker
 start_sshd
@@ -211,6 +212,11 @@ expect_code 0 sbx destroy "$RID"
 expect_code 0 sbx snapshots rm "$ID:s1"
 [ -z "$(docker image ls -q "$REF")" ] || fail "snapshot images left"
 [ ! -e "$MANIFEST" ] || fail "manifest left"
+
+# A `run` SIGKILLed while its command runs: after the lease, one reap removes the whole project.
+killed_run_reaped compose killed
+PROJECTS+=("$KILLED_ID")
+[ -z "$(compose_leftovers "$KILLED_ID")" ] || fail "reap left parts of the killed run: $(compose_leftovers "$KILLED_ID")"
 
 # The conformance kit, through the same sshd.
 expect_code 0 sbx drivers test --profile compose -o json

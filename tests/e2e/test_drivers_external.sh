@@ -53,6 +53,11 @@ expect_code 0 sbx destroy one two
 [ ! -d "$WORK/backend/sandboxes/$BID" ] || fail "destroy left $BID"
 [ "$(record "$ID" .state)" = destroyed ] || fail "the record is $(record "$ID" .state)"
 
+# A `run` SIGKILLed while its command runs: after the lease, one reap removes its directory. (The
+# example's commands run on this machine: the driver's own child outlives the kill, briefly.)
+KILLED_SLEEP=5 killed_run_reaped pd killed
+[ ! -d "$WORK/backend/sandboxes/$KILLED_BACKEND_ID" ] || fail "reap left the killed run's $KILLED_BACKEND_ID"
+
 # Discovery order: $SANDBOXER_DRIVER_PATH, then $XDG_CONFIG_HOME/sandboxer/drivers, then $PATH.
 mkdir -p "$WORK/first" "$WORK/config/sandboxer/drivers" "$WORK/bin"
 printf '#!/bin/sh\nexit 1\n' >"$WORK/bin/sandboxer-driver-pydir"

@@ -72,19 +72,6 @@ expect_contains "$(cat "$WORK/term.err")" "had not ended 1s after the signal"
 [ -z "$(containers)" ] || fail "run past --stop-timeout left $(containers)"
 
 # SIGKILL while the command runs: after the lease, one reap removes the container.
-"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" run --profile box --lease 2s \
-  --name killed -- sleep 60 >/dev/null 2>&1 &
-PID=$!
-for _ in $(seq 200); do
-  [ "$(ledger_jq '[.sandboxes[] | select(.name == "killed") | .history[].event] | index("exec.started")')" != null ] && break
-  sleep 0.05
-done
-kill -KILL "$PID"
-wait "$PID" 2>/dev/null || true
-[ -n "$(containers)" ] || fail "the killed run's container is already gone"
-sleep 2.5
-expect_code 0 sbx reap --skew 0s
+killed_run_reaped box killed
 [ -z "$(containers)" ] || fail "reap left the killed run's container: $(containers)"
-expect_contains "$(ledger_jq '.sandboxes[] | select(.name == "killed") | [.history[].reason] | join(";")')" \
-  "lapsed"
 echo ok

@@ -3,7 +3,8 @@
 # (scripts/build-tiny-vm.sh): create until exec works, exec (output, exit codes, stdin, env,
 # workdir, a terminal), logs (the serial console: --tail, -o json, -f until the VM stops), a
 # memory checkpoint that a restore resumes (a process started before it still runs, a file
-# written before it is there), destroy leaving no QEMU, overlay or socket.
+# written before it is there), a SIGKILLed `run` whose VM reap stops after the lease, destroy
+# leaving no QEMU, overlay or socket.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
 tiny_vm_profile vm
@@ -105,6 +106,10 @@ expect_code 0 sbx restore one:disk1 --name three -o json
 THREE=$(jq -r .id <<<"$OUT")
 expect_code 0 sbx exec three -- sh -c 'cat /root/disk-file; kill -0 "$(cat /root/bg.pid)" 2>/dev/null && echo still-running || echo booted-afresh'
 [ "$OUT" = $'on-disk\nbooted-afresh' ] || fail "disk-only restore: $OUT"
+
+# A `run` SIGKILLed while its command runs: after the lease, one reap stops its QEMU.
+killed_run_reaped vm killed
+[ -z "$(qemu_of "$KILLED_ID")" ] || fail "reap left the killed run's QEMU"
 
 # destroy: no QEMU, no overlay, no socket; a second destroy is fine.
 expect_code 0 sbx destroy one two three
