@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <vector>
 
-#include "core/sha256.hpp"
 #include "sdk/file_descriptor.hpp"
 
 namespace sandboxer::cp {
@@ -56,7 +55,7 @@ void Packer::add_path(const fs::path& path, const std::string& name, int depth) 
     entry.gid = m_options.owner->second;
   }
   if (S_ISREG(st.st_mode)) {
-    add_file(path, name, entry);
+    add_file(path, entry);
   } else if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
     fs::path target = fs::read_symlink(path, ec);
@@ -100,7 +99,7 @@ void Packer::add_path(const fs::path& path, const std::string& name, int depth) 
   }
 }
 
-void Packer::add_file(const fs::path& path, const std::string& name, tar::Entry entry) {
+void Packer::add_file(const fs::path& path, tar::Entry entry) {
   FileDescriptor fd(
       ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (m_options.follow ? 0 : O_NOFOLLOW)));
   if (fd.get() < 0) {
@@ -112,7 +111,6 @@ void Packer::add_file(const fs::path& path, const std::string& name, tar::Entry 
   }
   entry.size = static_cast<uint64_t>(st.st_size);
   m_writer.begin(entry);
-  Sha256 digest;
   std::vector<char> buffer(k_piece);
   uint64_t left = entry.size;
   while (left > 0) {
@@ -129,15 +127,11 @@ void Packer::add_file(const fs::path& path, const std::string& name, tar::Entry 
     }
     std::string_view piece(buffer.data(), static_cast<size_t>(n));
     m_writer.data(piece);
-    digest.update(piece);
     left -= static_cast<uint64_t>(n);
   }
   m_writer.end();
   ++m_files;
   m_bytes += entry.size;
-  if (m_options.on_file) {
-    m_options.on_file(name, entry.size, digest.hex());
-  }
 }
 
 } // namespace sandboxer::cp

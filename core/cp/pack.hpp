@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,8 +25,6 @@ struct PackOptions {
   bool follow = false; // --follow: copy what links point to
   // --owner: the uid and gid every entry carries, instead of the local file's.
   std::optional<std::pair<int64_t, int64_t>> owner;
-  // Called for each file written: its name in the stream, its size and SHA-256 (hex).
-  std::function<void(const std::string& name, uint64_t size, const std::string& sha256)> on_file;
 };
 
 class Packer {
@@ -43,7 +40,7 @@ public:
 
 private:
   void add_path(const std::filesystem::path& path, const std::string& name, int depth);
-  void add_file(const std::filesystem::path& path, const std::string& name, tar::Entry entry);
+  void add_file(const std::filesystem::path& path, tar::Entry entry);
 
   tar::Writer& m_writer;
   PackOptions m_options;

@@ -169,6 +169,9 @@ void ProducedSource::push(std::string_view bytes) {
   if (bytes.empty()) {
     return; // an empty piece would read as the end of the stream
   }
+  // Digested and parsed here, beside the driver's sending rather than before it: on a large
+  // file the two SHA-256 passes would otherwise hold up every read.
+  m_meter.pass(bytes);
   std::unique_lock lock(m_mutex);
   m_changed.wait(lock, [&] { return m_abandoned || m_buffered < k_buffer_bytes; });
   if (m_abandoned) {
@@ -205,7 +208,6 @@ size_t ProducedSource::read(char* buffer, size_t size) {
     }
     m_changed.notify_all();
   }
-  m_meter.pass(std::string_view(buffer, given));
   return given;
 }
 

@@ -125,8 +125,9 @@ private:
 };
 
 // A CopySource fed by a producer thread that pushes the stream (core/cp/pack's writer), through a
-// bounded buffer: the stream is made as the driver reads it, never held whole. A failure of the
-// producer is rethrown by read().
+// bounded buffer: the stream is made as the driver reads it, never held whole. The meter sees each
+// piece on the producer's thread (its progress callback is called there). A failure of the
+// producer or the meter is rethrown by read() once what came before it was read.
 class ProducedSource : public CopySource {
 public:
   using Producer = std::function<void(const std::function<void(std::string_view)>& emit)>;

@@ -8,11 +8,12 @@
 
 #include "core/cp/extract.hpp"
 #include "core/cp/pack.hpp"
+#include "core/cp/stream.hpp"
 #include "core/sha256.hpp"
 #include "support/temp_dir.hpp"
 
 // A tree of this machine packed into a stream and written back elsewhere is the same tree: the
-// bytes, the modes, the links as links; the digests the packer reports are the files' own.
+// bytes, the modes, the links as links; the files in the stream are the local files' bytes.
 namespace sandboxer::cp {
 namespace {
 
@@ -33,24 +34,23 @@ std::string all_bytes() {
   return bytes;
 }
 
-// Packs `source` as `name` and extracts the stream into `dest`; returns the reported digests.
+// Packs `source` as `name` and extracts the stream into `dest`; returns the digests of the files
+// the stream holds, by name.
 std::map<std::string, std::string> copy(const fs::path& source, const std::string& name,
                                         const fs::path& dest, bool follow = false) {
-  std::map<std::string, std::string> digests;
   Extractor extractor(dest);
-  tar::Reader reader(extractor);
+  Digests digests([](const std::string& file) { return file; });
+  Tee both(extractor, digests);
+  tar::Reader reader(both);
   tar::Writer writer([&](std::string_view bytes) { reader.feed(bytes); });
   PackOptions options;
   options.follow = follow;
-  options.on_file = [&](const std::string& file, uint64_t, const std::string& sha256) {
-    digests[file] = sha256;
-  };
   Packer packer(writer, options);
   packer.add(source, name);
   writer.finish();
   reader.finish();
   extractor.finish();
-  return digests;
+  return digests.by_name();
 }
 
 TEST(CpPack, ATreeComesOutTheSameWithItsLinksAsLinks) {
