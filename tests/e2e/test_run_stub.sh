@@ -60,6 +60,30 @@ expect_code 0 sbx status kept -o json
   fail "the kept sandbox: $OUT"
 expect_code 0 sbx destroy kept
 
+# docs/run.md's Python snippet for agents, as it is written there: a run with files in and out.
+mkdir -p "$WORK/agent/src" && printf 'from the agent\n' >"$WORK/agent/src/in.txt"
+{
+  sed -n '/^```python$/,/^```$/p' "$SANDBOXER_SOURCE_DIR/docs/run.md" | sed '1d;$d'
+  cat <<'EOF2'
+code, out, err = run_in_sandbox(["sh", "-c", "mkdir out && cp in.txt out/copy; echo done; exit 4"],
+                                inputs="src")
+assert (code, out, err) == (4, "done\n", ""), (code, out, err)
+assert open("out/copy").read() == "from the agent\n"
+try:
+    run_in_sandbox(["true"], inputs="no-such-dir")
+except RuntimeError as e:
+    assert "no-such-dir" in str(e), e
+else:
+    raise AssertionError("a missing input did not raise")
+print("agent ok")
+EOF2
+} >"$WORK/agent/agent.py"
+AGENT_OUT=$(cd "$WORK/agent" && PATH="$(dirname "$SANDBOXER"):$PATH" SANDBOXER_STATE_DIR="$STATE" \
+  SANDBOXER_PROFILES="$PROFILES" "$PY" agent.py 2>&1) || fail "docs/run.md's Python snippet: $AGENT_OUT"
+[ "$AGENT_OUT" = "agent ok" ] || fail "docs/run.md's Python snippet: $AGENT_OUT"
+[ -s "$WORK/agent/evidence.json" ] || fail "the snippet's run wrote no evidence"
+[ -z "$(sandboxes_left)" ] || fail "the snippet's runs left $(sandboxes_left)"
+
 # Bad input, before anything is made.
 expect_code 2 sbx run --cp-in nocolon -- true
 expect_code 2 sbx run --keep --keep-on-failure -- true
