@@ -60,6 +60,7 @@ const std::vector<Entry>& table() {
       {"run", "stop-timeout", K::duration},
       {"run", "env", K::key_value},
       {"run", "workdir", K::text, "DIR"},
+      {"run", "user", K::text, "USER"},
       {"run", "cp-in", K::text, "LOCAL:SANDBOX_PATH"},
       {"run", "cp-out", K::text, "SANDBOX_PATH:LOCAL"},
       {"run", "evidence", K::file},

@@ -137,6 +137,18 @@ void add_create_flags(CLI::App& app, CreateFlags& flags, const char* ttl_help);
 Profile profile_of(Context& context, const CreateFlags& flags);
 CreateOptions create_options_of(const CreateFlags& flags);
 
+// What `exec` and `run` both take to run a command: its environment, directory, user, stdin and
+// terminal (the command itself is their positional argument).
+struct ExecFlags {
+  std::vector<std::string> env;
+  std::optional<std::string> workdir;
+  std::optional<std::string> user;
+  bool interactive = false;
+  bool tty = false;
+};
+void add_exec_flags(CLI::App& app, ExecFlags& flags);
+ExecRequest exec_request_of(const ExecFlags& flags, const std::vector<std::string>& command);
+
 void setup_create(CLI::App& app, Runner& runner);
 void setup_destroy(CLI::App& app, Runner& runner);
 void setup_list(CLI::App& app, Runner& runner);

@@ -33,10 +33,7 @@ struct RunArgs {
   CreateFlags flags;
   std::string lease = "2m";
   std::string stop_timeout = "10s";
-  std::vector<std::string> env;
-  std::optional<std::string> workdir;
-  bool interactive = false;
-  bool tty = false;
+  ExecFlags exec;
   std::vector<std::string> cp_in;
   std::vector<std::string> cp_out;
   bool keep = false;
@@ -270,12 +267,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
   const Seconds lease = duration_option("--lease", args.lease);
   const Seconds stop_timeout = duration_option("--stop-timeout", args.stop_timeout);
   const bool json = context.out().format() != Format::table;
-  ExecRequest request;
-  request.argv = args.command;
-  request.env = key_value_options("--env", args.env);
-  request.workdir = args.workdir;
-  request.attach_stdin = args.interactive;
-  request.tty = args.tty;
+  const ExecRequest request = exec_request_of(args.exec, args.command);
   Profile profile = profile_of(context, args.flags);
   CreateOptions options = create_options_of(args.flags);
   options.lease = lease;
@@ -319,7 +311,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     copies.push_back(std::move(item));
   };
 
-  CapturedIo captured(args.interactive);
+  CapturedIo captured(args.exec.interactive);
   // Declared before the command's thread, which uses them: they outlive it.
   std::optional<LocalTerminal> terminal;
   std::optional<StdIo> passed;
@@ -331,8 +323,8 @@ ExitCode run_run(Context& context, const RunArgs& args) {
         copy(CopyRequest::Direction::in, spec);
       }
     });
-    terminal.emplace(args.tty && !json);
-    passed.emplace(args.interactive, terminal->window());
+    terminal.emplace(args.exec.tty && !json);
+    passed.emplace(args.exec.interactive, terminal->window());
     status = phases.time("exec", [&] {
       command.emplace([&] {
         return engine.exec(id, request, json ? static_cast<ExecIo&>(captured) : *passed);
@@ -489,11 +481,7 @@ void setup_run(CLI::App& app, Runner& runner) {
   app.add_option("--lease", args->lease,
                  "While run lives, the sandbox's deadline is this short lease, renewed every third "
                  "of it; after run dies, even by SIGKILL, the next reap collects it (default 2m)");
-  app.add_option("-e,--env", args->env, "Environment variable KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("-w,--workdir", args->workdir, "Working directory inside the sandbox");
-  app.add_flag("-i,--interactive", args->interactive, "Attach stdin");
-  app.add_flag("-t,--tty", args->tty, "Allocate a terminal in the sandbox");
+  add_exec_flags(app, args->exec);
   app.add_option("--cp-in", args->cp_in,
                  "LOCAL:SANDBOX_PATH copied in before the command, with sandboxer cp's rules "
                  "(repeatable)")

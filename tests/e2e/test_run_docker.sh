@@ -22,6 +22,8 @@ expect_code 42 sbx run --profile box -- sh -c 'echo out; echo err >&2; exit 42'
 [ "$OUT" = out ] || fail "stdout: $OUT"
 expect_contains "$ERR" err
 expect_code 127 sbx run --profile box -- no-such-program
+expect_code 0 sbx run --profile box -u 65534 -e K=v -w /tmp -- sh -c 'echo "$(id -u) $K $PWD"'
+[ "$OUT" = "65534 v /tmp" ] || fail "-u, -e, -w: $OUT"
 OUT=$(printf 'a\nb\nc\n' | sbx run --profile box -i -- wc -l)
 [ "$(tr -d ' ' <<<"$OUT")" = 3 ] || fail "stdin: $OUT"
 # -t: the command has a terminal, of the local one's size.
