@@ -108,6 +108,25 @@ INT_ID=$(ledger_jq '[.sandboxes[] | select(any(.history[]; .reason == "run inter
 [ "$(record "$INT_ID" '[.history[] | select(.event == "exec.finished")][0].details.exec.interrupted')" = SIGINT ] ||
   fail "the history does not say the command was interrupted: $(record "$INT_ID" .history)"
 
+# A ledger locked for longer than a renewal's interval (another process holding it, a slow disk):
+# the renewal waits for it and the lease holds; a reap right after finds nothing expired.
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" -o json run --lease 6s --name held \
+  -- sleep 7 >"$WORK/held.out" 2>"$WORK/held.err" &
+PID=$!
+for _ in $(seq 200); do
+  [ -n "$(ledger_jq '.sandboxes[] | select(.name == "held" and any(.history[]; .event == "exec.started")) | .id')" ] && break
+  sleep 0.05
+done
+flock "$STATE/ledger.lock" sleep 4
+expect_code 0 sbx reap --skew 0s
+[ "$(ledger_jq '.sandboxes[] | select(.name == "held") | .state')" = running ] ||
+  fail "reap took the held run's sandbox after the lock: $OUT"
+rc=0
+wait "$PID" || rc=$?
+[ "$rc" = 0 ] || fail "the held run: exit $rc: $(cat "$WORK/held.err")"
+[ "$(jq -r '"\(.lease.renewals > 0) \(.destroyed) \(.failed_phase)"' "$WORK/held.out")" = "true true null" ] ||
+  fail "the held run's lease: $(cat "$WORK/held.out") $(cat "$WORK/held.err")"
+
 # SIGKILL at each phase: the lease (2s) lapses, one reap collects what is left, and the ledger
 # says why. Each phase is made slow by the stub's latency, so that the kill lands in it.
 # killed_in PHASE LATENCY WAIT_FOR ARGS...: starts `run --lease 2s ARGS` on a stub whose latency
