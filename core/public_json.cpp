@@ -111,7 +111,8 @@ void write_record(JsonWriter& out, const SandboxRecord& r, TimePoint now, bool w
     switch (slot.member) {
     case Member::field:
       // A member the format writes only when it holds something (a lease) is left out likewise.
-      if (!((slot.field->flags & ledger_format::k_nonempty) && slot.field->empty(r))) {
+      if (!((slot.field->flags & ledger_format::k_nonempty) &&
+            !(slot.field->flags & ledger_format::k_listed) && slot.field->empty(r))) {
         slot.field->write(m.key(slot.name), r);
       }
       break;

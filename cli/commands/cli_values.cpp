@@ -52,6 +52,8 @@ const std::vector<Entry>& table() {
       {"logs", "since", K::duration, "DURATION|TIME"},
       {"logs", "tail", K::count},
       {"cp", "paths", K::file},
+      {"port", "id", K::live_sandbox},
+      {"port", "port", K::text, "PORT[/PROTO]"},
       {"run", "profile", K::profile},
       {"run", "name", K::text, "NAME"},
       {"run", "label", K::key_value},

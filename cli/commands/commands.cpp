@@ -202,6 +202,11 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer cp --verify -o json build.tar.gz scratch:/tmp/ | jq .file_digests\n"
        "tar -c -C src . | sandboxer cp - scratch:/work\n"
        "sandboxer cp scratch:/var/log/. ./logs   # a directory's contents"},
+      {"port", "Print where a sandbox's exposed ports are reached", &setup_port,
+       "sandboxer port web\n"
+       "sandboxer port web 8080   # 127.0.0.1:49153\n"
+       "curl \"http://$(sandboxer port web 8080)/health\"\n"
+       "sandboxer port web -o json | jq -r '.[0].url'"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

@@ -87,11 +87,18 @@ ExitCode run_validate(Context& context, const std::vector<std::string>& files) {
   for (const auto& file : files) {
     try {
       Profile profile = load_checked(context, file, search);
-      items.push_back({{"file", file}, {"ok", true}, {"error", nullptr}});
+      for (const auto& warning : profile.warnings) {
+        std::cerr << log::prefix() << "warning: " << warning << "\n";
+      }
+      items.push_back(
+          {{"file", file}, {"ok", true}, {"error", nullptr}, {"warnings", profile.warnings}});
       context.out().note(fmt::format("{}: ok ({} driver {})", file, profile.name, profile.driver));
     } catch (const Error& e) {
       ++(e.code() == ExitCode::backend ? unreachable : bad);
-      items.push_back({{"file", file}, {"ok", false}, {"error", e.what()}});
+      items.push_back({{"file", file},
+                       {"ok", false},
+                       {"error", e.what()},
+                       {"warnings", nlohmann::json::array()}});
       std::cerr << log::prefix() << "error: " << e.what() << "\n";
     }
   }

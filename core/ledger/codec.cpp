@@ -169,6 +169,14 @@ void read_value(JsonReader& in, std::optional<std::uint64_t>& out, std::string_v
       read_integer(in, field, 0, INT64_MAX, "a non-negative integer or null"));
 }
 
+void read_value(JsonReader& in, std::optional<int>& out, std::string_view field) {
+  if (in.take_null()) {
+    out.reset();
+    return;
+  }
+  out = static_cast<int>(read_integer(in, field, INT_MIN, INT_MAX, "an integer or null"));
+}
+
 void read_value(JsonReader& in, std::map<std::string, std::string>& out, std::string_view field) {
   expect(in, Kind::object, field, "an object of strings");
   out.clear();
@@ -222,6 +230,13 @@ void write_value(JsonWriter& out, const int& value) {
   out.integer(value);
 }
 void write_value(JsonWriter& out, const std::optional<std::uint64_t>& value) {
+  if (value) {
+    out.integer(*value);
+  } else {
+    out.raw("null");
+  }
+}
+void write_value(JsonWriter& out, const std::optional<int>& value) {
   if (value) {
     out.integer(*value);
   } else {

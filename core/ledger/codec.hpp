@@ -46,6 +46,7 @@ void read_value(JsonReader& in, std::optional<State>& out, std::string_view fiel
 void read_value(JsonReader& in, EventKind& out, std::string_view field);
 void read_value(JsonReader& in, int& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<std::uint64_t>& out, std::string_view field);
+void read_value(JsonReader& in, std::optional<int>& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<Seconds>& out, std::string_view field);
 void read_value(JsonReader& in, std::map<std::string, std::string>& out, std::string_view field);
 void read_value(JsonReader& in, nlohmann::json& out, std::string_view field);
@@ -59,6 +60,7 @@ void write_value(JsonWriter& out, const std::optional<State>& value);
 void write_value(JsonWriter& out, const EventKind& value);
 void write_value(JsonWriter& out, const int& value);
 void write_value(JsonWriter& out, const std::optional<std::uint64_t>& value);
+void write_value(JsonWriter& out, const std::optional<int>& value);
 void write_value(JsonWriter& out, const std::optional<Seconds>& value);
 void write_value(JsonWriter& out, const std::map<std::string, std::string>& value);
 void write_value(JsonWriter& out, const nlohmann::json& value);
@@ -83,6 +85,7 @@ enum FieldFlag : unsigned {
   k_detail = 2,   // skipped by a summary read (ReadScope::summary)
   k_private = 4,  // not in the public JSON (docs/json-output.md)
   k_nonempty = 8, // written only when not empty (an optional member of the format)
+  k_listed = 16,  // with k_nonempty: the public JSON still writes it when empty (a list: [])
 };
 
 template <typename Struct> struct Field {

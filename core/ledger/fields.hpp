@@ -35,6 +35,7 @@ template <> struct Fields<CreationPolicy> {
       field<&CreationPolicy::capped>("capped"),
       field<&CreationPolicy::snapshots_keep>("snapshots_keep"),
       field<&CreationPolicy::events>("events"),
+      field<&CreationPolicy::ports>("ports", k_nonempty),
   };
 };
 
@@ -46,6 +47,16 @@ template <> struct Fields<Lease> {
       field<&Lease::renewed_at>("renewed_at", k_required),
       field<&Lease::renewals>("renewals"),
       field<&Lease::ttl_expires_at>("ttl_expires_at"),
+  };
+};
+
+template <> struct Fields<PortBinding> {
+  static constexpr std::array fields = {
+      field<&PortBinding::port>("port", k_required),
+      field<&PortBinding::protocol>("protocol"),
+      field<&PortBinding::host>("host"),
+      field<&PortBinding::host_port>("host_port"),
+      field<&PortBinding::url>("url"),
   };
 };
 
@@ -85,6 +96,7 @@ template <> struct Fields<SandboxRecord> {
       field<&SandboxRecord::expires_at>("expires_at"),
       field<&SandboxRecord::max_expires_at>("max_expires_at"),
       field<&SandboxRecord::lease>("lease", k_nonempty),
+      field<&SandboxRecord::ports>("ports", k_nonempty | k_listed),
       field<&SandboxRecord::labels>("labels"),
       field<&SandboxRecord::env>("env", k_detail | k_private),
       field<&SandboxRecord::secret_refs>("secret_refs", k_detail | k_private),

@@ -24,12 +24,12 @@ constexpr std::array<std::string_view, 8> k_state_names = {
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 23> k_event_names = {
-    "created",          "ready",          "restoring",    "restored",     "restore.failed",
-    "exec.started",     "exec.finished",  "snapshotting", "snapshotted",  "snapshot.failed",
-    "snapshot.removed", "extended",       "expiring",     "expired",      "destroying",
-    "destroyed",        "destroy.failed", "failed",       "orphan.found", "repaired",
-    "updated",          "files.copied",   "lease.ended",
+constexpr std::array<std::string_view, 24> k_event_names = {
+    "created",          "ready",          "restoring",    "restored",      "restore.failed",
+    "exec.started",     "exec.finished",  "snapshotting", "snapshotted",   "snapshot.failed",
+    "snapshot.removed", "extended",       "expiring",     "expired",       "destroying",
+    "destroyed",        "destroy.failed", "failed",       "orphan.found",  "repaired",
+    "updated",          "files.copied",   "lease.ended",  "ports.exposed",
 };
 
 template <typename Enum, size_t N>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <sandboxer/clock.hpp>
+#include <sandboxer/driver.hpp>
 #include <sandboxer/duration.hpp>
 
 #include "core/errors.hpp"
@@ -60,8 +61,9 @@ enum class EventKind {
   orphan_found,
   repaired,
   updated,
-  files_copied, // sandboxer cp: what went in or came out, with digests
-  lease_ended,  // a lease released by its holder, or lapsed and collected by reap
+  files_copied,  // sandboxer cp: what went in or came out, with digests
+  lease_ended,   // a lease released by its holder, or lapsed and collected by reap
+  ports_exposed, // ports reachable from outside the sandbox: which, where, until when
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);
@@ -105,6 +107,9 @@ struct CreationPolicy {
   std::optional<std::string> capped;    // the notice, when ttl.max cut the request
   std::optional<std::uint64_t> snapshots_keep;
   nlohmann::json events = nlohmann::json::array(); // the profile's event sinks
+  // The profile's `ports`, as asked ({port, protocol, host_port, bind}; docs/ports.md): a restore
+  // exposes the same.
+  nlohmann::json ports = nlohmann::json::array();
 };
 
 // A sandbox held by a process (`sandboxer run`): its deadline is `renewed_at + duration`, moved by
@@ -134,6 +139,7 @@ struct SandboxRecord {
   std::optional<TimePoint> expires_at;     // none: ttl none
   std::optional<TimePoint> max_expires_at; // created_at + ttl.max
   std::optional<Lease> lease;              // held by a process (`run`): expires_at is its deadline
+  std::vector<PortBinding> ports;          // where its exposed ports are reached (docs/ports.md)
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   nlohmann::json secret_refs = nlohmann::json::object(); // {name: {env|file: ...}}: never values

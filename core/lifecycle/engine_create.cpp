@@ -1,4 +1,6 @@
 // Creating a sandbox: intent, the driver's create, outcome; undoing what a failed create left.
+#include <sandboxer/ports.hpp>
+
 #include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
 
@@ -7,7 +9,37 @@ namespace fs = std::filesystem;
 using namespace engine_internal;
 using namespace lifecycle_rules;
 
+namespace {
+
+// A host-local backend exposes its ports on this machine: a bind to an address it does not have,
+// or a host port something already holds, is refused before anything is made.
+void check_local_ports(const Profile& profile) {
+  for (size_t i = 0; i < profile.ports.size(); ++i) {
+    const PortSpec& port = profile.ports[i];
+    if (!is_local_address(port.bind)) {
+      throw ProfileError(fmt::format("{}: ports[{}].bind {} is not an address of this machine",
+                                     profile.location_of(fmt::format("/ports/{}/bind", i)), i,
+                                     port.bind));
+    }
+    if (!port.host_port) {
+      continue;
+    }
+    if (auto why = port_unavailable(port.protocol, port.bind, *port.host_port)) {
+      throw Error(ExitCode::conflict,
+                  fmt::format("{}: ports[{}]: host port {}/{} on {} is {}; pick another "
+                              "host_port or leave it out (the backend then picks a free one)",
+                              profile.location_of(fmt::format("/ports/{}", i)), i, *port.host_port,
+                              port.protocol, port.bind, *why));
+    }
+  }
+}
+
+} // namespace
+
 CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
+  for (const auto& warning : profile.warnings) {
+    spdlog::warn("{}", warning);
+  }
   SandboxRecord record;
   // Absolute: the record outlives the directory this command ran in (cron, another shell).
   std::error_code absolute_error;
@@ -18,6 +50,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.spec = m_drivers.check_profile(profile);
   if (m_drivers.find(record.driver).host_local(record.spec)) {
     record.home_host = host_name();
+    check_local_ports(profile);
   }
   record.labels = profile.labels;
   record.env = profile.env;
@@ -30,6 +63,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   if (!profile.events.empty()) {
     record.policy.events = profile.events;
   }
+  record.policy.ports = ports_json(profile.ports);
   record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }
@@ -76,6 +110,12 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   }
   // Opening first means a usage problem (a missing secret, say) leaves no record behind.
   Opened opened = open_driver(record);
+  if (!record.policy.ports.empty() && !opened.factory->capabilities().ports) {
+    throw DriverError(DriverError::Kind::unsupported,
+                      fmt::format("profile {} exposes ports (`ports:`), which driver {} does not "
+                                  "support (docs/ports.md)",
+                                  record.profile.name, opened.factory->name()));
+  }
   // Recorded with the intent: a create killed before its outcome is still found where it went.
   record.info = opened.location;
 
@@ -139,14 +179,24 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
       r.backend_id = result.backend_id;
       r.info.update(result.info); // what the driver says, over where it was told to go
+      r.ports = result.ports;
       destroyed_meanwhile = r.state != State::creating;
       if (!destroyed_meanwhile) {
         nlohmann::json outcome = driver_time.details(started);
         if (r.restored_from) {
           outcome["snapshot"] = *r.restored_from;
         }
+        const TimePoint made_at = m_clock.now();
         r.transition(r.restored_from ? EventKind::restored : EventKind::ready, State::running,
-                     m_clock.now(), m_actor, "created", outcome);
+                     made_at, m_actor, "created", outcome);
+        if (!r.ports.empty()) {
+          // Who exposed which port where, until when: the exposure ends with the sandbox.
+          r.transition(EventKind::ports_exposed, State::running, made_at, m_actor,
+                       fmt::format("{} port(s) exposed", r.ports.size()),
+                       {{"ports", bindings_json(r.ports)},
+                        {"until", r.expires_at ? nlohmann::json(format_time(*r.expires_at))
+                                               : nlohmann::json()}});
+        }
       }
     });
     // Someone destroyed the record while the backend was creating: do not leak what it made.

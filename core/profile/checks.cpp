@@ -42,6 +42,7 @@ public:
     profile.env = string_map("env", &Checker::check_env_key);
     profile.secrets = secrets();
     profile.events = sinks_of(m_file, m_doc);
+    profile.ports = ports_of(m_file, m_doc, profile.warnings);
     profile.driver_spec = driver_spec(profile.driver);
     profile.resolved = resolved(profile);
     profile.hash = sha256_digest(profile.resolved.dump());

@@ -54,4 +54,8 @@ protected:
 // The sinks of `events` in `doc` (a profile or config.yaml), checked and normalized.
 nlohmann::json sinks_of(const fs::path& file, Document& doc);
 
+// The `ports` of a profile, checked; a bind to every address adds a warning.
+std::vector<PortSpec> ports_of(const fs::path& file, Document& doc,
+                               std::vector<std::string>& warnings);
+
 } // namespace sandboxer::profile_internal

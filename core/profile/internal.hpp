@@ -4,6 +4,7 @@
 //   extends.cpp   finding profile files and merging an `extends` chain: where documents come from
 //   checks.cpp    the rules every field must follow, and the typed Profile they make
 //   sinks.cpp     the `events` sinks (a profile's and config.yaml's)
+//   ports.cpp     the `ports` a sandbox exposes
 //   config.cpp    config.yaml
 //   document_reader.hpp  reading a document with located errors, for the three above
 //   profile.cpp   the public calls (sandboxer/profile.hpp)
@@ -25,8 +26,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 inline const std::vector<std::string> k_common_keys = {
-    "name",   "description", "extends", "driver", "ttl",
-    "labels", "env",         "secrets", "events", "snapshots"};
+    "name", "description", "extends", "driver",    "ttl",  "labels",
+    "env",  "secrets",     "events",  "snapshots", "ports"};
 
 inline const std::vector<std::string> k_sink_types = {"jsonl", "http", "stderr", "fd", "exec"};
 

@@ -42,7 +42,11 @@ struct Profile {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
   std::map<std::string, SecretRef> secrets;
-  nlohmann::json events = nlohmann::json::array();       // sinks, checked (docs/events.md)
+  nlohmann::json events = nlohmann::json::array(); // sinks, checked (docs/events.md)
+  std::vector<PortSpec> ports;                     // `ports:` (docs/ports.md)
+  // What is allowed but worth saying ("file:line:col: ..."): `profiles validate` and `create`
+  // print them.
+  std::vector<std::string> warnings;
   nlohmann::json driver_spec = nlohmann::json::object(); // the `<driver>:` section
   // Other top-level mappings: another driver's section, or a mistake (DriverCatalog says which).
   std::vector<std::string> other_sections;

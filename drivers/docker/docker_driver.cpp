@@ -12,6 +12,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/lock_file.hpp>
+#include <sandboxer/ports.hpp>
 
 #include "drivers/docker/copy.hpp"
 #include "drivers/docker/engine_api.hpp"
@@ -38,6 +39,71 @@ json env_list(const std::map<std::string, std::string>& first,
   return list;
 }
 
+// The ports to publish: the driver section's own (`docker.ports`) and the profile's (`ports:`,
+// docs/ports.md). A port in both is the user's mistake, named.
+std::vector<Port> published_ports(const Spec& spec, const CreateRequest& request) {
+  std::vector<Port> ports = spec.ports;
+  for (const auto& asked : request.ports) {
+    for (const auto& own : spec.ports) {
+      if (own.container_port == asked.port && own.protocol == asked.protocol) {
+        throw DriverError(Kind::invalid_spec,
+                          fmt::format("docker: port {}/{} is in both ports: and docker.ports; "
+                                      "keep one",
+                                      asked.port, asked.protocol));
+      }
+    }
+    Port port;
+    port.container_port = asked.port;
+    port.protocol = asked.protocol;
+    port.host_port = asked.host_port;
+    port.host_ip = asked.bind;
+    ports.push_back(port);
+  }
+  return ports;
+}
+
+// Where the engine published each of `ports` (NetworkSettings.Ports of an inspect): the host port
+// it picked when none was asked for.
+std::vector<PortBinding> bindings_of(const std::vector<Port>& ports, const json& inspect) {
+  std::vector<PortBinding> bindings;
+  const json* published = nullptr;
+  if (auto settings = inspect.find("NetworkSettings"); settings != inspect.end()) {
+    if (auto found = settings->find("Ports"); found != settings->end() && found->is_object()) {
+      published = &*found;
+    }
+  }
+  for (const auto& port : ports) {
+    PortBinding binding;
+    binding.port = port.container_port;
+    binding.protocol = port.protocol;
+    binding.host = port.host_ip;
+    binding.host_port = port.host_port;
+    const std::string key = fmt::format("{}/{}", port.container_port, port.protocol);
+    if (published && published->contains(key) && (*published)[key].is_array()) {
+      const json* chosen = nullptr;
+      for (const auto& entry : (*published)[key]) {
+        if (!chosen || entry.value("HostIp", "") == port.host_ip) {
+          chosen = &entry;
+        }
+      }
+      if (chosen) {
+        const std::string host_port = chosen->value("HostPort", "");
+        if (!host_port.empty() && host_port.find_first_not_of("0123456789") == std::string::npos) {
+          binding.host_port = std::stoi(host_port);
+        }
+      }
+    }
+    if (!binding.host_port) {
+      throw DriverError(Kind::error, fmt::format("docker: the engine did not say where it "
+                                                 "published port {}",
+                                                 key));
+    }
+    binding.url = port_url(binding);
+    bindings.push_back(std::move(binding));
+  }
+  return bindings;
+}
+
 // The body of POST /containers/create for `spec`.
 json container_body(const Spec& spec, const std::string& image, const CreateRequest& request) {
   json host = {{"NetworkMode", spec.network}, {"ReadonlyRootfs", spec.read_only}};
@@ -61,7 +127,7 @@ json container_body(const Spec& spec, const std::string& image, const CreateRequ
     host["SecurityOpt"] = spec.security_opt;
   }
   json exposed = json::object();
-  for (const auto& port : spec.ports) {
+  for (const auto& port : published_ports(spec, request)) {
     std::string key = fmt::format("{}/{}", port.container_port, port.protocol);
     exposed[key] = json::object();
     host["PortBindings"][key] = json::array(
@@ -303,7 +369,18 @@ public:
     if (auto ledger = request.labels.find("sandboxer.ledger"); ledger != request.labels.end()) {
       info["ledger"] = ledger->second;
     }
-    return {id, info};
+    CreateResult result{id, info, {}};
+    if (auto ports = published_ports(m_spec, request); !ports.empty()) {
+      // The engine's choices are read back once it runs: a host port it picked is known only now.
+      auto inspect = m_api.inspect_container(id);
+      if (!inspect) {
+        throw DriverError(Kind::error, fmt::format("docker: container {} vanished right after "
+                                                   "start",
+                                                   id.substr(0, 12)));
+      }
+      result.ports = bindings_of(ports, *inspect);
+    }
+    return result;
   }
 
   void destroy(const SandboxHandle& sandbox) override {
@@ -938,7 +1015,8 @@ public:
             .exec_user = true,
             .logs = true,
             .copy = true,
-            .copy_owner = true};
+            .copy_owner = true,
+            .ports = true};
   }
   bool host_local(const json& spec) const override {
     // A unix socket is this machine's engine; tcp:// may be shared by the fleet.

@@ -31,6 +31,25 @@ struct Capabilities {
   // core copies over exec with stdin (`tar` in the sandbox), when the driver has that.
   bool copy = false;
   bool copy_owner = false; // copy_in() honours CopyInRequest::owner
+  // create() exposes CreateRequest::ports and says where in CreateResult::ports (docs/ports.md).
+  bool ports = false;
+};
+
+// A port of the sandbox its profile exposes (`ports:`, docs/ports.md), as asked.
+struct PortSpec {
+  int port = 0;                   // inside the sandbox, 1-65535
+  std::string protocol = "tcp";   // tcp or udp
+  std::optional<int> host_port;   // none: the backend picks one
+  std::string bind = "127.0.0.1"; // the host address, where the driver chooses one
+};
+
+// Where an exposed port is reached, as the backend made it.
+struct PortBinding {
+  int port = 0;
+  std::string protocol = "tcp";
+  std::string host;             // an address or a host name
+  std::optional<int> host_port; // none where the URL alone says it (a cloud's host per port)
+  std::string url;              // tcp://127.0.0.1:49153, https://8080-ID.e2b.app, ...
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -85,11 +104,13 @@ struct CreateRequest {
   // restore --in-place: the backend id of the sandbox's current resource. The driver swaps it for
   // the new one: after success it is gone; after a failure it is left as it was.
   std::optional<std::string> replaces;
+  std::vector<PortSpec> ports; // only for a driver with Capabilities::ports
 };
 
 struct CreateResult {
   std::string backend_id;
   nlohmann::json info = nlohmann::json::object(); // driver-private, public, no secrets
+  std::vector<PortBinding> ports;                 // one per CreateRequest::ports, the real values
 };
 
 struct SnapshotRequest {

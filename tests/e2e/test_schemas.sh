@@ -138,6 +138,7 @@ out snapshots snapshots
 out restore restore a:s1 --name b
 out extend extend a --by 10m
 out status status a
+out port port a
 out list list -a
 out history history a
 out evidence evidence a

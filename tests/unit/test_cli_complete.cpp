@@ -81,7 +81,7 @@ TEST_F(CompleteTest, AliasesCompleteAsTheirCommand) {
   EXPECT_EQ(values({"rm", ""}), (Values{"sbx-web", "web"}));
   EXPECT_EQ(values({"r"}), (Values{"reap", "restore", "run"}));
   EXPECT_EQ(values({"rm"}), (Values{"rm"}));
-  EXPECT_EQ(values({"p"}), (Values{"profiles"}));
+  EXPECT_EQ(values({"p"}), (Values{"port", "profiles"}));
   EXPECT_EQ(values({"ps"}), (Values{"ps"}));
   EXPECT_EQ(values({"wait", "web", "--for", ""}), (Values{"gone", "running"}));
 }

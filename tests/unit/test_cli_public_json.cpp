@@ -46,6 +46,7 @@ TEST(PublicJson, RecordHasTheDocumentedFields) {
       {"expires_at", "2026-12-02T12:00:00Z"},
       {"max_expires_at", nullptr},
       {"seconds_left", 1800},
+      {"ports", nlohmann::json::array()},
       {"labels", {{"team", "infra"}}},
       {"owner",
        {{"user", "alice"}, {"host", "build-7"}, {"pid", 42}, {"ci", {{"CI_JOB_ID", "7"}}}}},

@@ -219,6 +219,55 @@ env: { PYTHON_VERSION: 3.10, DEBUG: false, EMPTY: "" }
   EXPECT_EQ(profile.resolved["labels"]["version"], "2");
 }
 
+TEST_F(ProfileTest, PortsTakeEachFormAndDefaultToLoopbackTcp) {
+  write("ports.yaml", R"(driver: stub
+ports: [8080, "53/udp", {port: 5432, protocol: tcp, host_port: 15432, bind: "::1"}]
+)");
+  Profile profile = load("ports.yaml");
+  ASSERT_EQ(profile.ports.size(), 3u);
+  EXPECT_EQ(profile.ports[0].port, 8080);
+  EXPECT_EQ(profile.ports[0].protocol, "tcp");
+  EXPECT_EQ(profile.ports[0].bind, "127.0.0.1");
+  EXPECT_FALSE(profile.ports[0].host_port);
+  EXPECT_EQ(profile.ports[1].port, 53);
+  EXPECT_EQ(profile.ports[1].protocol, "udp");
+  EXPECT_EQ(profile.ports[2].host_port, 15432);
+  EXPECT_EQ(profile.ports[2].bind, "::1");
+  EXPECT_TRUE(profile.warnings.empty());
+}
+
+TEST_F(ProfileTest, APortOnEveryAddressIsAllowedWithAWarningThatSaysWhere) {
+  write("open.yaml",
+        "driver: stub\nports: [{port: 80, bind: 0.0.0.0}, {port: 81, bind: \"::\"}]\n");
+  Profile profile = load("open.yaml");
+  ASSERT_EQ(profile.warnings.size(), 2u);
+  EXPECT_EQ(profile.warnings[0].rfind(at("open.yaml", 2, 26), 0), 0u) << profile.warnings[0];
+  EXPECT_NE(profile.warnings[0].find("exposes port 80/tcp on every network"), std::string::npos);
+}
+
+TEST_F(ProfileTest, PortMistakesAreLocated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ports: [0]", "2:9: ports[0]: \"0\" is not a port number from 1 to 65535"},
+      {"ports: [65536]", "2:9: ports[0]: \"65536\" is not a port number from 1 to 65535"},
+      {"ports: [80, 81, 80]", "2:17: ports[2]: port 80/tcp is listed twice"},
+      {"ports: [80/sctp]", "2:9: ports[0]: protocol \"sctp\": expected tcp or udp"},
+      {"ports: [{port: 1, host_port: 9}, {port: 2, host_port: 9}]",
+       "2:55: ports[1].host_port: 9/tcp on 127.0.0.1 is asked for twice"},
+      {"ports: [{port: 1, bind: here}]", "2:25: ports[0].bind: expected an IP address"},
+      {"ports: [{protocol: tcp}]", "2:9: ports[0]: missing \"port\""},
+      {"ports: 8080", "2:8: ports: expected a list"},
+  };
+  for (const auto& [line, message] : cases) {
+    write("bad.yaml", "driver: stub\n" + line + "\n");
+    try {
+      load("bad.yaml");
+      ADD_FAILURE() << line << " was accepted";
+    } catch (const ProfileError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(ProfileTest, NameMayBeAnyScalar) {
   write("numbered.yaml", "name: 2024\ndriver: stub\n");
   EXPECT_EQ(load("numbered.yaml").name, "2024");

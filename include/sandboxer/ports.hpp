@@ -1,0 +1,24 @@
+#pragma once
+// Helpers for drivers and the core about exposed ports (docs/ports.md).
+
+#include <optional>
+#include <string>
+
+#include <sandboxer/driver.hpp>
+
+namespace sandboxer {
+
+// "tcp://127.0.0.1:49153": where a client on the host connects (a bind to every address is reached
+// on loopback). The binding must have a host port.
+std::string port_url(const PortBinding& binding);
+
+// Whether `address` (an IP literal) is one of this machine's, or 0.0.0.0 or :: (all of them).
+bool is_local_address(const std::string& address);
+
+// Whether `address`:`port` of `protocol` is taken on this machine now: "in use by docker-proxy (pid
+// 812)" where the holder can be found, "in use" where not; nullopt when it is free (or when only
+// the backend can tell, e.g. a port below 1024 that a root daemon may bind).
+std::optional<std::string> port_unavailable(const std::string& protocol, const std::string& address,
+                                            int port);
+
+} // namespace sandboxer

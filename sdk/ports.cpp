@@ -1,0 +1,173 @@
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sandboxer/ports.hpp>
+
+#include "sdk/file_descriptor.hpp"
+
+namespace sandboxer {
+namespace {
+
+bool is_wildcard(const std::string& address) {
+  return address == "0.0.0.0" || address == "::";
+}
+
+// The socket inode that listens on (or is bound to) `port` of `protocol`, from /proc/net.
+std::optional<std::string> inode_of(const std::string& protocol, int port) {
+  for (const char* family : {"", "6"}) {
+    std::ifstream table(fmt::format("/proc/net/{}{}", protocol, family));
+    std::string line;
+    std::getline(table, line); // the header
+    while (std::getline(table, line)) {
+      // "  0: 0100007F:3A98 00000000:0000 0A ... uid timeout inode"
+      char local[64] = {};
+      unsigned long inode = 0;
+      unsigned state = 0;
+      if (std::sscanf(line.c_str(), " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local, &state,
+                      &inode) != 3) {
+        continue;
+      }
+      const char* colon = std::strrchr(local, ':');
+      // TCP: only a listener (state 0A) holds the port; UDP: any bound socket.
+      if (colon && std::stoi(colon + 1, nullptr, 16) == port && inode != 0 &&
+          (protocol != "tcp" || state == 0x0A)) {
+        return std::to_string(inode);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// "docker-proxy (pid 812)": the process with the socket `inode` open, when this user may look.
+std::optional<std::string> holder_of(const std::string& inode) {
+  const std::string wanted = "socket:[" + inode + "]";
+  DIR* proc = ::opendir("/proc");
+  if (!proc) {
+    return std::nullopt;
+  }
+  std::optional<std::string> found;
+  while (dirent* entry = ::readdir(proc)) {
+    const std::string pid = entry->d_name;
+    if (pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    DIR* fds = ::opendir(("/proc/" + pid + "/fd").c_str());
+    if (!fds) {
+      continue;
+    }
+    while (dirent* fd = ::readdir(fds)) {
+      char target[64] = {};
+      const std::string link = "/proc/" + pid + "/fd/" + fd->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      if (n > 0 && wanted == std::string(target, static_cast<size_t>(n))) {
+        std::ifstream comm("/proc/" + pid + "/comm");
+        std::string name;
+        std::getline(comm, name);
+        found = fmt::format("{} (pid {})", name.empty() ? "?" : name, pid);
+        break;
+      }
+    }
+    ::closedir(fds);
+    if (found) {
+      break;
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+} // namespace
+
+std::string port_url(const PortBinding& binding) {
+  std::string host = binding.host;
+  if (host == "0.0.0.0") {
+    host = "127.0.0.1";
+  } else if (host == "::") {
+    host = "::1";
+  }
+  if (host.find(':') != std::string::npos) {
+    host = "[" + host + "]";
+  }
+  return fmt::format("{}://{}:{}", binding.protocol, host, binding.host_port.value_or(0));
+}
+
+bool is_local_address(const std::string& address) {
+  if (is_wildcard(address)) {
+    return true;
+  }
+  in6_addr wanted6{};
+  in_addr wanted4{};
+  const bool v4 = inet_pton(AF_INET, address.c_str(), &wanted4) == 1;
+  const bool v6 = !v4 && inet_pton(AF_INET6, address.c_str(), &wanted6) == 1;
+  if (!v4 && !v6) {
+    return false;
+  }
+  if (v4 && (ntohl(wanted4.s_addr) >> 24) == 127) {
+    return true; // all of 127.0.0.0/8 is this machine's
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    return false;
+  }
+  bool found = false;
+  for (ifaddrs* item = list; item && !found; item = item->ifa_next) {
+    if (!item->ifa_addr) {
+      continue;
+    }
+    if (v4 && item->ifa_addr->sa_family == AF_INET) {
+      found = reinterpret_cast<sockaddr_in*>(item->ifa_addr)->sin_addr.s_addr == wanted4.s_addr;
+    } else if (v6 && item->ifa_addr->sa_family == AF_INET6) {
+      found = std::memcmp(&reinterpret_cast<sockaddr_in6*>(item->ifa_addr)->sin6_addr, &wanted6,
+                          sizeof wanted6) == 0;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+std::optional<std::string> port_unavailable(const std::string& protocol, const std::string& address,
+                                            int port) {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    length = sizeof *v4;
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    length = sizeof *v6;
+  } else {
+    return fmt::format("{} is not an IP address", address);
+  }
+  FileDescriptor fd(::socket(storage.ss_family,
+                             (protocol == "udp" ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) {
+    return std::nullopt; // no socket to try with: the backend will say
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&storage), length) == 0) {
+    return std::nullopt;
+  }
+  const int error = errno;
+  if (error == EADDRINUSE) {
+    if (auto inode = inode_of(protocol, port)) {
+      if (auto holder = holder_of(*inode)) {
+        return "in use by " + *holder;
+      }
+    }
+    return std::string("in use");
+  }
+  return std::nullopt; // not ours to judge (a port below 1024 for a root daemon): the backend's
+}
+
+} // namespace sandboxer

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# `ports:` on a real Docker Engine (docs/ports.md): a busybox httpd in the offline image, its host
+# port picked by the engine and read back, reachable, in status/list/port and the history, gone
+# after destroy; a host port asked for; bad input refused before anything is made.
+. "$(dirname "$0")/lib.sh"
+require_docker
+command -v curl >/dev/null || skip "curl is missing"
+web_profile() {
+  local name=$1 ports=$2
+  cat >"$PROFILES/$name.yaml" <<EOF2
+driver: docker
+ttl: { default: 10m }
+labels: { team: e2e-ports }
+ports: $ports
+docker:
+  image: sandboxer/busybox:local
+  pull: never
+  stop_timeout: 0s
+  command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && exec httpd -f -p 8080 -h /www']
+EOF2
+}
+containers() { docker ps -aq --filter label=team=e2e-ports; }
+cleanup() {
+  containers | xargs -r docker rm -f >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+# A free host port for the one asked for by number: the kernel's pick, released at once.
+FREE=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+web_profile web "[8080, {port: 9090, host_port: $FREE}, 53/udp]"
+
+expect_code 0 sbx create --profile web --name web -o json
+CREATED=$OUT
+ID=$(jq -r .id <<<"$CREATED")
+HOST_PORT=$(jq -r '.ports[] | select(.port == 8080) | .host_port' <<<"$CREATED")
+[ "$(jq -r '.ports[] | select(.port == 8080) | "\(.protocol) \(.host) \(.url)"' <<<"$CREATED")" = \
+  "tcp 127.0.0.1 tcp://127.0.0.1:$HOST_PORT" ] || fail "create's ports: $CREATED"
+[ "$(jq -r '.ports[] | select(.port == 9090) | .host_port' <<<"$CREATED")" = "$FREE" ] ||
+  fail "the host port asked for: $CREATED"
+[ "$(jq -r '.ports[] | select(.port == 53) | .protocol' <<<"$CREATED")" = udp ] || fail "udp: $CREATED"
+# What the engine says is what was recorded.
+[ "$(docker port "$ID" 8080/tcp | head -1)" = "127.0.0.1:$HOST_PORT" ] ||
+  fail "docker port says $(docker port "$ID" 8080/tcp), the record $HOST_PORT"
+# Reachable where it says.
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$HOST_PORT/" >"$WORK/page" 2>/dev/null && break; sleep 0.1; done
+[ "$(cat "$WORK/page")" = hello ] || fail "the httpd is not reached at 127.0.0.1:$HOST_PORT"
+
+# port: docker port's form, one port, -o json, and a port it does not expose.
+expect_code 0 sbx port web
+expect_contains "$OUT" "8080/tcp -> 127.0.0.1:$HOST_PORT"
+expect_contains "$OUT" "53/udp -> 127.0.0.1:"
+expect_code 0 sbx port web 8080
+[ "$OUT" = "127.0.0.1:$HOST_PORT" ] || fail "port web 8080: $OUT"
+[ "$(curl -fs "http://$OUT/")" = hello ] || fail "curl http://\$(sandboxer port web 8080)/"
+expect_code 0 sbx port web 9090/tcp -o json
+[ "$(jq -c '[.[] | .port, .host_port]' <<<"$OUT")" = "[9090,$FREE]" ] || fail "port -o json: $OUT"
+expect_code 3 sbx port web 8081
+expect_contains "$ERR" "does not expose port 8081/tcp"
+expect_code 3 sbx port web 8080/udp
+expect_code 2 sbx port web 70000
+expect_code 2 sbx port web 80/sctp
+# status and list carry them; the history says who exposed what, until when.
+expect_code 0 sbx status web -o json
+[ "$(jq -c '[.ports[].port] | sort' <<<"$OUT")" = "[53,8080,9090]" ] || fail "status ports: $OUT"
+expect_code 0 sbx list -o json
+[ "$(jq -r --arg id "$ID" '.[] | select(.id == $id) | .ports | length' <<<"$OUT")" = 3 ] || fail "list ports: $OUT"
+EXPOSED=$(record "$ID" '.history[] | select(.event == "ports.exposed")')
+[ "$(jq -r '"\(.details.ports | length) \(.details.until != null) \(.actor != "")"' <<<"$EXPOSED")" = "3 true true" ] ||
+  fail "the ports.exposed entry: $EXPOSED"
+
+# A host port that is taken: refused at create, naming the port and its holder; nothing made.
+BEFORE=$(containers | wc -l)
+web_profile taken "[{port: 8080, host_port: $FREE}]"
+expect_code 10 sbx create --profile taken
+expect_contains "$ERR" "taken.yaml:4"
+expect_contains "$ERR" "host port $FREE/tcp on 127.0.0.1 is in use by docker-proxy"
+[ "$(containers | wc -l)" = "$BEFORE" ] || fail "a refused create left a container"
+
+# destroy: the ports go with the container.
+expect_code 0 sbx destroy web
+curl -fs --max-time 2 "http://127.0.0.1:$HOST_PORT/" >/dev/null 2>&1 && fail "the port still answers after destroy"
+expect_code 10 sbx port web
+expect_contains "$ERR" "destroyed"
+
+# Bad input, each located, nothing made.
+bad() {
+  local name=$1 ports=$2 want=$3
+  web_profile "$name" "$ports"
+  expect_code 2 sbx profiles validate "$PROFILES/$name.yaml"
+  expect_contains "$ERR" "$name.yaml:4"
+  expect_contains "$ERR" "$want"
+}
+bad zero "[0]" "not a port number from 1 to 65535"
+bad big "[{port: 70000}]" "not a port number from 1 to 65535"
+bad twice "[8080, {port: 8080}]" "listed twice"
+bad proto "[8080/sctp]" "expected tcp or udp"
+bad bind "[{port: 8080, bind: localhost}]" "expected an IP address"
+bad key "[{port: 8080, hostport: 1}]" "did you mean \"host_port\""
+# An address this machine does not have (TEST-NET-1): refused at create, located.
+web_profile elsewhere "[{port: 8080, bind: 192.0.2.1}]"
+expect_code 2 sbx create --profile elsewhere
+expect_contains "$ERR" "elsewhere.yaml:4"
+expect_contains "$ERR" "192.0.2.1 is not an address of this machine"
+# Every address: allowed, and warned about.
+web_profile open "[{port: 8080, bind: 0.0.0.0}]"
+expect_code 0 sbx profiles validate "$PROFILES/open.yaml"
+expect_contains "$ERR" "warning: "
+expect_contains "$ERR" "exposes port 8080/tcp on every network"
+[ -z "$(containers)" ] || fail "bad input left containers: $(containers)"
+# A driver without the capability refuses, before anything is made.
+stub_profile stubbed <<EOF2
+  root: $WORK/backend
+EOF2
+printf 'ports: [8080]\n' >>"$PROFILES/stubbed.yaml"
+expect_code 4 sbx create --profile stubbed
+expect_contains "$ERR" "exposes ports (\`ports:\`), which driver stub does not support"
+[ -z "$(ls "$WORK/backend/sandboxes" 2>/dev/null)" ] || fail "the refused stub create made a sandbox"
+echo ok
