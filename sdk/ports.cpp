@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sandboxer/error.hpp>
 #include <sandboxer/ports.hpp>
 
 #include "sdk/file_descriptor.hpp"
@@ -84,6 +85,37 @@ std::optional<std::string> holder_of(const std::string& inode) {
   return found;
 }
 
+// An IP literal and a port as a sockaddr; `length` 0 when the text is no IP address.
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  SocketAddress(const std::string& address, int port) {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(static_cast<uint16_t>(port));
+      length = sizeof *v4;
+    } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(static_cast<uint16_t>(port));
+      length = sizeof *v6;
+    }
+  }
+  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
+  // A socket of `protocol` of this address's family; -1 for no address.
+  int open(const std::string& protocol) const {
+    return length ? ::socket(storage.ss_family,
+                             (protocol == "udp" ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0)
+                  : -1;
+  }
+  int port() const {
+    return ntohs(storage.ss_family == AF_INET
+                     ? reinterpret_cast<const sockaddr_in*>(&storage)->sin_port
+                     : reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  }
+};
+
 } // namespace
 
 std::string port_url(const PortBinding& binding) {
@@ -135,27 +167,15 @@ bool is_local_address(const std::string& address) {
 
 std::optional<std::string> port_unavailable(const std::string& protocol, const std::string& address,
                                             int port) {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
-  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    length = sizeof *v4;
-  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    length = sizeof *v6;
-  } else {
+  SocketAddress at(address, port);
+  if (!at.length) {
     return fmt::format("{} is not an IP address", address);
   }
-  FileDescriptor fd(::socket(storage.ss_family,
-                             (protocol == "udp" ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0));
+  FileDescriptor fd(at.open(protocol));
   if (fd.get() < 0) {
     return std::nullopt; // no socket to try with: the backend will say
   }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&storage), length) == 0) {
+  if (::bind(fd.get(), at.get(), at.length) == 0) {
     return std::nullopt;
   }
   const int error = errno;
@@ -168,6 +188,18 @@ std::optional<std::string> port_unavailable(const std::string& protocol, const s
     return std::string("in use");
   }
   return std::nullopt; // not ours to judge (a port below 1024 for a root daemon): the backend's
+}
+
+int free_port(const std::string& protocol, const std::string& address) {
+  SocketAddress at(address, 0);
+  FileDescriptor fd(at.open(protocol));
+  socklen_t size = at.length;
+  if (fd.get() < 0 || ::bind(fd.get(), at.get(), at.length) != 0 ||
+      ::getsockname(fd.get(), at.get(), &size) != 0) {
+    throw DriverError(DriverError::Kind::error,
+                      fmt::format("no free {} port on {}", protocol, address));
+  }
+  return at.port();
 }
 
 } // namespace sandboxer

@@ -94,6 +94,10 @@ std::vector<std::string> qemu_argv(const Spec& spec, const Launch& launch) {
     for (const auto& [guest, host] : launch.forwards) {
       netdev += fmt::format(",hostfwd=tcp:127.0.0.1:{}-:{}", host, guest);
     }
+    for (const auto& exposed : launch.exposed) {
+      netdev += fmt::format(",hostfwd={}:{}:{}-:{}", exposed.protocol, exposed.bind,
+                            exposed.host_port, exposed.guest_port);
+    }
     argv.insert(argv.end(), {"-netdev", netdev, "-device", "virtio-net-pci,netdev=net0"});
   }
   if (launch.loadvm) {
@@ -187,23 +191,6 @@ std::string last_serial_line(const VmDir& dir) {
     }
   }
   return line.size() > 200 ? line.substr(0, 200) : line;
-}
-
-int free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-    throw DriverError(Kind::error, "no free TCP port on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 } // namespace sandboxer::drivers::vm_packer

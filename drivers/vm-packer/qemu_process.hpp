@@ -24,11 +24,20 @@ struct VmDir {
 };
 
 // What QEMU is started with beyond the spec.
+// One of the profile's `ports:` as a QEMU forward.
+struct Exposed {
+  std::string protocol; // tcp or udp
+  std::string bind;     // an IPv4 address of the host
+  int host_port = 0;
+  int guest_port = 0;
+};
+
 struct Launch {
   std::string name;                  // -name: the sandbox id, visible in ps
   bool kvm = false;                  // the accelerator chosen (accel.hpp)
   std::string accel_reason;          // why: said while booting and by a boot that times out
   std::map<int, int> forwards;       // guest TCP port -> host port on 127.0.0.1
+  std::vector<Exposed> exposed;      // the profile's `ports:` (docs/ports.md)
   std::optional<std::string> loadvm; // resume this internal snapshot of the overlay
 };
 
@@ -48,8 +57,5 @@ void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseco
 
 // The serial log's last non-empty line (boot progress, and what a failed boot said).
 std::string last_serial_line(const VmDir& dir);
-
-// A free TCP port on 127.0.0.1 now.
-int free_loopback_port();
 
 } // namespace sandboxer::drivers::vm_packer

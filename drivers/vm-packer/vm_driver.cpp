@@ -10,6 +10,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/ports.hpp>
 #include <sandboxer/proc.hpp>
 #include <sandboxer/spec_fields.hpp>
 
@@ -82,6 +83,54 @@ public:
       : m_spec(std::move(spec)), m_root(context.root_or(context.data_dir)),
         m_progress(*context.progress) {}
 
+  // The profile's `ports:` as QEMU forwards: a host port picked now where none was asked for.
+  // They need QEMU's user network, and its forwards take IPv4 addresses.
+  std::vector<Exposed> exposed_of(const std::vector<PortSpec>& ports) const {
+    std::vector<Exposed> exposed;
+    for (const auto& port : ports) {
+      if (!m_spec.restricted_network) {
+        throw DriverError(
+            Kind::invalid_spec,
+            fmt::format("vm-packer: ports: {}/{} needs vm.network: restricted (QEMU's "
+                        "user network forwards it; with none the VM has no network)",
+                        port.port, port.protocol));
+      }
+      if (port.bind.find(':') != std::string::npos) {
+        throw DriverError(Kind::invalid_spec,
+                          fmt::format("vm-packer: ports: {}/{} binds {}: QEMU forwards from IPv4 "
+                                      "addresses only",
+                                      port.port, port.protocol, port.bind));
+      }
+      if (port.protocol == "tcp" &&
+          std::find(m_spec.ports.begin(), m_spec.ports.end(), port.port) != m_spec.ports.end()) {
+        throw DriverError(Kind::invalid_spec,
+                          fmt::format("vm-packer: port {}/tcp is in both ports: and vm.ports; "
+                                      "keep one",
+                                      port.port));
+      }
+      const int host_port = port.host_port ? *port.host_port : free_port(port.protocol, port.bind);
+      exposed.push_back({port.protocol, port.bind, host_port, port.port});
+    }
+    return exposed;
+  }
+
+  // Where each exposed port is reached: vm.ports' forwards and the profile's ports:.
+  std::vector<PortBinding> bindings_of(const Launch& launch) const {
+    std::vector<PortBinding> bindings;
+    for (int port : m_spec.ports) {
+      PortBinding binding{port, "tcp", "127.0.0.1", launch.forwards.at(port), ""};
+      binding.url = port_url(binding);
+      bindings.push_back(std::move(binding));
+    }
+    for (const auto& exposed : launch.exposed) {
+      PortBinding binding{exposed.guest_port, exposed.protocol, exposed.bind, exposed.host_port,
+                          ""};
+      binding.url = port_url(binding);
+      bindings.push_back(std::move(binding));
+    }
+    return bindings;
+  }
+
   CreateResult create(const CreateRequest& request) override {
     VmDir dir{m_root / "vms" / request.sandbox_id};
     std::error_code ec;
@@ -101,12 +150,13 @@ public:
       m_progress.update(accel.reason);
       if (m_spec.restricted_network) {
         for (int port : m_spec.ports) {
-          launch.forwards[port] = free_loopback_port();
+          launch.forwards[port] = free_port("tcp", "127.0.0.1");
         }
         if (m_spec.exec.via == Spec::ExecVia::ssh) {
-          launch.forwards[m_spec.exec.port] = free_loopback_port();
+          launch.forwards[m_spec.exec.port] = free_port("tcp", "127.0.0.1");
         }
       }
+      launch.exposed = exposed_of(request.ports);
       int pid = start_qemu(m_spec, launch, dir);
       wait_until_ready(dir, launch);
       json forwards = json::object();
@@ -120,7 +170,8 @@ public:
                {"serial_log", dir.serial_log().string()},
                {"ports", forwards},
                {"image_sha256", m_spec.image_sha256},
-               {"restored_memory", launch.loadvm.has_value()}}};
+               {"restored_memory", launch.loadvm.has_value()}},
+              bindings_of(launch)};
     } catch (...) {
       interrupt::Shield cleaning;
       stop_qemu(dir, launch.name, std::chrono::seconds(2));
@@ -532,7 +583,8 @@ public:
             .native_ttl = false,
             .list_by_label = true,
             .restore_in_place = false,
-            .logs = true};
+            .logs = true,
+            .ports = true};
   }
   // A profile's section does more than the table reads: its manifest names the image, which is
   // hashed.

@@ -21,4 +21,8 @@ bool is_local_address(const std::string& address);
 std::optional<std::string> port_unavailable(const std::string& protocol, const std::string& address,
                                             int port);
 
+// A port of `protocol` free on `address` now, as the kernel picks one (for a backend that must be
+// told a host port, such as QEMU's forwards). Throws DriverError when there is none.
+int free_port(const std::string& protocol, const std::string& address);
+
 } // namespace sandboxer

@@ -8,6 +8,8 @@
 cd "$WORK"
 tiny_vm_profile vm "network: restricted" "ports: [8080]" \
   "exec: { via: ssh, identity_file: ${SANDBOXER_TINY_VM_DIR:?}/ssh/id_ed25519 }"
+# The profile's own ports: (docs/ports.md) beside the driver's vm.ports.
+printf 'ports: [9090, "5353/udp"]\n' >>"$PROFILES/vm.yaml"
 DATA="$STATE/drivers/vm-packer"
 at_exit 'for f in "$DATA"/vms/*/qemu.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done; true'
 qemu_of() { pgrep -f -- "-name $1 " || true; }
@@ -17,11 +19,23 @@ ID=$(jq -r .id <<<"$OUT")
 SSH_AT=$(record "$ID" '.info.ports["22"]')
 WEB_AT=$(record "$ID" '.info.ports["8080"]')
 [[ "$SSH_AT" == 127.0.0.1:* && "$WEB_AT" == 127.0.0.1:* ]] || fail "forwards: $(record "$ID" .info)"
+# Every exposed port, both kinds, is in the record and `port`; the ssh forward is not one.
+expect_code 0 sbx port one
+[[ "$OUT" == *"8080/tcp -> $WEB_AT"* && "$OUT" == *"9090/tcp -> 127.0.0.1:"* && "$OUT" == *"5353/udp -> 127.0.0.1:"* ]] ||
+  fail "port one: $OUT"
+[ "$(wc -l <<<"$OUT")" = 3 ] || fail "port one lists $(wc -l <<<"$OUT") ports: $OUT"
+expect_code 0 sbx port one 9090
+OWN_AT=$OUT
+[[ "$OWN_AT" == 127.0.0.1:* ]] || fail "port one 9090: $OWN_AT"
+[ "$(record "$ID" '[.history[] | select(.event == "ports.exposed") | .details.ports[].port] | sort | join(",")')" = \
+  "5353,8080,9090" ] || fail "the ports.exposed entry: $(record "$ID" .history)"
 QEMU=$(qemu_of "$ID")
 [ -n "$QEMU" ] || fail "no QEMU runs for $ID"
-# QEMU listens on exactly the two forwards, and only on loopback.
+# QEMU listens on exactly the TCP forwards, and only on loopback; the UDP one is bound there too.
 LISTENS=$(ss -Hltnp | grep "pid=$QEMU," | awk '{print $4}' | sort)
-[ "$LISTENS" = "$(printf '%s\n' "$SSH_AT" "$WEB_AT" | sort)" ] || fail "QEMU listens on: $LISTENS"
+[ "$LISTENS" = "$(printf '%s\n' "$SSH_AT" "$WEB_AT" "$OWN_AT" | sort)" ] || fail "QEMU listens on: $LISTENS"
+[ "$(ss -Hlunp | grep "pid=$QEMU," | awk '{print $4}')" = "$(sbx port one 5353/udp)" ] ||
+  fail "QEMU's UDP forward: $(ss -Hlunp | grep "pid=$QEMU,")"
 
 # exec over ssh means what it means over the agent.
 expect_code 5 sbx exec -e K=v one -- sh -c 'echo "out $K"; echo err >&2; exit 5'
@@ -54,6 +68,13 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 [ "$BODY" = from-the-guest ] || fail "the forward of port 8080 did not reach the guest: $BODY"
+expect_code 0 sbx exec one -- httpd -p 9090 -h /www
+BODY=""
+for _ in $(seq 50); do
+  BODY=$(curl -s -m 2 "http://$OWN_AT/index.html") && break
+  sleep 0.1
+done
+[ "$BODY" = from-the-guest ] || fail "ports: 9090 did not reach the guest at $OWN_AT: $BODY"
 
 # restrict=on: the guest cannot open a connection to the host (or anywhere) through QEMU.
 PORT=$(free_port)
