@@ -99,6 +99,31 @@ Kind kind_of_connect_code(const std::string& code) {
   return Kind::error;
 }
 
+// E2B gives each port of a sandbox a host of its own on its proxy (the SDKs' getHost:
+// PORT-SANDBOXID.DOMAIN), TCP only, nothing bound on this machine: a host_port or a bind other
+// than the default has no meaning here, and is refused rather than ignored.
+void check_ports(const std::vector<PortSpec>& ports) {
+  for (const auto& port : ports) {
+    if (port.protocol != "tcp" || port.host_port || port.bind != "127.0.0.1") {
+      throw DriverError(Kind::invalid_spec,
+                        fmt::format("e2b: port {}/{}: E2B reaches a sandbox's TCP ports through "
+                                    "its own host per port (PORT-ID.DOMAIN); udp, host_port and "
+                                    "bind have no meaning there",
+                                    port.port, port.protocol));
+    }
+  }
+}
+
+std::vector<PortBinding> port_bindings(const std::vector<PortSpec>& ports,
+                                       const std::string& sandbox_id, const std::string& domain) {
+  std::vector<PortBinding> bindings;
+  for (const auto& port : ports) {
+    const std::string host = fmt::format("{}-{}.{}", port.port, sandbox_id, domain);
+    bindings.push_back({port.port, "tcp", host, std::nullopt, "https://" + host});
+  }
+  return bindings;
+}
+
 class E2bDriver : public Driver {
 public:
   E2bDriver(Spec spec, Endpoints endpoints, std::string api_key, const Clock& clock)
@@ -112,6 +137,7 @@ public:
                         "an E2B sandbox always has a deadline: give the profile a ttl (ttl: none "
                         "is not possible with the e2b driver)");
     }
+    check_ports(request.ports);
     std::string template_id = request.from_snapshot.value_or(m_spec.template_id);
     json body = {{"templateID", template_id},
                  {"timeout", timeout_until(*request.expires_at)},
@@ -139,9 +165,12 @@ public:
     result.info = {{"template", text_of(sandbox, "templateID", template_id)},
                    {"envd_version", text_of(sandbox, "envdVersion")},
                    {"timeout_s", body["timeout"]}};
+    std::string domain = m_api.endpoints().domain;
     if (sandbox.contains("domain") && sandbox["domain"].is_string()) {
       result.info["domain"] = sandbox["domain"];
+      domain = sandbox["domain"].get<std::string>();
     }
+    result.ports = port_bindings(request.ports, id, domain);
     return result;
   }
 
@@ -539,7 +568,8 @@ public:
             .list_by_label = true,
             .exec_user = true,
             .logs = true,
-            .copy = true};
+            .copy = true,
+            .ports = true};
   }
   json location(const json& spec, const DriverContext&) const override {
     Endpoints endpoints = resolve_endpoints(bind(spec));

@@ -53,6 +53,24 @@ T=$(jq -r .timeout <<<"$REMOTE")
 [ "$T" -ge $((30 * 60 + 60 - 5)) ] && [ "$T" -le $((30 * 60 + 60)) ] || fail "timeout: $T"
 [ "$(jq -r .autoPause <<<"$REMOTE")" = false ] || fail "autoPause"
 
+# ports: (docs/ports.md): E2B's host per port, as its SDKs build it (PORT-ID.DOMAIN); nothing is
+# bound here, so a host_port is refused before anything is made.
+{ cat "$PROFILES/e2b.yaml"; printf 'ports: [8080, 3000]\n'; } >"$PROFILES/e2b-web.yaml"
+run 0 sbx create --profile e2b-web --name web -o json
+WEB_BID=$(jq -r .backend_id <<<"$OUT")
+DOMAIN=$(jq -r '.info.domain // "e2b.app"' <<<"$(sbx status web -o json)")
+[ "$(jq -c '[.ports[] | [.port, .protocol, .host, .host_port, .url]]' <<<"$OUT")" = \
+  "[[8080,\"tcp\",\"8080-$WEB_BID.$DOMAIN\",null,\"https://8080-$WEB_BID.$DOMAIN\"],[3000,\"tcp\",\"3000-$WEB_BID.$DOMAIN\",null,\"https://3000-$WEB_BID.$DOMAIN\"]]" ] ||
+  fail "e2b ports: $OUT"
+run 0 sbx port web 8080
+[ "$OUT" = "https://8080-$WEB_BID.$DOMAIN" ] || fail "port web 8080: $OUT"
+run 0 sbx destroy web
+SANDBOXES_BEFORE=$(fake sandboxes | jq length)
+{ cat "$PROFILES/e2b.yaml"; printf 'ports: [{port: 8080, host_port: 18080}]\n'; } >"$PROFILES/e2b-hostport.yaml"
+run 2 sbx create --profile e2b-hostport
+expect_contains "$ERR" "host_port"
+[ "$(fake sandboxes | jq length)" = "$SANDBOXES_BEFORE" ] || fail "a refused create made an E2B sandbox"
+
 # list shows it; status asks E2B.
 run 0 sbx list -o json
 [ "$(jq -r --arg id "$ID" '[.[] | select(.id == $id)] | length' <<<"$OUT")" = 1 ] || fail "list: $OUT"
