@@ -202,4 +202,42 @@ int free_port(const std::string& protocol, const std::string& address) {
   return at.port();
 }
 
+nlohmann::json port_specs_json(const std::vector<PortSpec>& ports) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& port : ports) {
+    list.push_back({{"port", port.port},
+                    {"protocol", port.protocol},
+                    {"host_port", port.host_port ? nlohmann::json(*port.host_port) : nullptr},
+                    {"bind", port.bind}});
+  }
+  return list;
+}
+
+std::vector<PortSpec> port_specs_from_json(const nlohmann::json& ports) {
+  std::vector<PortSpec> specs;
+  for (const auto& item : ports) {
+    PortSpec spec;
+    spec.port = item.value("port", 0);
+    spec.protocol = item.value("protocol", "tcp");
+    if (item.contains("host_port") && item["host_port"].is_number_integer()) {
+      spec.host_port = item["host_port"].get<int>();
+    }
+    spec.bind = item.value("bind", "127.0.0.1");
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+nlohmann::json port_bindings_json(const std::vector<PortBinding>& ports) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& port : ports) {
+    list.push_back({{"port", port.port},
+                    {"protocol", port.protocol},
+                    {"host", port.host},
+                    {"host_port", port.host_port ? nlohmann::json(*port.host_port) : nullptr},
+                    {"url", port.url}});
+  }
+  return list;
+}
+
 } // namespace sandboxer

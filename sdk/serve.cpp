@@ -18,6 +18,7 @@
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/ports.hpp>
 #include <sandboxer/sdk.hpp>
 
 #include "sdk/copy_streams.hpp"
@@ -329,8 +330,15 @@ private:
       if (method == "restore") {
         request.from_snapshot = text(params, "backend_ref");
       }
+      if (params.contains("ports")) {
+        request.ports = port_specs_from_json(params["ports"]);
+      }
       CreateResult result = open(params)->create(request);
-      return {{"backend_id", result.backend_id}, {"info", result.info}};
+      json answer = {{"backend_id", result.backend_id}, {"info", result.info}};
+      if (!request.ports.empty()) {
+        answer["ports"] = port_bindings_json(result.ports);
+      }
+      return answer;
     }
     if (method == "destroy" || method == "delete_snapshot") {
       try {

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sandboxer/ports.hpp>
+
 #include "cli/commands/commands.hpp"
 #include "core/errors.hpp"
 #include "core/lifecycle/rules.hpp"
@@ -73,7 +75,7 @@ ExitCode run_port(Context& context, const PortArgs& args) {
         exposed.empty() ? std::string("it exposes none")
                         : "it exposes " + fmt::format("{}", fmt::join(exposed, ", "))));
   }
-  context.out().print(lifecycle_rules::bindings_json(shown), [&] {
+  context.out().print(port_bindings_json(shown), [&] {
     Table table;
     for (const auto& binding : shown) {
       if (wanted) {

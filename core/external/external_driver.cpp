@@ -8,6 +8,7 @@
 
 #include <sandboxer/base64.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/ports.hpp>
 
 #include "core/external/connection.hpp"
 
@@ -59,6 +60,46 @@ std::string string_member(const json& result, const char* key, const std::string
         fmt::format("the driver's {} result: \"{}\" must be a non-empty string", method, key));
   }
   return value.get<std::string>();
+}
+
+// result.ports of a create or restore: one binding per asked port, each whole (a driver that
+// forgets a port, or says nothing of where it is, would leave `sandboxer port` guessing).
+std::vector<PortBinding> ports_of(const json& result, const std::vector<PortSpec>& asked,
+                                  const std::string& method) {
+  if (asked.empty()) {
+    return {};
+  }
+  const json& ports = member(result, "ports", method);
+  auto bad = [&](const std::string& why) {
+    return DriverError(DriverError::Kind::error,
+                       fmt::format("the driver's {} result: \"ports\" {}", method, why));
+  };
+  if (!ports.is_array() || ports.size() != asked.size()) {
+    throw bad(fmt::format("must list the {} port(s) asked for, one each", asked.size()));
+  }
+  std::vector<PortBinding> bindings;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    const json& item = ports[i];
+    PortBinding binding;
+    if (!item.is_object() || !item.value("port", json()).is_number_integer() ||
+        !item.value("host", json()).is_string() || !item.value("url", json()).is_string() ||
+        item["host"].get<std::string>().empty() || item["url"].get<std::string>().empty()) {
+      throw bad(fmt::format("[{}] needs port, host and url", i));
+    }
+    binding.port = item["port"].get<int>();
+    binding.protocol = item.value("protocol", "tcp");
+    binding.host = item["host"].get<std::string>();
+    if (item.contains("host_port") && item["host_port"].is_number_integer()) {
+      binding.host_port = item["host_port"].get<int>();
+    }
+    binding.url = item["url"].get<std::string>();
+    if (binding.port != asked[i].port || binding.protocol != asked[i].protocol) {
+      throw bad(fmt::format("[{}] is {}/{}, where {}/{} was asked", i, binding.port,
+                            binding.protocol, asked[i].port, asked[i].protocol));
+    }
+    bindings.push_back(std::move(binding));
+  }
+  return bindings;
 }
 
 class Factory;
@@ -216,6 +257,10 @@ public:
       method = "restore";
       params["backend_ref"] = *request.from_snapshot;
     }
+    if (!request.ports.empty()) {
+      // Only when there are some: the core sends ports only to a driver that declares them.
+      params["ports"] = port_specs_json(request.ports);
+    }
     json result = call(method, params);
     CreateResult out;
     out.backend_id = string_member(result, "backend_id", method);
@@ -223,6 +268,7 @@ public:
     if (!out.info.is_object()) {
       out.info = json::object();
     }
+    out.ports = ports_of(result, request.ports, method);
     return out;
   }
 

@@ -63,7 +63,7 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   if (!profile.events.empty()) {
     record.policy.events = profile.events;
   }
-  record.policy.ports = ports_json(profile.ports);
+  record.policy.ports = port_specs_json(profile.ports);
   record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }
@@ -193,7 +193,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
           // Who exposed which port where, until when: the exposure ends with the sandbox.
           r.transition(EventKind::ports_exposed, State::running, made_at, m_actor,
                        fmt::format("{} port(s) exposed", r.ports.size()),
-                       {{"ports", bindings_json(r.ports)},
+                       {{"ports", port_bindings_json(r.ports)},
                         {"until", r.expires_at ? nlohmann::json(format_time(*r.expires_at))
                                                : nlohmann::json()}});
         }

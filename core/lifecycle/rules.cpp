@@ -79,46 +79,8 @@ CreateRequest create_request(const SandboxRecord& record, const std::string& led
   request.env = record.env;
   request.env["SANDBOXER_ID"] = record.id;
   request.expires_at = ttl_deadline(record);
-  request.ports = port_specs_of(record.policy.ports);
+  request.ports = port_specs_from_json(record.policy.ports);
   return request;
-}
-
-nlohmann::json ports_json(const std::vector<PortSpec>& ports) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& port : ports) {
-    list.push_back({{"port", port.port},
-                    {"protocol", port.protocol},
-                    {"host_port", port.host_port ? nlohmann::json(*port.host_port) : nullptr},
-                    {"bind", port.bind}});
-  }
-  return list;
-}
-
-std::vector<PortSpec> port_specs_of(const nlohmann::json& ports) {
-  std::vector<PortSpec> specs;
-  for (const auto& item : ports) {
-    PortSpec spec;
-    spec.port = item.value("port", 0);
-    spec.protocol = item.value("protocol", "tcp");
-    if (item.contains("host_port") && item["host_port"].is_number_integer()) {
-      spec.host_port = item["host_port"].get<int>();
-    }
-    spec.bind = item.value("bind", "127.0.0.1");
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
-nlohmann::json bindings_json(const std::vector<PortBinding>& ports) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& port : ports) {
-    list.push_back({{"port", port.port},
-                    {"protocol", port.protocol},
-                    {"host", port.host},
-                    {"host_port", port.host_port ? nlohmann::json(*port.host_port) : nullptr},
-                    {"url", port.url}});
-  }
-  return list;
 }
 
 void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wanted,

@@ -43,10 +43,5 @@ void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wa
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);
-// The profile's ports as the record keeps them (CreationPolicy::ports), and back.
-nlohmann::json ports_json(const std::vector<PortSpec>& ports);
-std::vector<PortSpec> port_specs_of(const nlohmann::json& ports);
-// The public form of where ports are reached: `ports.exposed` details, status and `port`.
-nlohmann::json bindings_json(const std::vector<PortBinding>& ports);
 
 } // namespace sandboxer::lifecycle_rules

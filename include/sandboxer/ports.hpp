@@ -25,4 +25,11 @@ std::optional<std::string> port_unavailable(const std::string& protocol, const s
 // told a host port, such as QEMU's forwards). Throws DriverError when there is none.
 int free_port(const std::string& protocol, const std::string& address);
 
+// The JSON forms of ports, one for the ledger (CreationPolicy::ports), the driver protocol and the
+// public output alike: {port, protocol, host_port, bind} as asked, {port, protocol, host,
+// host_port, url} as made.
+nlohmann::json port_specs_json(const std::vector<PortSpec>& ports);
+std::vector<PortSpec> port_specs_from_json(const nlohmann::json& ports);
+nlohmann::json port_bindings_json(const std::vector<PortBinding>& ports);
+
 } // namespace sandboxer

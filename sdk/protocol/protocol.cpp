@@ -46,7 +46,8 @@ nlohmann::json capabilities_json(const Capabilities& caps) {
           {"exec_user", caps.exec_user},
           {"logs", caps.logs},
           {"copy", caps.copy},
-          {"copy_owner", caps.copy_owner}};
+          {"copy_owner", caps.copy_owner},
+          {"ports", caps.ports}};
 }
 
 Capabilities capabilities_of(const nlohmann::json& caps) {
@@ -66,6 +67,8 @@ Capabilities capabilities_of(const nlohmann::json& caps) {
   // copies over exec; copy_owner means copy_in honours `owner`.
   out.copy = flag("copy");
   out.copy_owner = out.copy && flag("copy_owner");
+  // Optional (added with ports:): create and restore take params.ports and answer result.ports.
+  out.ports = flag("ports");
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/ports.hpp>
 #include <sandboxer/sdk.hpp>
 
 #include "drivers/stub/stub_driver.hpp"
@@ -25,8 +26,25 @@ public:
   Copying(std::unique_ptr<Driver> inner, fs::path root)
       : m_inner(std::move(inner)), m_root(std::move(root)) {}
 
+  // Its commands run on this machine: a port in the sandbox is this machine's own, so a port is
+  // its own host port (the reference of the protocol's ports, docs/ports.md).
   sandboxer::CreateResult create(const sandboxer::CreateRequest& request) override {
-    return m_inner->create(request);
+    for (const auto& port : request.ports) {
+      if (port.host_port && *port.host_port != port.port) {
+        throw sandboxer::DriverError(
+            sandboxer::DriverError::Kind::invalid_spec,
+            fmt::format("stub-external: port {}: the sandbox's ports are this machine's own; "
+                        "host_port must be the port itself",
+                        port.port));
+      }
+    }
+    sandboxer::CreateResult result = m_inner->create(request);
+    for (const auto& port : request.ports) {
+      sandboxer::PortBinding binding{port.port, port.protocol, port.bind, port.port, ""};
+      binding.url = sandboxer::port_url(binding);
+      result.ports.push_back(std::move(binding));
+    }
+    return result;
   }
   void destroy(const SandboxHandle& sandbox) override { m_inner->destroy(sandbox); }
   sandboxer::BackendStatus status(const SandboxHandle& sandbox) override {
@@ -112,6 +130,7 @@ public:
     // Its own copy (directory_copy.cpp), not the stub's tar: no owner, as it runs unprivileged.
     caps.copy = true;
     caps.copy_owner = false;
+    caps.ports = true;
     return caps;
   }
   nlohmann::json parse_spec(const nlohmann::json& section) const override {

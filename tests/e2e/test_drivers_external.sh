@@ -21,7 +21,7 @@ expect_code 0 sbx drivers -o json
 [ "$(jq -r '.[] | select(.name == "pydir") | .path' <<<"$OUT")" = "$EXAMPLE/sandboxer-driver-pydir" ] \
   || fail "pydir is not listed with its path: $OUT"
 [ "$(jq -c '.[] | select(.name == "pydir") | .capabilities' <<<"$OUT")" \
-  = '{"copy":false,"copy_owner":false,"exec":true,"exec_user":false,"list_by_label":true,"logs":false,"native_ttl":true,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
+  = '{"copy":false,"copy_owner":false,"exec":true,"exec_user":false,"list_by_label":true,"logs":false,"native_ttl":true,"ports":false,"snapshot":true}' ] || fail "pydir's capabilities: $OUT"
 [ "$(jq '[.[] | select(.name == "stub")] | length' <<<"$OUT")" = 1 ] || fail "stub listed twice: $OUT"
 [ "$(jq -r '.[] | select(.name == "stub") | .builtin' <<<"$OUT")" = true ] || fail "stub is not the built-in one"
 expect_contains "$(jq -r '.[] | select(.name == "dies") | .error' <<<"$OUT")" "no DIES_URL set"
@@ -189,7 +189,22 @@ if [ -n "${SANDBOXER_STUB_EXTERNAL:-}" ]; then
   mkdir -p "$WORK/sx"
   ln -s "$SANDBOXER_STUB_EXTERNAL" "$WORK/sx/sandboxer-driver-stub-external"
   SANDBOXER_DRIVER_PATH="$WORK/sx" expect_code 0 sbx drivers -o json
-  [ "$(jq -c '.[] | select(.name == "stub-external") | .capabilities | [.copy, .copy_owner]' <<<"$OUT")" \
-    = '[true,false]' ] || fail "stub-external's copy capabilities: $OUT"
+  [ "$(jq -c '.[] | select(.name == "stub-external") | .capabilities | [.copy, .copy_owner, .ports]' <<<"$OUT")" \
+    = '[true,false,true]' ] || fail "stub-external's capabilities: $OUT"
+  # ports: over the protocol (docs/driver-protocol.md): asked in create's params, answered in its
+  # result, recorded and printed as any driver's; pydir does not declare them, so it is refused.
+  P=$(free_port)
+  printf 'driver: stub-external\nports: [%s, "%s/udp"]\nstub-external: { root: %s }\n' "$P" "$P" "$WORK/sx-root" \
+    >"$PROFILES/sx-web.yaml"
+  SANDBOXER_DRIVER_PATH="$WORK/sx" expect_code 0 sbx create --profile sx-web --name sxweb -o json
+  [ "$(jq -c '[.ports[] | [.port, .protocol, .host, .host_port, .url]]' <<<"$OUT")" = \
+    "[[$P,\"tcp\",\"127.0.0.1\",$P,\"tcp://127.0.0.1:$P\"],[$P,\"udp\",\"127.0.0.1\",$P,\"udp://127.0.0.1:$P\"]]" ] ||
+    fail "ports over the protocol: $OUT"
+  SANDBOXER_DRIVER_PATH="$WORK/sx" expect_code 0 sbx port sxweb "$P/udp"
+  [ "$OUT" = "127.0.0.1:$P" ] || fail "port sxweb $P/udp: $OUT"
+  SANDBOXER_DRIVER_PATH="$WORK/sx" expect_code 0 sbx destroy sxweb
+  printf 'driver: pydir\nports: [8080]\npydir: { root: %s }\n' "$WORK/backend" >"$PROFILES/pd-web.yaml"
+  expect_code 4 sbx create --profile pd-web
+  expect_contains "$ERR" "which driver pydir does not support"
 fi
 echo "ok"
