@@ -60,20 +60,21 @@ grep -qx "exit=3" "$WORK/tty.out" || fail "exec -it exit: $(cat "$WORK/tty.out")
   sh -c 'test -t 1 && echo "size=$(stty size)"'
 grep -qx "size=33 111" "$WORK/tty.out" || fail "exec -t size: $(cat "$WORK/tty.out")"
 
-# `ports`: a server in the guest answers on its forward.
+# `ports`: a server in the guest answers on its forward, the driver's and the profile's alike.
+# page_at HOST:PORT: the guest's page there, tried for up to 5 s.
+page_at() {
+  local body=""
+  for _ in $(seq 50); do
+    body=$(curl -s -m 2 "http://$1/index.html") && break
+    sleep 0.1
+  done
+  printf '%s' "$body"
+}
 expect_code 0 sbx exec one -- sh -c 'mkdir -p /www && echo from-the-guest >/www/index.html && httpd -p 8080 -h /www'
-BODY=""
-for _ in $(seq 50); do
-  BODY=$(curl -s -m 2 "http://$WEB_AT/index.html") && break
-  sleep 0.1
-done
+BODY=$(page_at "$WEB_AT")
 [ "$BODY" = from-the-guest ] || fail "the forward of port 8080 did not reach the guest: $BODY"
 expect_code 0 sbx exec one -- httpd -p 9090 -h /www
-BODY=""
-for _ in $(seq 50); do
-  BODY=$(curl -s -m 2 "http://$OWN_AT/index.html") && break
-  sleep 0.1
-done
+BODY=$(page_at "$OWN_AT")
 [ "$BODY" = from-the-guest ] || fail "ports: 9090 did not reach the guest at $OWN_AT: $BODY"
 
 # restrict=on: the guest cannot open a connection to the host (or anywhere) through QEMU.
