@@ -93,6 +93,18 @@ public:
     if (m_spec.memory_mb) {
       definition.mutable_resources()->set_memory_mb(*m_spec.memory_mb);
     }
+    // ports: Modal reaches them through TLS tunnels of its own, one host each; nothing is bound on
+    // this machine, so udp, a host_port or a bind are refused rather than ignored.
+    for (const auto& port : request.ports) {
+      if (port.protocol != "tcp" || port.host_port || port.bind != "127.0.0.1") {
+        throw DriverError(Kind::invalid_spec,
+                          fmt::format("modal: port {}/{}: Modal reaches a sandbox's TCP ports "
+                                      "through a tunnel host of its own; udp, host_port and bind "
+                                      "have no meaning there",
+                                      port.port, port.protocol));
+      }
+      definition.mutable_open_ports()->add_ports()->set_port(static_cast<std::uint32_t>(port.port));
+    }
     auto& network = *definition.mutable_network_access();
     if (m_spec.network == "open") {
       network.set_network_access_type(api::NetworkAccess::OPEN);
@@ -159,7 +171,7 @@ public:
       if (request.from_snapshot) {
         info["snapshot"] = *request.from_snapshot;
       }
-      return {sandbox_id, info};
+      return {sandbox_id, info, tunnels_of(sandbox_id, request.ports)};
     } catch (...) {
       // Modal bills the sandbox from SandboxCreate on: never leave one that nothing tracks.
       interrupt::Shield shield;
@@ -431,6 +443,40 @@ private:
                                     format_duration(*ttl)));
     }
     return ttl.value_or(std::chrono::seconds(300));
+  }
+
+  // Where Modal put each asked port: its tunnel (https://HOST, or HOST:PORT off 443).
+  std::vector<PortBinding> tunnels_of(const std::string& sandbox_id,
+                                      const std::vector<PortSpec>& ports) {
+    if (ports.empty()) {
+      return {};
+    }
+    api::SandboxGetTunnelsRequest ask;
+    ask.set_sandbox_id(sandbox_id);
+    ask.set_timeout(static_cast<float>(
+        std::chrono::duration_cast<std::chrono::seconds>(m_spec.call_timeout).count()));
+    api::SandboxGetTunnelsResponse answer;
+    m_api.unary("SandboxGetTunnels", m_spec.call_timeout, [&](grpc::ClientContext& context) {
+      return m_stub->SandboxGetTunnels(&context, ask, &answer);
+    });
+    std::vector<PortBinding> bindings;
+    for (const auto& port : ports) {
+      const api::TunnelData* found = nullptr;
+      for (const auto& tunnel : answer.tunnels()) {
+        if (tunnel.container_port() == static_cast<std::uint32_t>(port.port)) {
+          found = &tunnel;
+        }
+      }
+      if (!found || found->host().empty()) {
+        throw DriverError(Kind::error,
+                          fmt::format("modal: no tunnel for port {} of {}", port.port, sandbox_id));
+      }
+      const int tls_port = static_cast<int>(found->port());
+      bindings.push_back({port.port, "tcp", found->host(), tls_port,
+                          tls_port == 443 ? "https://" + found->host()
+                                          : fmt::format("https://{}:{}", found->host(), tls_port)});
+    }
+    return bindings;
   }
 
   std::string wait_for_task(const std::string& sandbox_id) {

@@ -34,9 +34,13 @@ public:
   }
   Capabilities capabilities() const override {
     // native_ttl: Modal keeps its own deadline; extend() refuses to go past it. logs: the
-    // entrypoint's output (SandboxGetLogs).
-    return {
-        .snapshot = true, .exec = true, .native_ttl = true, .list_by_label = true, .logs = true};
+    // entrypoint's output (SandboxGetLogs). ports: its tunnels (SandboxGetTunnels).
+    return {.snapshot = true,
+            .exec = true,
+            .native_ttl = true,
+            .list_by_label = true,
+            .logs = true,
+            .ports = true};
   }
   json location(const json& spec, const DriverContext&) const override {
     return location_of(bind(spec));

@@ -169,6 +169,29 @@ RC=0
 wait "$FOLLOW_PID" || RC=$?
 [ "$RC" = 130 ] || fail "logs -f at SIGINT: exit $RC: $(cat "$WORK/follow.err")"
 
+# ports: (docs/ports.md): each an open port of the definition, reached through Modal's tunnel
+# (SandboxGetTunnels), a TLS host of its own; a host_port is refused before anything is made.
+sandbox_profile web
+printf 'ports: [8080, 3000]\n' >>"$PROFILES/web.yaml"
+run 0 sbx create --profile web --name web -o json
+WEB_BID=$(jq -r .backend_id <<<"$OUT")
+[ "$(calls SandboxCreate | tail -1 | jq -c '[.request.definition.openPorts.ports[].port]')" = "[8080,3000]" ] ||
+  fail "open ports: $(calls SandboxCreate | tail -1)"
+[ "$(jq -c '[.ports[] | [.port, .protocol, .host_port, (.url | startswith("https://")), (.host | length > 0)]]' <<<"$OUT")" = \
+  '[[8080,"tcp",443,true,true],[3000,"tcp",443,true,true]]' ] || fail "modal ports: $OUT"
+TUNNEL_HOST=$(calls SandboxGetTunnels | tail -1 | jq -r '.response.tunnels[] | select(.containerPort == 8080) | .host')
+run 0 sbx port web 8080
+[ "$OUT" = "$TUNNEL_HOST:443" ] || fail "port web 8080: $OUT (the tunnel: $TUNNEL_HOST)"
+[ "$(jq -r --arg b "$WEB_BID" .request.sandboxId <<<"$(calls SandboxGetTunnels | tail -1)")" = "$WEB_BID" ] ||
+  fail "the tunnels asked for: $(calls SandboxGetTunnels | tail -1)"
+run 0 sbx destroy web
+CREATES=$(ncalls SandboxCreate)
+sandbox_profile web-udp
+printf 'ports: ["53/udp"]\n' >>"$PROFILES/web-udp.yaml"
+run 2 sbx create --profile web-udp
+expect_contains "$ERR" "udp, host_port and bind have no meaning there"
+[ "$(ncalls SandboxCreate)" = "$CREATES" ] || fail "a refused ports: created a Modal sandbox"
+
 # snapshot, then restore into a new sandbox that has the files of the moment of the snapshot.
 run 0 sbx exec one -- sh -c 'echo before > mark'
 run 0 sbx snapshot one --name s1 -o json

@@ -1,6 +1,8 @@
 // ModalClient: apps, image builds that take a few polls, sandboxes with a lifetime, tags, list,
 // the legacy exec and snapshot calls.
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -158,6 +160,28 @@ public:
       fs::copy(image->second.dir, sandbox.dir, fs::copy_options::recursive);
       r->set_sandbox_id(sandbox.id);
       m_world.sandboxes()[sandbox.id] = std::move(sandbox);
+      return Status::OK;
+    });
+  }
+
+  // One TLS tunnel per open port, on 443 of a host of its own, as Modal answers.
+  Status SandboxGetTunnels(ServerContext* c, const api::SandboxGetTunnelsRequest* q,
+                           api::SandboxGetTunnelsResponse* r) override {
+    return m_world.call(c, "SandboxGetTunnels", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      std::string lower = sandbox->id;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+      for (const auto& port : sandbox->definition.open_ports().ports()) {
+        auto* tunnel = r->add_tunnels();
+        tunnel->set_host(lower + "-" + std::to_string(port.port()) + ".r3.modal.host");
+        tunnel->set_port(443);
+        tunnel->set_container_port(port.port());
+      }
       return Status::OK;
     });
   }
