@@ -34,9 +34,9 @@ sed -n '/^```python$/,/^```$/p' "$SANDBOXER_SOURCE_DIR/docs/evidence.md" | sed '
 grep -q "def problem" "$WORK/check_evidence.py" || fail "no checker in docs/evidence.md"
 
 # What docs/json-output.md and docs/evidence.md promise, whatever the store.
-RECORD_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","owner","profile","restored_from","seconds_left","snapshots","state"]'
-STATUS_KEYS='["backend","backend_id","created_at","driver","error","expires_at","history","id","idempotency_key","labels","max_expires_at","name","owner","profile","restored_from","seconds_left","snapshots","state"]'
-CREATE_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","notices","owner","profile","restored_from","reused","seconds_left","snapshots","state"]'
+RECORD_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","owner","ports","profile","restored_from","seconds_left","snapshots","state"]'
+STATUS_KEYS='["backend","backend_id","created_at","driver","error","expires_at","history","id","idempotency_key","labels","max_expires_at","name","owner","ports","profile","restored_from","seconds_left","snapshots","state"]'
+CREATE_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","notices","owner","ports","profile","restored_from","reused","seconds_left","snapshots","state"]'
 ENTRY_KEYS='["actor","details","event","event_id","from","prev","reason","time","to"]'
 EVIDENCE_KEYS='["chain","copies","event_ids","evidence_version","execs","generated_at","ledger","owner","profile","sandbox","snapshots","transitions"]'
 VERIFY_KEYS='["entries","head","kept_head","ledger","ok","problems","records"]'
