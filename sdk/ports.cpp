@@ -118,6 +118,23 @@ struct SocketAddress {
 
 } // namespace
 
+std::optional<int> port_number(std::string_view text) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != text.npos) {
+    return std::nullopt;
+  }
+  const int port = std::stoi(std::string(text));
+  if (port < 1 || port > 65535) {
+    return std::nullopt;
+  }
+  return port;
+}
+
+PortBinding host_binding(int port, std::string protocol, std::string host, int host_port) {
+  PortBinding binding{port, std::move(protocol), std::move(host), host_port, ""};
+  binding.url = port_url(binding);
+  return binding;
+}
+
 std::string port_url(const PortBinding& binding) {
   std::string host = binding.host;
   if (host == "0.0.0.0") {

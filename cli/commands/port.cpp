@@ -21,20 +21,14 @@ struct PortArgs {
 // "8080" or "8080/udp": the port and its protocol (tcp when not written).
 std::pair<int, std::string> port_of(const std::string& text) {
   const size_t slash = text.find('/');
-  const std::string digits = text.substr(0, slash);
+  const auto port = port_number(text.substr(0, slash));
   const std::string protocol = slash == std::string::npos ? "tcp" : text.substr(slash + 1);
-  int port = 0;
-  const bool number = !digits.empty() && digits.size() <= 5 &&
-                      digits.find_first_not_of("0123456789") == std::string::npos;
-  if (number) {
-    port = std::stoi(digits);
-  }
-  if (!number || port < 1 || port > 65535 || (protocol != "tcp" && protocol != "udp")) {
+  if (!port || (protocol != "tcp" && protocol != "udp")) {
     throw UsageError(fmt::format("port \"{}\": expected PORT or PORT/PROTO, PORT from 1 to 65535 "
                                  "and PROTO tcp or udp (e.g. 8080, 53/udp)",
                                  text));
   }
-  return {port, protocol};
+  return {*port, protocol};
 }
 
 // Where a client connects: HOST:PORT, or the URL alone where the backend gives no port of its own.

@@ -4,6 +4,8 @@
 #include <set>
 #include <tuple>
 
+#include <sandboxer/ports.hpp>
+
 #include "core/profile/document_reader.hpp"
 
 namespace sandboxer::profile_internal {
@@ -107,16 +109,11 @@ private:
 
   int number_text(const std::string& text, const std::string& pointer,
                   const std::string& field) const {
-    int parsed = 0;
-    const bool digits = !text.empty() && text.size() <= 5 &&
-                        text.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) {
-      parsed = std::stoi(text);
-    }
-    if (!digits || parsed < 1 || parsed > 65535) {
+    auto parsed = port_number(text);
+    if (!parsed) {
       fail_at(pointer, fmt::format("{}: \"{}\" is not a port number from 1 to 65535", field, text));
     }
-    return parsed;
+    return *parsed;
   }
 
   std::string protocol(const json& value, const std::string& pointer,

@@ -73,11 +73,7 @@ std::vector<PortBinding> bindings_of(const std::vector<Port>& ports, const json&
     }
   }
   for (const auto& port : ports) {
-    PortBinding binding;
-    binding.port = port.container_port;
-    binding.protocol = port.protocol;
-    binding.host = port.host_ip;
-    binding.host_port = port.host_port;
+    std::optional<int> host_port = port.host_port;
     const std::string key = fmt::format("{}/{}", port.container_port, port.protocol);
     if (published && published->contains(key) && (*published)[key].is_array()) {
       const json* chosen = nullptr;
@@ -87,19 +83,17 @@ std::vector<PortBinding> bindings_of(const std::vector<Port>& ports, const json&
         }
       }
       if (chosen) {
-        const std::string host_port = chosen->value("HostPort", "");
-        if (!host_port.empty() && host_port.find_first_not_of("0123456789") == std::string::npos) {
-          binding.host_port = std::stoi(host_port);
+        if (auto number = port_number(chosen->value("HostPort", ""))) {
+          host_port = number;
         }
       }
     }
-    if (!binding.host_port) {
+    if (!host_port) {
       throw DriverError(Kind::error, fmt::format("docker: the engine did not say where it "
                                                  "published port {}",
                                                  key));
     }
-    binding.url = port_url(binding);
-    bindings.push_back(std::move(binding));
+    bindings.push_back(host_binding(port.container_port, port.protocol, port.host_ip, *host_port));
   }
   return bindings;
 }

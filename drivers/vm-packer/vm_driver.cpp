@@ -118,15 +118,11 @@ public:
   std::vector<PortBinding> bindings_of(const Launch& launch) const {
     std::vector<PortBinding> bindings;
     for (int port : m_spec.ports) {
-      PortBinding binding{port, "tcp", "127.0.0.1", launch.forwards.at(port), ""};
-      binding.url = port_url(binding);
-      bindings.push_back(std::move(binding));
+      bindings.push_back(host_binding(port, "tcp", "127.0.0.1", launch.forwards.at(port)));
     }
     for (const auto& exposed : launch.exposed) {
-      PortBinding binding{exposed.guest_port, exposed.protocol, exposed.bind, exposed.host_port,
-                          ""};
-      binding.url = port_url(binding);
-      bindings.push_back(std::move(binding));
+      bindings.push_back(
+          host_binding(exposed.guest_port, exposed.protocol, exposed.bind, exposed.host_port));
     }
     return bindings;
   }

@@ -3,10 +3,17 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <sandboxer/driver.hpp>
 
 namespace sandboxer {
+
+// The port number `text` spells: 1 to 65535 in decimal digits alone; nullopt for anything else.
+std::optional<int> port_number(std::string_view text);
+
+// A port reached at `host`:`host_port` of a host, its url made by port_url.
+PortBinding host_binding(int port, std::string protocol, std::string host, int host_port);
 
 // "tcp://127.0.0.1:49153": where a client on the host connects (a bind to every address is reached
 // on loopback). The binding must have a host port.

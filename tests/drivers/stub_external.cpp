@@ -40,9 +40,8 @@ public:
     }
     sandboxer::CreateResult result = m_inner->create(request);
     for (const auto& port : request.ports) {
-      sandboxer::PortBinding binding{port.port, port.protocol, port.bind, port.port, ""};
-      binding.url = sandboxer::port_url(binding);
-      result.ports.push_back(std::move(binding));
+      result.ports.push_back(
+          sandboxer::host_binding(port.port, port.protocol, port.bind, port.port));
     }
     return result;
   }
