@@ -129,6 +129,18 @@ std::optional<int> port_number(std::string_view text) {
   return port;
 }
 
+void refuse_host_side_ports(std::string_view driver, std::string_view how,
+                            const std::vector<PortSpec>& ports) {
+  for (const auto& port : ports) {
+    if (port.protocol != "tcp" || port.host_port || port.bind != PortSpec{}.bind) {
+      throw DriverError(DriverError::Kind::invalid_spec,
+                        fmt::format("{}: port {}/{}: {}; udp, host_port and bind have no meaning "
+                                    "there",
+                                    driver, port.port, port.protocol, how));
+    }
+  }
+}
+
 PortBinding host_binding(int port, std::string protocol, std::string host, int host_port) {
   PortBinding binding{port, std::move(protocol), std::move(host), host_port, ""};
   binding.url = port_url(binding);

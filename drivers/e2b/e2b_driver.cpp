@@ -7,6 +7,7 @@
 #include <sandboxer/base64.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/ports.hpp>
 
 #include "drivers/e2b/api.hpp"
 #include "drivers/e2b/connect.hpp"
@@ -100,20 +101,7 @@ Kind kind_of_connect_code(const std::string& code) {
 }
 
 // E2B gives each port of a sandbox a host of its own on its proxy (the SDKs' getHost:
-// PORT-SANDBOXID.DOMAIN), TCP only, nothing bound on this machine: a host_port or a bind other
-// than the default has no meaning here, and is refused rather than ignored.
-void check_ports(const std::vector<PortSpec>& ports) {
-  for (const auto& port : ports) {
-    if (port.protocol != "tcp" || port.host_port || port.bind != "127.0.0.1") {
-      throw DriverError(Kind::invalid_spec,
-                        fmt::format("e2b: port {}/{}: E2B reaches a sandbox's TCP ports through "
-                                    "its own host per port (PORT-ID.DOMAIN); udp, host_port and "
-                                    "bind have no meaning there",
-                                    port.port, port.protocol));
-    }
-  }
-}
-
+// PORT-SANDBOXID.DOMAIN), TCP only, nothing bound on this machine.
 std::vector<PortBinding> port_bindings(const std::vector<PortSpec>& ports,
                                        const std::string& sandbox_id, const std::string& domain) {
   std::vector<PortBinding> bindings;
@@ -137,7 +125,9 @@ public:
                         "an E2B sandbox always has a deadline: give the profile a ttl (ttl: none "
                         "is not possible with the e2b driver)");
     }
-    check_ports(request.ports);
+    refuse_host_side_ports(
+        "e2b", "E2B reaches a sandbox's TCP ports through its own host per port (PORT-ID.DOMAIN)",
+        request.ports);
     std::string template_id = request.from_snapshot.value_or(m_spec.template_id);
     json body = {{"templateID", template_id},
                  {"timeout", timeout_until(*request.expires_at)},

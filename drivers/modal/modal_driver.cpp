@@ -9,6 +9,7 @@
 #include <sandboxer/endpoint.hpp>
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/ports.hpp>
 #include <sandboxer/spec_fields.hpp>
 
 #include "drivers/modal/api_client.hpp"
@@ -93,16 +94,11 @@ public:
     if (m_spec.memory_mb) {
       definition.mutable_resources()->set_memory_mb(*m_spec.memory_mb);
     }
-    // ports: Modal reaches them through TLS tunnels of its own, one host each; nothing is bound on
-    // this machine, so udp, a host_port or a bind are refused rather than ignored.
+    // ports: Modal reaches them through TLS tunnels of its own, one host each.
+    refuse_host_side_ports("modal",
+                           "Modal reaches a sandbox's TCP ports through a tunnel host of its own",
+                           request.ports);
     for (const auto& port : request.ports) {
-      if (port.protocol != "tcp" || port.host_port || port.bind != "127.0.0.1") {
-        throw DriverError(Kind::invalid_spec,
-                          fmt::format("modal: port {}/{}: Modal reaches a sandbox's TCP ports "
-                                      "through a tunnel host of its own; udp, host_port and bind "
-                                      "have no meaning there",
-                                      port.port, port.protocol));
-      }
       definition.mutable_open_ports()->add_ports()->set_port(static_cast<std::uint32_t>(port.port));
     }
     auto& network = *definition.mutable_network_access();

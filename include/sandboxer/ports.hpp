@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <sandboxer/driver.hpp>
 
@@ -11,6 +12,12 @@ namespace sandboxer {
 
 // The port number `text` spells: 1 to 65535 in decimal digits alone; nullopt for anything else.
 std::optional<int> port_number(std::string_view text);
+
+// For a backend that serves ports from hosts of its own (a cloud's proxy or tunnel): udp, a
+// host_port or a bind other than the default mean nothing there, and are refused (invalid_spec)
+// rather than ignored. `driver` and `how` ("Modal reaches ... through ...") name it in the error.
+void refuse_host_side_ports(std::string_view driver, std::string_view how,
+                            const std::vector<PortSpec>& ports);
 
 // A port reached at `host`:`host_port` of a host, its url made by port_url.
 PortBinding host_binding(int port, std::string protocol, std::string host, int host_port);
