@@ -286,9 +286,6 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     engine.take_lease(id, lease);
   }
   LeaseKeeper keeper(context.global(), id, lease);
-  // What the phases after the command use: this engine, or a second one when the command's thread
-  // still holds this one (it outlived --stop-timeout).
-  Engine* active = &engine;
 
   nlohmann::json copies = nlohmann::json::array();
   std::optional<PhaseFailure> failure;
@@ -299,13 +296,13 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     }
     spdlog::error("run: {} failed in {}: {}", phase, id, log::redact(e.what()));
   };
-  auto copy = [&](CopyRequest::Direction direction, const CopySpec& spec) {
+  auto copy = [&](Engine& by, CopyRequest::Direction direction, const CopySpec& spec) {
     CopyRequest copy_request;
     copy_request.direction = direction;
     const bool in = direction == CopyRequest::Direction::in;
     copy_request.sources = {in ? spec.local : spec.in_sandbox};
     copy_request.destination = in ? spec.in_sandbox : spec.local;
-    nlohmann::json item = cp::to_json(active->copy(id, copy_request));
+    nlohmann::json item = cp::to_json(by.copy(id, copy_request));
     item["id"] = id;
     item["name"] = created.record.name;
     copies.push_back(std::move(item));
@@ -320,7 +317,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
   try {
     phases.time("cp_in", [&] {
       for (const auto& spec : ins) {
-        copy(CopyRequest::Direction::in, spec);
+        copy(engine, CopyRequest::Direction::in, spec);
       }
     });
     terminal.emplace(args.exec.tty && !json);
@@ -349,7 +346,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
     after_outlived.emplace(context.global());
   }
   Context& rest = after_outlived ? *after_outlived : context;
-  active = &rest.engine();
+  Engine& finishing = rest.engine();
 
   // The command's status is in (or it outlived --stop-timeout); a first signal (forwarded to the
   // command) still lets the copy-out run, a second skips it.
@@ -361,7 +358,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
       phases.time("cp_out", [&] {
         for (const auto& spec : outs) {
           try {
-            copy(CopyRequest::Direction::out, spec);
+            copy(finishing, CopyRequest::Direction::out, spec);
           } catch (const Interrupted&) {
             throw;
           } catch (const Error& e) {
@@ -391,11 +388,11 @@ ExitCode run_run(Context& context, const RunArgs& args) {
       // Kept: the TTL takes over. Destroyed: the lease stays through the destroy (a run killed
       // mid-destroy leaves it to reap) and ends with it.
       if (keep) {
-        active->release_lease(id, "released (kept)");
+        finishing.release_lease(id, "released (kept)");
       } else if (!keeper.lost()) {
         phases.time("destroy", [&] {
-          active->destroy(id, signal != 0 ? "run interrupted by " + interrupt::signal_name(signal)
-                                          : "run finished");
+          finishing.destroy(id, signal != 0 ? "run interrupted by " + interrupt::signal_name(signal)
+                                            : "run finished");
         });
         destroyed = true;
       }
@@ -407,7 +404,7 @@ ExitCode run_run(Context& context, const RunArgs& args) {
   // runs on, and so does a driver's exec that never noticed the destroy.
   const bool joined = !outlived || (!keep && command->join_for(k_join_after_destroy));
 
-  SandboxRecord record = active->get(id);
+  SandboxRecord record = finishing.get(id);
   nlohmann::json evidence = nullptr;
   if (args.evidence) {
     const std::string ledger_id = rest.ledger().read(ReadScope::summary).ledger_id;
