@@ -3,6 +3,7 @@
 #include <sandboxer/driver.hpp>
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
+#include <sandboxer/ports.hpp>
 
 namespace sandboxer {
 
@@ -94,6 +95,14 @@ void Driver::copy_in(const SandboxHandle&, const CopyInRequest&, CopySource&) {
 }
 void Driver::copy_out(const SandboxHandle&, const CopyOutRequest&, CopySink&) {
   unsupported("this", "cp");
+}
+void Driver::forward(const SandboxHandle&, const std::vector<PortForward>&, ForwardIo&) {
+  unsupported("this", "forward");
+}
+bool Driver::port_answers(const SandboxHandle&, const PortBinding& binding,
+                          std::chrono::milliseconds timeout) {
+  return binding.protocol == "tcp" && binding.host_port &&
+         tcp_answers(binding.host, *binding.host_port, timeout);
 }
 
 const char* to_string(PathInfo::Kind kind) {

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <ifaddrs.h>
+#include <netdb.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -158,6 +160,37 @@ std::string port_url(const PortBinding& binding) {
     host = "[" + host + "]";
   }
   return fmt::format("{}://{}:{}", binding.protocol, host, binding.host_port.value_or(0));
+}
+
+bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  const std::string target = host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(target.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    return false;
+  }
+  bool answered = false;
+  for (addrinfo* at = found; at && !answered; at = at->ai_next) {
+    FileDescriptor fd(::socket(at->ai_family, at->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (fd.get() < 0) {
+      continue;
+    }
+    if (::connect(fd.get(), at->ai_addr, at->ai_addrlen) == 0) {
+      answered = true;
+      break;
+    }
+    if (errno != EINPROGRESS) {
+      continue;
+    }
+    pollfd waiting{fd.get(), POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof error;
+    answered = ::poll(&waiting, 1, static_cast<int>(timeout.count())) == 1 &&
+               ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+  }
+  ::freeaddrinfo(found);
+  return answered;
 }
 
 bool is_local_address(const std::string& address) {

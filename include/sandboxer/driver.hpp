@@ -33,6 +33,13 @@ struct Capabilities {
   bool copy_owner = false; // copy_in() honours CopyInRequest::owner
   // create() exposes CreateRequest::ports and says where in CreateResult::ports (docs/ports.md).
   bool ports = false;
+  // Where a client reaches those ports (`sandboxer forward`, `ready: {port}`, docs/ports.md).
+  enum class PortReach {
+    this_machine,   // bound on this machine (docker, vm-packer): forward relays locally
+    through_driver, // on the backend's host (compose-ssh): Driver::forward brings them here
+    public_url,     // at a URL of the service's own (e2b, modal): forward prints it
+  };
+  PortReach port_reach = PortReach::this_machine;
 };
 
 // A port of the sandbox its profile exposes (`ports:`, docs/ports.md), as asked.
@@ -250,6 +257,26 @@ struct CopyOutRequest {
   bool follow = false; // --follow: what symbolic links point to, not the links
 };
 
+// `sandboxer forward`: one exposed port brought to 127.0.0.1:local_port of this machine.
+struct PortForward {
+  int local_port = 0;
+  PortBinding binding; // as the record holds it
+};
+
+// What Driver::forward reports to, and asks, the core. The driver never prints.
+class ForwardIo {
+public:
+  virtual ~ForwardIo() = default;
+  // The forward of `port` accepts connections now (again, after a reconnect).
+  virtual void listening(const PortForward& port) = 0;
+  // Something the user should know, said on stderr ("the ssh connection to HOST dropped;
+  // reconnecting in 2s").
+  virtual void notice(std::string_view what) = 0;
+  // Polled at least every second: false once the sandbox has ended (or should no longer be
+  // reached); the driver then stops and returns.
+  virtual bool keep_going() = 0;
+};
+
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
 class Progress {
 public:
@@ -308,6 +335,17 @@ public:
                        CopySource& source);
   virtual void copy_out(const SandboxHandle& sandbox, const CopyOutRequest& request,
                         CopySink& sink);
+  // `sandboxer forward` for Capabilities::PortReach::through_driver: each binding reached at
+  // 127.0.0.1:local_port until io.keep_going() is false or a signal (Interrupted); a dropped way
+  // is made again, and io.notice says so. A local port that cannot be bound is
+  // DriverError::Kind::conflict.
+  virtual void forward(const SandboxHandle& sandbox, const std::vector<PortForward>& ports,
+                       ForwardIo& io);
+  // `ready: {port}`: whether a TCP connection to the exposed `binding` opens now, made from where
+  // a user connects, within `timeout`. The default connects from this machine to host:host_port
+  // (Capabilities::PortReach::this_machine).
+  virtual bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
+                            std::chrono::milliseconds timeout);
 
 protected:
   [[noreturn]] void unsupported(std::string_view driver, std::string_view verb) const;

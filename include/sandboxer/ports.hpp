@@ -1,6 +1,7 @@
 #pragma once
 // Helpers for drivers and the core about exposed ports (docs/ports.md).
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ PortBinding host_binding(int port, std::string protocol, std::string host, int h
 // "tcp://127.0.0.1:49153": where a client on the host connects (a bind to every address is reached
 // on loopback). The binding must have a host port.
 std::string port_url(const PortBinding& binding);
+
+// Whether a TCP connection to `host` (an address or a name) and `port` opens within `timeout`;
+// closed again at once. A wildcard host (0.0.0.0, ::) is tried on loopback.
+bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds timeout);
 
 // Whether `address` (an IP literal) is one of this machine's, or 0.0.0.0 or :: (all of them).
 bool is_local_address(const std::string& address);
