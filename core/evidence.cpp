@@ -16,6 +16,9 @@ constexpr const char* k_copy_keys[] = {"direction", "via",     "sources", "desti
                                        "files",     "bytes",   "sha256",  "file_digests",
                                        "outcome",   "verified"};
 
+// What `ports` says of each exposure and forward (docs/ports.md): which ports, where, until when.
+constexpr const char* k_port_keys[] = {"ports", "host", "until", "how"};
+
 } // namespace
 
 nlohmann::json evidence_document(const SandboxRecord& record, const std::string& ledger_id,
@@ -23,6 +26,7 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
   json transitions = json::array();
   json execs = json::array();
   json copies = json::array();
+  json ports = json::array();
   json event_ids = json::array();
   json chain_entries = json::array();
   for (size_t i = 0; i < record.history.size(); ++i) {
@@ -55,6 +59,17 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
       }
       copies.push_back(std::move(item));
     }
+    if (entry.event == EventKind::ports_exposed || entry.event == EventKind::ports_forwarded ||
+        entry.event == EventKind::ports_forward_ended) {
+      json item = {{"index", i},
+                   {"time", format_time(entry.time)},
+                   {"actor", entry.actor},
+                   {"event", to_string(entry.event)}};
+      for (const char* key : k_port_keys) {
+        item[key] = entry.details.is_object() ? entry.details.value(key, json()) : json();
+      }
+      ports.push_back(std::move(item));
+    }
     if (!entry.event_id.empty()) {
       event_ids.push_back(entry.event_id);
     }
@@ -86,6 +101,7 @@ nlohmann::json evidence_document(const SandboxRecord& record, const std::string&
       {"transitions", std::move(transitions)},
       {"execs", std::move(execs)},
       {"copies", std::move(copies)},
+      {"ports", std::move(ports)},
       {"snapshots", std::move(snapshots)},
       {"event_ids", std::move(event_ids)},
       {"chain",

@@ -15,7 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string input(reinterpret_cast<const char*>(data), size);
   try {
     ComposeFile file = read_compose_file(input, "fuzz.yml");
-    override_file(file, {{"sandboxer.id", "sbx-fuzz"}}, {{"A", "b"}}, {{file.services[0], "i"}});
+    override_file(file, {.labels = {{"sandboxer.id", "sbx-fuzz"}},
+                         .environment = {{"A", "b"}},
+                         .images = {{file.services[0], "i"}},
+                         .ports_service = file.services[0],
+                         .ports = {"127.0.0.1::80/tcp"}});
   } catch (const sandboxer::DriverError& e) {
     if (e.kind() != sandboxer::DriverError::Kind::invalid_spec) {
       __builtin_trap();

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <ifaddrs.h>
 #include <netdb.h>
-#include <poll.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

@@ -54,6 +54,8 @@ const std::vector<Entry>& table() {
       {"cp", "paths", K::file},
       {"port", "id", K::live_sandbox},
       {"port", "port", K::text, "PORT[/PROTO]"},
+      {"forward", "id", K::live_sandbox},
+      {"forward", "ports", K::text, "[LOCAL:]PORT[/PROTO]"},
       {"run", "profile", K::profile},
       {"run", "name", K::text, "NAME"},
       {"run", "label", K::key_value},

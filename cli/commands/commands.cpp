@@ -207,6 +207,12 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer port web 8080   # 127.0.0.1:49153\n"
        "curl \"http://$(sandboxer port web 8080)/health\"\n"
        "sandboxer port web -o json | jq -r '.[0].url'"},
+      {"forward", "Bring a sandbox's exposed ports to this machine's loopback while it runs",
+       &setup_forward,
+       "sandboxer forward web 8080   # 127.0.0.1:8080 -> the sandbox's 8080, until Ctrl-C\n"
+       "sandboxer forward web 18080:8080 15432:5432\n"
+       "sandboxer forward web 0:8080 -o json &   # any free local port; read it from the JSON\n"
+       "sandboxer forward db   # every tcp port it exposes"},
       {"snapshot", "Snapshot a running sandbox", &setup_snapshot,
        "sandboxer snapshot scratch --name after-setup"},
       {"snapshots", "List snapshots, or remove one (snapshots rm)", &setup_snapshots,

@@ -154,6 +154,7 @@ void setup_destroy(CLI::App& app, Runner& runner);
 void setup_list(CLI::App& app, Runner& runner);
 void setup_status(CLI::App& app, Runner& runner);
 void setup_port(CLI::App& app, Runner& runner);
+void setup_forward(CLI::App& app, Runner& runner);
 void setup_snapshot(CLI::App& app, Runner& runner);
 void setup_snapshots(CLI::App& app, Runner& runner);
 void setup_restore(CLI::App& app, Runner& runner);

@@ -13,6 +13,7 @@
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/interrupt.hpp>
+#include <sandboxer/ports.hpp>
 
 #include "core/conformance/cp_tree.hpp"
 #include "core/events/events.hpp"
@@ -136,7 +137,23 @@ private:
     check("create", [&] {
       CreateOptions options;
       options.labels = k_label;
-      m_record = m_engine.create(m_profile, options).record;
+      if (m_caps.ports) {
+        // The kit's sandbox exposes a port, for the ports check; a spec that cannot (a VM
+        // without a network) is made without it, and that check says why it skipped.
+        Profile exposing = m_profile;
+        exposing.ports = {PortSpec{k_port}};
+        try {
+          m_record = m_engine.create(exposing, options).record;
+        } catch (const Error& e) {
+          if (e.code() != ExitCode::usage) {
+            throw;
+          }
+          m_ports_refused = e.what();
+        }
+      }
+      if (!m_record) {
+        m_record = m_engine.create(m_profile, options).record;
+      }
       expect(!m_record->backend_id.empty(), "create returned an empty backend id");
       m_ledger_id = m_ledger.read().ledger_id;
       return fmt::format("{} backend id {}", m_record->id, m_record->backend_id);
@@ -146,6 +163,7 @@ private:
     }
     m_opened = m_engine.open_driver(*m_record);
     check("labels carried", [&] { return labels_carried(); });
+    check("ports", [&] { return ports(); });
     exec_checks();
     copy_checks();
     check("logs", [&] { return logs(); });
@@ -678,7 +696,81 @@ private:
     }
   }
 
+  // A driver with the ports capability reports one binding for the port asked, where a client
+  // connects; with exec, a listener started in the sandbox answers there (Driver::port_answers,
+  // where `ready: {port}` and `forward` connect), and after destroy a port on this machine is
+  // free again (checked in "nothing left behind"). Without the capability, a profile with ports
+  // is refused before anything is made.
+  std::string ports() {
+    if (!m_caps.ports) {
+      Profile exposing = m_profile;
+      exposing.ports = {PortSpec{k_port}};
+      const size_t before = m_ledger.read().sandboxes.size();
+      try {
+        auto made = m_engine.create(exposing, {});
+        m_engine.destroy(made.record.id, "conformance kit", {.force = true});
+      } catch (const Error& e) {
+        expect(e.code() == ExitCode::backend && m_ledger.read().sandboxes.size() == before,
+               fmt::format("a profile with ports: was not refused before anything was made "
+                           "(exit {}): {}",
+                           static_cast<int>(e.code()), e.what()));
+        return fmt::format("refused before anything is made, as its capabilities say: {}",
+                           e.what());
+      }
+      fail("a profile with ports: was accepted although the driver has no ports");
+    }
+    if (m_ports_refused) {
+      skip(fmt::format("this profile's spec cannot expose ports: {}", *m_ports_refused));
+    }
+    expect(!m_record->ports.empty(), "create reported no binding for the port asked");
+    const PortBinding& binding = m_record->ports.front();
+    expect(binding.port == k_port && binding.protocol == "tcp" && !binding.url.empty() &&
+               !binding.host.empty(),
+           fmt::format("the first binding is {}/{} at \"{}\", expected {}/tcp with a url",
+                       binding.port, binding.protocol, binding.url, k_port));
+    const bool here = m_caps.port_reach == Capabilities::PortReach::this_machine;
+    expect(!here || binding.host_port.has_value(),
+           "a port on this machine was reported without its host port");
+    if (!m_caps.exec) {
+      return fmt::format("{} reported; without exec nothing could listen on it", binding.url);
+    }
+    if (m_caps.port_reach == Capabilities::PortReach::public_url) {
+      return fmt::format("{} reported (a public URL, not probed from here)", binding.url);
+    }
+    auto r = sh(m_record->id,
+                fmt::format("for s in 'busybox httpd' httpd; do $s -p {0} -h / 2>/dev/null && "
+                            "exit 0; done; command -v python3 >/dev/null || exit 1; "
+                            "nohup python3 -m http.server {0} >/dev/null 2>&1 & exit 0",
+                            k_port));
+    if (r.code != 0) {
+      return fmt::format("{} reported; the sandbox has no httpd or python3 to listen with",
+                         binding.url);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!m_opened.driver->port_answers(lifecycle_rules::handle_of(*m_record), binding,
+                                          std::chrono::seconds(2))) {
+      expect(std::chrono::steady_clock::now() < deadline,
+             fmt::format("a listener on port {} in the sandbox did not answer at {} within 20 s",
+                         k_port, binding.url));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (here) {
+      m_port_on_this_machine = binding;
+    }
+    return fmt::format("a listener on port {} in the sandbox answers at {}", k_port, binding.url);
+  }
+
   std::string leftovers() {
+    if (m_port_on_this_machine) {
+      const auto& binding = *m_port_on_this_machine;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (tcp_answers(binding.host, binding.host_port.value_or(0),
+                         std::chrono::milliseconds(500))) {
+        expect(std::chrono::steady_clock::now() < deadline,
+               fmt::format("{} still answers after destroy", binding.url));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
     if (!m_caps.list_by_label) {
       skip("the driver cannot list by label");
     }
@@ -755,6 +847,9 @@ private:
   std::string m_ledger_id;
   std::optional<std::string> m_snapshot;
   bool m_destroyed = false;
+  std::optional<std::string> m_ports_refused;
+  std::optional<PortBinding> m_port_on_this_machine;
+  static constexpr int k_port = 8080;
 };
 
 } // namespace

@@ -24,12 +24,20 @@ constexpr std::array<std::string_view, 8> k_state_names = {
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 24> k_event_names = {
-    "created",          "ready",          "restoring",    "restored",      "restore.failed",
-    "exec.started",     "exec.finished",  "snapshotting", "snapshotted",   "snapshot.failed",
-    "snapshot.removed", "extended",       "expiring",     "expired",       "destroying",
-    "destroyed",        "destroy.failed", "failed",       "orphan.found",  "repaired",
-    "updated",          "files.copied",   "lease.ended",  "ports.exposed",
+constexpr std::array<std::string_view, 26> k_event_names = {
+    "created",          "ready",
+    "restoring",        "restored",
+    "restore.failed",   "exec.started",
+    "exec.finished",    "snapshotting",
+    "snapshotted",      "snapshot.failed",
+    "snapshot.removed", "extended",
+    "expiring",         "expired",
+    "destroying",       "destroyed",
+    "destroy.failed",   "failed",
+    "orphan.found",     "repaired",
+    "updated",          "files.copied",
+    "lease.ended",      "ports.exposed",
+    "ports.forwarded",  "ports.forward_ended",
 };
 
 template <typename Enum, size_t N>

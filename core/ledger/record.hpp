@@ -61,9 +61,11 @@ enum class EventKind {
   orphan_found,
   repaired,
   updated,
-  files_copied,  // sandboxer cp: what went in or came out, with digests
-  lease_ended,   // a lease released by its holder, or lapsed and collected by reap
-  ports_exposed, // ports reachable from outside the sandbox: which, where, until when
+  files_copied,        // sandboxer cp: what went in or came out, with digests
+  lease_ended,         // a lease released by its holder, or lapsed and collected by reap
+  ports_exposed,       // ports reachable from outside the sandbox: which, where, until when
+  ports_forwarded,     // `sandboxer forward`: ports brought to this machine, by whom, until when
+  ports_forward_ended, // that forward stopped while the sandbox lives on (Ctrl-C, an error)
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);

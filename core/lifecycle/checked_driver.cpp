@@ -157,6 +157,16 @@ public:
     m_inner->copy_out(sandbox, request, sink);
   }
 
+  void forward(const SandboxHandle& sandbox, const std::vector<PortForward>& ports,
+               ForwardIo& io) override {
+    m_inner->forward(sandbox, ports, io);
+  }
+
+  bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
+                    std::chrono::milliseconds timeout) override {
+    return m_inner->port_answers(sandbox, binding, timeout);
+  }
+
   std::vector<RemoteResource> list_remote(const Labels& selector) override {
     std::vector<RemoteResource> kept;
     for (auto& resource : m_inner->list_remote(selector)) {

@@ -70,6 +70,19 @@ struct CopyRequest {
   cp::CopyOptions options;
 };
 
+// `sandboxer forward ID [LOCAL:]PORT` (docs/ports.md).
+struct ForwardAsk {
+  int port = 0;
+  std::string protocol = "tcp";
+  std::optional<int> local_port; // none: the port's own number; 0: any free one
+};
+
+struct ForwardPlan {
+  SandboxRecord record;
+  std::vector<PortForward> ports; // local ports chosen and free
+  Capabilities::PortReach reach = Capabilities::PortReach::this_machine;
+};
+
 struct ExpiredDestroy {
   enum class Outcome { destroyed, skipped, failed };
   Outcome outcome = Outcome::skipped;
@@ -138,6 +151,13 @@ public:
   // Copies files in or out of a running sandbox; one `files.copied` history entry says what moved
   // (also when it failed or was interrupted, then rethrown).
   cp::CopyResult copy(const std::string& id_or_name, const CopyRequest& request);
+  // Checks a forward before anything listens: the sandbox runs, exposes each port (all its tcp
+  // ports when `asks` is empty), and each local port is free (ConflictError naming its holder).
+  ForwardPlan plan_forward(const std::string& id_or_name, const std::vector<ForwardAsk>& asks);
+  // Runs the forward until a signal (Interrupted) or the sandbox's end: a `ports.forwarded`
+  // entry first, a `ports.forward_ended` one when it stops while the sandbox lives. Public URLs
+  // (PortReach::public_url) are not proxied: it returns at once, recording nothing.
+  void forward(const ForwardPlan& plan, ForwardIo& watcher);
   // The backend's view of a sandbox (no ledger change).
   BackendStatus status(const std::string& id_or_name);
   // The sandbox's own output (Capabilities::logs). Read-only, as status is: no history entry and

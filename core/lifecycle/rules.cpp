@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <sandboxer/error.hpp>
+#include <sandboxer/ports.hpp>
 
 #include "core/errors.hpp"
 

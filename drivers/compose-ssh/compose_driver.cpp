@@ -18,6 +18,7 @@
 #include "drivers/compose-ssh/compose_file.hpp"
 #include "drivers/compose-ssh/host.hpp"
 #include "drivers/compose-ssh/logs.hpp"
+#include "drivers/compose-ssh/ports.hpp"
 #include "drivers/compose-ssh/spec.hpp"
 #include "drivers/compose-ssh/ssh.hpp"
 
@@ -201,11 +202,14 @@ public:
 
     std::vector<std::string> compose;
     const std::string dir = project_dir_of(project);
-    std::vector<TarEntry> files = {{dir + "/", "", 0700},
-                                   {dir + "/compose.yml", compose_text, 0600},
-                                   {dir + "/sandboxer.override.yml",
-                                    override_file(file, request.labels, request.env, images),
-                                    0600}};
+    Overrides overrides{request.labels, request.env, images, exec_service, {}};
+    for (const auto& port : request.ports) {
+      overrides.ports.push_back(compose_port(port));
+    }
+    std::vector<TarEntry> files = {
+        {dir + "/", "", 0700},
+        {dir + "/compose.yml", compose_text, 0600},
+        {dir + "/sandboxer.override.yml", override_file(file, overrides), 0600}};
     if (env_text) {
       files.push_back({dir + "/env", *env_text, 0600});
     }
@@ -235,7 +239,7 @@ public:
       if (request.from_snapshot) {
         info["snapshot"] = *request.from_snapshot;
       }
-      return {project, info};
+      return {project, info, published(containers, request.ports, exec_service)};
     } catch (const Error& e) {
       // A half-made project is torn down here; when even that fails, the containers carry
       // sandboxer's labels and `reap --orphans` finds them.
@@ -761,6 +765,32 @@ private:
     }
   }
 
+  // Where the engine on the host published the project's ports (the profile's, then the compose
+  // file's own), as the readiness read saw them: no remote command of its own.
+  std::vector<PortBinding> published(const std::vector<Container>& containers,
+                                     const std::vector<PortSpec>& asked,
+                                     const std::string& service) {
+    std::string lines;
+    for (const auto& container : containers) {
+      lines += container.service + " " + container.ports_json + "\n";
+    }
+    return read_bindings(lines, asked, service, m_spec.host);
+  }
+
+  // `sandboxer forward`: each port through an ssh connection of its own (docs/ports.md).
+  void forward(const SandboxHandle& sandbox, const std::vector<PortForward>& ports,
+               ForwardIo& io) override {
+    check_name(sandbox.backend_id, "project");
+    forward_over_ssh(m_ssh, ports, io);
+  }
+
+  // `ready: {port}`: the port answers on the host, where `forward` connects.
+  bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
+                    std::chrono::milliseconds timeout) override {
+    check_name(sandbox.backend_id, "project");
+    return answers_over_ssh(m_ssh, binding, timeout);
+  }
+
   DriverError service_failed(const std::string& project, const Container& container) {
     auto logs = m_host.run({"docker", "logs", "--tail", "5", container.id});
     std::string last = last_meaningful_line(logs.err + "\n" + logs.out);
@@ -838,7 +868,9 @@ public:
             .exec_user = true,
             .logs = true,
             .copy = true,
-            .copy_owner = true};
+            .copy_owner = true,
+            .ports = true,
+            .port_reach = Capabilities::PortReach::through_driver};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return std::make_unique<ComposeSshDriver>(bind(spec), context);

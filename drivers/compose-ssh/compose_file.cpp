@@ -55,21 +55,22 @@ ComposeFile read_compose_file(const std::string& text, const std::string& path) 
   return file;
 }
 
-std::string override_file(const ComposeFile& file, const Labels& labels,
-                          const std::map<std::string, std::string>& environment,
-                          const std::map<std::string, std::string>& images) {
+std::string override_file(const ComposeFile& file, const Overrides& overrides) {
   nlohmann::json document = nlohmann::json::object();
   if (file.version) {
     document["version"] = *file.version;
   }
   nlohmann::json services = nlohmann::json::object();
   for (const auto& name : file.services) {
-    nlohmann::json service = {{"labels", labels}};
-    if (!environment.empty()) {
-      service["environment"] = environment;
+    nlohmann::json service = {{"labels", overrides.labels}};
+    if (!overrides.environment.empty()) {
+      service["environment"] = overrides.environment;
     }
-    if (auto image = images.find(name); image != images.end()) {
+    if (auto image = overrides.images.find(name); image != overrides.images.end()) {
       service["image"] = image->second;
+    }
+    if (name == overrides.ports_service && !overrides.ports.empty()) {
+      service["ports"] = overrides.ports;
     }
     services[name] = std::move(service);
   }

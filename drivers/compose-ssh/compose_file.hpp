@@ -18,10 +18,17 @@ struct ComposeFile {
 // (invalid_spec) for YAML that does not parse or a file without services.
 ComposeFile read_compose_file(const std::string& text, const std::string& path);
 
-// The override file sent beside the user's file, as JSON (which YAML reads): every service gets
-// `labels` and `environment`, and with `images` (restore) each its snapshot image.
-std::string override_file(const ComposeFile& file, const Labels& labels,
-                          const std::map<std::string, std::string>& environment,
-                          const std::map<std::string, std::string>& images);
+// What the override file adds to the user's services.
+struct Overrides {
+  Labels labels;                                  // on every service
+  std::map<std::string, std::string> environment; // on every service
+  std::map<std::string, std::string> images;      // restore: each service's snapshot image
+  std::string ports_service;                      // the service that publishes `ports`
+  std::vector<std::string> ports;                 // compose's short syntax (compose_port)
+};
+
+// The override file sent beside the user's file, as JSON (which YAML reads). compose appends
+// its `ports` to the file's own.
+std::string override_file(const ComposeFile& file, const Overrides& overrides);
 
 } // namespace sandboxer::drivers::compose_ssh

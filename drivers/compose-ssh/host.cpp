@@ -32,7 +32,8 @@ constexpr const char* k_ps_format =
 constexpr const char* k_inspect_format =
     "{{.Id}}\t{{index .Config.Labels \"com.docker.compose.service\"}}\t{{.State.Status}}\t"
     "{{with index .State \"Health\"}}{{.Status}}{{end}}\t{{.State.ExitCode}}\t"
-    "{{.State.StartedAt}}\t{{index .Config.Labels \"com.docker.compose.version\"}}";
+    "{{.State.StartedAt}}\t{{index .Config.Labels \"com.docker.compose.version\"}}\t"
+    "{{json .NetworkSettings.Ports}}";
 
 // list by label: what a resource needs (the project, its state, its labels), in the same one
 // `docker inspect` for all containers.
@@ -365,7 +366,10 @@ Reading parse_reading(const std::string& out) {
         field.clear(); // a label the container lacks
       }
     }
-    Container container{fields[0], fields[1], fields[2], "", fields[6], {}};
+    Container container{fields[0], fields[1], fields[2], "", fields[6], {}, {}};
+    if (fields.size() > 7) {
+      container.ports_json = fields[7];
+    }
     const std::string& health = fields[3];
     // docker ps's words for the same facts, which Container reads.
     if (container.state == "running") {

@@ -29,6 +29,7 @@ struct Container {
   std::string status; // "Up 3 seconds (healthy)", "Exited (1) 2 seconds ago"
   std::string compose_version;
   std::map<std::string, std::string> labels; // with_labels only
+  std::string ports_json; // the engine's NetworkSettings.Ports (a readiness read only)
   // "healthy", "unhealthy", "starting", or empty without a healthcheck.
   std::string health() const;
   std::optional<int> exit_code() const;

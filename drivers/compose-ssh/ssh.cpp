@@ -202,6 +202,28 @@ std::vector<std::string> Ssh::argv_for(const RemoteCall& call) const {
   return argv;
 }
 
+std::vector<std::string> Ssh::argv_without_command(const std::vector<std::string>& options,
+                                                   bool own_connection) const {
+  std::vector<std::string> argv = argv_for(RemoteCall{});
+  argv.pop_back(); // the remote command
+  if (own_connection) {
+    std::replace(argv.begin(), argv.end(), std::string("ControlMaster=auto"),
+                 std::string("ControlMaster=no"));
+    for (auto& word : argv) {
+      if (word.starts_with("ControlPath=")) {
+        word = "ControlPath=none";
+      } else if (word.starts_with("ServerAliveInterval=")) {
+        // ssh keeps an option's first value: a tunnel notices a silent drop in 15 s, not 30.
+        word = "ServerAliveInterval=5";
+      }
+    }
+  }
+  // Before the destination: `--` ends ssh's options.
+  auto destination = std::find(argv.begin(), argv.end(), std::string("--"));
+  argv.insert(destination, options.begin(), options.end());
+  return argv;
+}
+
 void Ssh::open_master() const {
   // `-f -N`: ssh returns once it is authenticated and the master listens, so the calls waiting
   // for it start then, not after a first command's whole run.

@@ -54,10 +54,16 @@ public:
   // tell "the host was never reached" from "the command failed" calls this first. No remote
   // command, so no extra round trip.
   void connect() const;
+  const Target& target() const { return m_target; }
   // "user@host:port", for messages.
   std::string where() const;
   // The ssh argv for `call`, without running it (tests).
   std::vector<std::string> argv_for(const RemoteCall& call) const;
+  // ssh with no remote command and `options` (-L ..., -W ...): over the shared connection, or
+  // with `own_connection` on a connection of its own (a tunnel that must outlive this process's
+  // other calls and be remade alone when it drops).
+  std::vector<std::string> argv_without_command(const std::vector<std::string>& options,
+                                                bool own_connection) const;
 
 private:
   void open_master() const;

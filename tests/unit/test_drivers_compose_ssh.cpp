@@ -9,6 +9,7 @@
 
 #include "drivers/compose-ssh/compose_file.hpp"
 #include "drivers/compose-ssh/host.hpp"
+#include "drivers/compose-ssh/ports.hpp"
 #include "drivers/compose-ssh/spec.hpp"
 #include "drivers/compose-ssh/ssh.hpp"
 #include "drivers/compose-ssh/tar.hpp"
@@ -154,8 +155,9 @@ TEST(ComposeSshFile, ServicesInTheFilesOrderAndItsVersion) {
                                 "stack.yml");
   EXPECT_EQ(file.version, "3.8");
   EXPECT_EQ(file.services, (std::vector<std::string>{"web", "db", "cache"}));
-  json override_doc = json::parse(
-      override_file(file, {{"sandboxer.id", "sbx-1"}}, {{"A", "1"}}, {{"db", "img:db"}}));
+  json override_doc = json::parse(override_file(file, {.labels = {{"sandboxer.id", "sbx-1"}},
+                                                       .environment = {{"A", "1"}},
+                                                       .images = {{"db", "img:db"}}}));
   EXPECT_EQ(override_doc["version"], "3.8");
   EXPECT_EQ(override_doc["services"]["web"]["labels"]["sandboxer.id"], "sbx-1");
   EXPECT_EQ(override_doc["services"]["cache"]["environment"]["A"], "1");
@@ -182,7 +184,7 @@ TEST(ComposeSshFile, ABrokenFileIsNamedWithItsLine) {
   EXPECT_NE(message("services:\n  we \xa0L: {image: x}\n").find("/p/stack.yml:2:3: a service name"),
             std::string::npos);
   ComposeFile odd{std::string("3\xa0"), {"web"}};
-  EXPECT_NO_THROW(override_file(odd, {}, {}, {}));
+  EXPECT_NO_THROW(override_file(odd, {}));
 }
 
 TEST(ComposeSshHost, ReadsDockersStatusWords) {
@@ -265,6 +267,37 @@ TEST(ComposeSshHost, KeepsWhichComposeAHostHasPerHostInTheDataDir) {
   EXPECT_FALSE(fs::exists(dir / "compose.ci@cache-test-1.example%3a2201"));
   EXPECT_EQ(compose_argv(ComposeKind::plugin), (std::vector<std::string>{"docker", "compose"}));
   EXPECT_EQ(compose_argv(ComposeKind::v1), (std::vector<std::string>{"docker-compose"}));
+}
+
+TEST(ComposeSshPorts, ComposesShortSyntaxAndReadsTheEnginesChoiceBack) {
+  EXPECT_EQ(compose_port({8080, "tcp", std::nullopt, "127.0.0.1"}), "127.0.0.1::8080/tcp");
+  EXPECT_EQ(compose_port({5432, "tcp", 15432, "0.0.0.0"}), "0.0.0.0:15432:5432/tcp");
+  EXPECT_EQ(compose_port({53, "udp", std::nullopt, "::1"}), "[::1]::53/udp");
+  // The web service publishes the profile's 8080 and its own 80 on every address (listed twice
+  // by the engine); db only exposes 5432.
+  const std::string lines = "web {\"80/tcp\":[{\"HostIp\":\"0.0.0.0\",\"HostPort\":\"8000\"},"
+                            "{\"HostIp\":\"::\",\"HostPort\":\"8000\"}],"
+                            "\"8080/tcp\":[{\"HostIp\":\"127.0.0.1\",\"HostPort\":\"49153\"}]}\n"
+                            "db {\"5432/tcp\":null}\n";
+  auto bindings =
+      read_bindings(lines, {{8080, "tcp", std::nullopt, "127.0.0.1"}}, "web", "build-1");
+  ASSERT_EQ(bindings.size(), 2u);
+  EXPECT_EQ(bindings[0].port, 8080);
+  EXPECT_EQ(bindings[0].host, "127.0.0.1");
+  EXPECT_EQ(bindings[0].host_port, 49153);
+  EXPECT_EQ(bindings[0].url, "tcp://127.0.0.1:49153");
+  EXPECT_EQ(bindings[1].port, 80);
+  EXPECT_EQ(bindings[1].host, "build-1"); // on every address of the host: its name
+  EXPECT_EQ(bindings[1].url, "tcp://build-1:8000");
+  EXPECT_EQ(forward_target(bindings[0]), "127.0.0.1");
+  EXPECT_EQ(forward_target(bindings[1]), "127.0.0.1");
+  EXPECT_EQ(forward_target({1, "tcp", "10.0.0.7", 2, ""}), "10.0.0.7");
+  // A port asked for that the engine did not publish is an error, never a guess.
+  EXPECT_THROW(read_bindings(lines, {{9090, "tcp", std::nullopt, "127.0.0.1"}}, "web", "h"),
+               DriverError);
+  EXPECT_THROW(read_bindings(lines, {{8080, "tcp", std::nullopt, "127.0.0.1"}}, "db", "h"),
+               DriverError);
+  EXPECT_TRUE(read_bindings("garbage\nweb not-json\n", {}, "web", "h").empty());
 }
 
 } // namespace
