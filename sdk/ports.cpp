@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -118,6 +119,22 @@ struct SocketAddress {
   }
 };
 
+// A relay in front of the port (docker-proxy, QEMU's user-network forward, an ssh -L) accepts the
+// connection itself and closes it at once when nothing listens behind it: a connection counts
+// only when it is not ended within this while. A service that speaks first (ssh, smtp) has sent
+// bytes by then, and one that waits for its client (http) keeps it open.
+constexpr std::chrono::milliseconds k_relay_settle{200};
+
+bool stays_open(int fd, std::chrono::milliseconds timeout) {
+  pollfd reading{fd, POLLIN | POLLRDHUP, 0};
+  const int settle = static_cast<int>(std::min(k_relay_settle, timeout).count());
+  if (::poll(&reading, 1, settle) != 1) {
+    return true;
+  }
+  char byte = 0;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 } // namespace
 
 std::optional<int> port_number(std::string_view text) {
@@ -177,8 +194,8 @@ bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds ti
       continue;
     }
     if (::connect(fd.get(), at->ai_addr, at->ai_addrlen) == 0) {
-      answered = true;
-      break;
+      answered = stays_open(fd.get(), timeout);
+      continue;
     }
     if (errno != EINPROGRESS) {
       continue;
@@ -187,7 +204,8 @@ bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds ti
     int error = 0;
     socklen_t length = sizeof error;
     answered = ::poll(&waiting, 1, static_cast<int>(timeout.count())) == 1 &&
-               ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+               ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0 &&
+               stays_open(fd.get(), timeout);
   }
   ::freeaddrinfo(found);
   return answered;

@@ -27,6 +27,13 @@ template <> struct Fields<Owner> {
   };
 };
 
+template <> struct Fields<ReadyPolicy> {
+  static constexpr std::array fields = {
+      field<&ReadyPolicy::port>("port", k_required),
+      field<&ReadyPolicy::timeout>("timeout"),
+  };
+};
+
 template <> struct Fields<CreationPolicy> {
   static constexpr std::array fields = {
       field<&CreationPolicy::ttl>("ttl"),
@@ -36,6 +43,7 @@ template <> struct Fields<CreationPolicy> {
       field<&CreationPolicy::snapshots_keep>("snapshots_keep"),
       field<&CreationPolicy::events>("events"),
       field<&CreationPolicy::ports>("ports", k_nonempty),
+      field<&CreationPolicy::ready>("ready", k_nonempty),
   };
 };
 

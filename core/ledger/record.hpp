@@ -99,6 +99,13 @@ struct ProfileRef {
   std::string hash;
 };
 
+// `ready: {port, timeout}` of the profile (docs/ports.md, "Readiness"): the exposed tcp port that
+// must answer before the sandbox is called running, at its create and at each restore.
+struct ReadyPolicy {
+  int port = 0;
+  std::optional<Seconds> timeout; // written as format_duration's text ("60s")
+};
+
 // The rules a sandbox was created with, fixed then so that editing the profile later changes no
 // live sandbox; a restore inherits them from its snapshot's sandbox.
 struct CreationPolicy {
@@ -112,6 +119,7 @@ struct CreationPolicy {
   // The profile's `ports`, as asked ({port, protocol, host_port, bind}; docs/ports.md): a restore
   // exposes the same.
   nlohmann::json ports = nlohmann::json::array();
+  std::optional<ReadyPolicy> ready;
 };
 
 // A sandbox held by a process (`sandboxer run`): its deadline is `renewed_at + duration`, moved by

@@ -1,8 +1,11 @@
 // Creating a sandbox: intent, the driver's create, outcome; undoing what a failed create left.
+#include <algorithm>
+
 #include <sandboxer/ports.hpp>
 
 #include "core/errors.hpp"
 #include "core/lifecycle/engine_internal.hpp"
+#include "core/lifecycle/port_readiness.hpp"
 
 namespace sandboxer {
 namespace fs = std::filesystem;
@@ -34,7 +37,53 @@ void check_local_ports(const Profile& profile) {
   }
 }
 
+// The exposed port of `ready:` did not answer in time (or the backend did not expose it): the
+// create fails with this, and what the backend made is removed.
+class NotReady : public Error {
+public:
+  NotReady(ExitCode code, const std::string& what, nlohmann::json details)
+      : Error(code, what), m_details(std::move(details)) {}
+  const nlohmann::json& details() const { return m_details; }
+
+private:
+  nlohmann::json m_details;
+};
+
 } // namespace
+
+nlohmann::json Engine::wait_until_ready(const SandboxRecord& record, Driver& driver) {
+  const ReadyPolicy& ready = *record.policy.ready;
+  const Seconds timeout = ready.timeout.value_or(Seconds(60));
+  auto binding = std::find_if(record.ports.begin(), record.ports.end(), [&](const PortBinding& b) {
+    return b.port == ready.port && b.protocol == "tcp";
+  });
+  if (binding == record.ports.end()) {
+    throw NotReady(ExitCode::backend,
+                   fmt::format("sandbox {}: driver {} did not say where port {}/tcp is exposed, "
+                               "so its readiness (ready.port) cannot be checked",
+                               record.id, record.driver, ready.port),
+                   {{"port", ready.port}, {"answered", false}});
+  }
+  if (m_progress) {
+    m_progress->update(
+        fmt::format("waiting for port {}/tcp to answer at {}", binding->port, binding->url));
+  }
+  spdlog::info("{}: waiting up to {} for port {}/tcp to answer at {}", record.id,
+               format_duration(timeout), binding->port, binding->url);
+  const PortWait wait = wait_for_port(driver, handle_of(record), *binding, timeout);
+  nlohmann::json details = port_wait_details(*binding, wait, timeout);
+  if (!wait.answered) {
+    throw NotReady(ExitCode::wait_timeout,
+                   fmt::format("sandbox {}: port {}/tcp did not answer at {} within {} "
+                               "(ready.timeout of profile {})",
+                               record.id, binding->port, binding->url, format_duration(timeout),
+                               record.profile.name),
+                   std::move(details));
+  }
+  spdlog::info("{}: port {}/tcp answered after {} ms", record.id, binding->port,
+               wait.waited.count());
+  return details;
+}
 
 CreateOutcome Engine::create(const Profile& profile, const CreateOptions& options) {
   for (const auto& warning : profile.warnings) {
@@ -64,6 +113,9 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
     record.policy.events = profile.events;
   }
   record.policy.ports = port_specs_json(profile.ports);
+  if (profile.ready) {
+    record.policy.ready = ReadyPolicy{profile.ready->port, profile.ready->timeout};
+  }
   record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }
@@ -176,13 +228,28 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   try {
     CreateResult result = driver_time.time([&] { return opened.driver->create(request); });
     bool destroyed_meanwhile = false;
-    record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
+    auto made = [&](SandboxRecord& r) {
       r.backend_id = result.backend_id;
       r.info.update(result.info); // what the driver says, over where it was told to go
       r.ports = result.ports;
       destroyed_meanwhile = r.state != State::creating;
+    };
+    nlohmann::json port_ready;
+    if (record.policy.ready) {
+      // Recorded before the wait, still `creating`: a create killed while it waits leaves its
+      // backend id for destroy and reap, and a failed wait removes exactly what was made.
+      record = record_outcome(record.id, result.backend_id, "created", made);
+      if (!destroyed_meanwhile) {
+        port_ready = wait_until_ready(record, *opened.driver);
+      }
+    }
+    record = record_outcome(record.id, result.backend_id, "created", [&](SandboxRecord& r) {
+      made(r);
       if (!destroyed_meanwhile) {
         nlohmann::json outcome = driver_time.details(started);
+        if (!port_ready.is_null()) {
+          outcome["port_ready"] = port_ready;
+        }
         if (r.restored_from) {
           outcome["snapshot"] = *r.restored_from;
         }
@@ -207,6 +274,21 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     }
   } catch (const OutcomeNotRecorded&) {
     throw;
+  } catch (const NotReady& e) {
+    // The backend made it, but its service never answered: it goes, as any failed create's does.
+    interrupt::Shield cleanup;
+    if (get(record.id).state != State::creating) {
+      // A destroy took it while the port was awaited: that record's story is told already.
+      throw Error(ExitCode::runtime,
+                  fmt::format("sandbox {} was destroyed while it was being created", record.id));
+    }
+    Error failed(e.code(), e.what() + undo_create(record, opened));
+    nlohmann::json details = driver_time.details(started);
+    details["port_ready"] = e.details();
+    record_failure(record.id, failed, EventKind::failed, State::failed, m_actor, "",
+                   std::move(details));
+    remember_failed(record.id);
+    throw failed;
   } catch (const Interrupted& e) {
     // The operator (or a CI cancel) stopped it: undo what the backend made, whatever it got to,
     // and say so in the record. Neither may be cut short by the signal itself.
@@ -251,7 +333,8 @@ void Engine::remember_failed(const std::string& id) {
 }
 
 std::string Engine::undo_create(const SandboxRecord& record, Opened& opened) {
-  if (!opened.factory->capabilities().list_by_label) {
+  // A backend id is known once the create's answer was recorded (before a readiness wait).
+  if (!opened.factory->capabilities().list_by_label && record.backend_id.empty()) {
     return "";
   }
   try {

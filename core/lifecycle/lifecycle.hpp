@@ -257,6 +257,10 @@ private:
   // returns what to add to the error ("; removed the 1 backend resource(s) it had made").
   std::string undo_create(const SandboxRecord& record, Opened& opened);
   void remember_failed(const std::string& id);
+  // Waits until the exposed port of the record's `ready` policy answers (docs/ports.md,
+  // "Readiness"); returns the details for the `ready` entry, or throws (exit 11 when it did not
+  // answer in time).
+  nlohmann::json wait_until_ready(const SandboxRecord& record, Driver& driver);
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
 
   const Ledger& m_ledger;

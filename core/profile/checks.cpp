@@ -43,6 +43,7 @@ public:
     profile.secrets = secrets();
     profile.events = sinks_of(m_file, m_doc);
     profile.ports = ports_of(m_file, m_doc, profile.warnings);
+    profile.ready = ready_of(m_file, m_doc, profile.ports);
     profile.driver_spec = driver_spec(profile.driver);
     profile.resolved = resolved(profile);
     profile.hash = sha256_digest(profile.resolved.dump());

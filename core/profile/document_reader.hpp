@@ -58,4 +58,8 @@ nlohmann::json sinks_of(const fs::path& file, Document& doc);
 std::vector<PortSpec> ports_of(const fs::path& file, Document& doc,
                                std::vector<std::string>& warnings);
 
+// The `ready` of a profile, checked against its `ports` (the port must be exposed, as tcp).
+std::optional<ReadyPort> ready_of(const fs::path& file, Document& doc,
+                                  const std::vector<PortSpec>& ports);
+
 } // namespace sandboxer::profile_internal

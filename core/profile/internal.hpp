@@ -5,6 +5,7 @@
 //   checks.cpp    the rules every field must follow, and the typed Profile they make
 //   sinks.cpp     the `events` sinks (a profile's and config.yaml's)
 //   ports.cpp     the `ports` a sandbox exposes
+//   ready.cpp     the `ready` port that must answer before create returns
 //   config.cpp    config.yaml
 //   document_reader.hpp  reading a document with located errors, for the three above
 //   profile.cpp   the public calls (sandboxer/profile.hpp)
@@ -26,8 +27,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 inline const std::vector<std::string> k_common_keys = {
-    "name", "description", "extends", "driver",    "ttl",  "labels",
-    "env",  "secrets",     "events",  "snapshots", "ports"};
+    "name", "description", "extends", "driver",    "ttl",   "labels",
+    "env",  "secrets",     "events",  "snapshots", "ports", "ready"};
 
 inline const std::vector<std::string> k_sink_types = {"jsonl", "http", "stderr", "fd", "exec"};
 

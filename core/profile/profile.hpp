@@ -29,6 +29,13 @@ struct TtlPolicy {
   std::optional<Seconds> max_ttl;
 };
 
+// `ready: {port, timeout}` (docs/ports.md, "Readiness"): create returns once this exposed tcp port
+// answers, and fails (destroying what it made) when it has not within `timeout`.
+struct ReadyPort {
+  int port = 0;
+  Seconds timeout{60};
+};
+
 // A fully resolved profile: `extends` merged, variables expanded, common fields checked. The
 // driver's own section is left as JSON for the driver to bind (drivers never see YAML).
 struct Profile {
@@ -44,6 +51,7 @@ struct Profile {
   std::map<std::string, SecretRef> secrets;
   nlohmann::json events = nlohmann::json::array(); // sinks, checked (docs/events.md)
   std::vector<PortSpec> ports;                     // `ports:` (docs/ports.md)
+  std::optional<ReadyPort> ready;                  // `ready:` (docs/ports.md, "Readiness")
   // What is allowed but worth saying ("file:line:col: ..."): `profiles validate` and `create`
   // print them.
   std::vector<std::string> warnings;

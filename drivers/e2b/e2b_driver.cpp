@@ -8,6 +8,7 @@
 #include <sandboxer/error.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/ports.hpp>
+#include <sandboxer/readiness.hpp>
 
 #include "drivers/e2b/api.hpp"
 #include "drivers/e2b/connect.hpp"
@@ -540,6 +541,13 @@ private:
     };
   }
 
+  // A TCP connection to E2B's proxy always opens; what is behind it shows in its answer to a GET
+  // of the port's URL (502 while nothing listens on the port).
+  bool port_answers(const SandboxHandle&, const PortBinding& binding,
+                    std::chrono::milliseconds timeout) override {
+    return url_answers(m_api.transport(), binding.url, timeout);
+  }
+
   Spec m_spec;
   Api m_api;
   const Clock& m_clock;
@@ -559,7 +567,8 @@ public:
             .exec_user = true,
             .logs = true,
             .copy = true,
-            .ports = true};
+            .ports = true,
+            .port_reach = Capabilities::PortReach::public_url};
   }
   json location(const json& spec, const DriverContext&) const override {
     Endpoints endpoints = resolve_endpoints(bind(spec));

@@ -10,6 +10,7 @@
 #include <sandboxer/interrupt.hpp>
 #include <sandboxer/log.hpp>
 #include <sandboxer/ports.hpp>
+#include <sandboxer/readiness.hpp>
 #include <sandboxer/spec_fields.hpp>
 
 #include "drivers/modal/api_client.hpp"
@@ -286,6 +287,13 @@ public:
                       sandbox.sandbox_id, format_duration(std::chrono::seconds(timeout)),
                       format_time(cap)));
     }
+  }
+
+  // A tunnel's TLS endpoint is Modal's and always accepts: what is behind it shows in the answer
+  // to a GET of its URL (a 502, 503 or 504 while nothing listens on the port).
+  bool port_answers(const SandboxHandle&, const PortBinding& binding,
+                    std::chrono::milliseconds timeout) override {
+    return url_answers(http::curl_transport(), binding.url, timeout);
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {

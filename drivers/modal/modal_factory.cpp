@@ -40,7 +40,8 @@ public:
             .native_ttl = true,
             .list_by_label = true,
             .logs = true,
-            .ports = true};
+            .ports = true,
+            .port_reach = Capabilities::PortReach::public_url};
   }
   json location(const json& spec, const DriverContext&) const override {
     return location_of(bind(spec));

@@ -27,8 +27,10 @@ PortBinding host_binding(int port, std::string protocol, std::string host, int h
 // on loopback). The binding must have a host port.
 std::string port_url(const PortBinding& binding);
 
-// Whether a TCP connection to `host` (an address or a name) and `port` opens within `timeout`;
-// closed again at once. A wildcard host (0.0.0.0, ::) is tried on loopback.
+// Whether a TCP connection to `host` (an address or a name) and `port` opens within `timeout`
+// and is not ended by the other side within the next 200 ms (a relay such as docker-proxy accepts,
+// then closes when nothing listens behind it); closed again then. A wildcard host (0.0.0.0, ::)
+// is tried on loopback.
 bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds timeout);
 
 // Whether `address` (an IP literal) is one of this machine's, or 0.0.0.0 or :: (all of them).

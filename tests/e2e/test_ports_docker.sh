@@ -107,6 +107,81 @@ expect_code 0 sbx profiles validate "$PROFILES/open.yaml"
 expect_contains "$ERR" "warning: "
 expect_contains "$ERR" "exposes port 8080/tcp on every network"
 [ -z "$(containers)" ] || fail "bad input left containers: $(containers)"
+# Readiness (docs/ports.md, "Readiness"): create returns once the port answers from here.
+ready_profile() {
+  local name=$1 ready=$2 command=$3
+  cat >"$PROFILES/$name.yaml" <<EOF2
+driver: docker
+ttl: { default: 10m }
+labels: { team: e2e-ports }
+ports: [8080]
+ready: $ready
+docker:
+  image: sandboxer/busybox:local
+  pull: never
+  stop_timeout: 0s
+  command: [sh, -c, '$command']
+EOF2
+}
+LATE='mkdir -p /www && echo late > /www/index.html && sleep 4 && exec httpd -f -p 8080 -h /www'
+# Without ready: the same service is not there yet when create returns (what ready is for).
+ready_profile unready "~" "$LATE"
+expect_code 0 sbx create --profile unready -o json
+HP=$(jq -r '.ports[0].host_port' <<<"$OUT")
+curl -fs --max-time 1 "http://127.0.0.1:$HP/" >/dev/null 2>&1 &&
+  fail "the delayed httpd answered at once: this test cannot tell a wait from none"
+expect_code 0 sbx destroy "$(jq -r .id <<<"$OUT")"
+# With ready: create returns only once it answers, and says how long that took.
+ready_profile slow "{port: 8080, timeout: 30s}" "$LATE"
+expect_code 0 sbx create --profile slow -o json
+ID=$(jq -r .id <<<"$OUT")
+HP=$(jq -r '.ports[0].host_port' <<<"$OUT")
+[ "$(curl -fs --max-time 2 "http://127.0.0.1:$HP/")" = late ] ||
+  fail "create returned before port 8080 answered at 127.0.0.1:$HP"
+[ "$(jq -r .state <<<"$OUT")" = running ] || fail "state after a ready create: $OUT"
+expect_code 0 sbx status "$ID" -o json
+READY=$(jq -c '.history[] | select(.event == "ready") | .details.port_ready' <<<"$OUT")
+[ "$(jq -r '"\(.port) \(.answered) \(.url)"' <<<"$READY")" = "8080 true tcp://127.0.0.1:$HP" ] ||
+  fail "the ready entry's port_ready: $READY"
+[ "$(jq -r '.after_ms > 1000' <<<"$READY")" = true ] || fail "it did not wait for the late httpd: $READY"
+# A restore keeps the policy: it too returns once the port answers.
+expect_code 0 sbx snapshot "$ID" --name s1
+expect_code 0 sbx restore "$ID:s1" -o json
+RID=$(jq -r .id <<<"$OUT")
+RHP=$(jq -r '.ports[0].host_port' <<<"$OUT")
+[ "$(curl -fs --max-time 2 "http://127.0.0.1:$RHP/")" = late ] ||
+  fail "restore returned before port 8080 answered at 127.0.0.1:$RHP"
+expect_code 0 sbx status "$RID" -o json
+[ "$(jq -r '.history[] | select(.event == "restored") | .details.port_ready.answered' <<<"$OUT")" = true ] ||
+  fail "the restored entry's port_ready: $(jq -c '.history' <<<"$OUT")"
+expect_code 0 sbx destroy "$RID"
+expect_code 0 sbx snapshots rm "$ID:s1"
+expect_code 0 sbx destroy "$ID"
+# Nothing ever listens: exit 11 after the timeout, the port named, nothing left, the record failed.
+ready_profile deaf "{port: 8080, timeout: 3s}" 'exec sleep 600'
+expect_code 11 sbx create --profile deaf -o json
+expect_contains "$ERR" "port 8080/tcp did not answer at tcp://127.0.0.1:"
+expect_contains "$ERR" "within 3s (ready.timeout of profile deaf)"
+expect_contains "$ERR" "removed the 1 backend resource(s) it had made"
+FID=$(jq -r .id <<<"$OUT")
+[ -n "$FID" ] && [ "$FID" != null ] || fail "a failed create -o json prints its record: $OUT"
+[ -z "$(docker ps -aq --filter "label=sandboxer.id=$FID")" ] ||
+  fail "the create that never got ready left a container: $(docker ps -a --filter "label=sandboxer.id=$FID")"
+expect_code 0 sbx status "$FID" -o json
+[ "$(jq -r .state <<<"$OUT")" = failed ] || fail "state after the readiness timeout: $OUT"
+expect_contains "$(jq -r .error <<<"$OUT")" "port 8080/tcp did not answer"
+[ "$(jq -r '.history[-1].details.port_ready | "\(.answered) \(.timeout)"' <<<"$OUT")" = "false 3s" ] ||
+  fail "the failed entry's port_ready: $(jq -c '.history[-1]' <<<"$OUT")"
+# Bad input, located, nothing made.
+ready_profile unexposed "{port: 9090}" 'exec sleep 600'
+expect_code 2 sbx create --profile unexposed
+expect_contains "$ERR" "unexposed.yaml:5:"
+expect_contains "$ERR" "ready.port: port 9090/tcp is not exposed; add it to \`ports:\`"
+ready_profile typo "{port: 8080, timout: 5s}" 'exec sleep 600'
+expect_code 2 sbx profiles validate "$PROFILES/typo.yaml"
+expect_contains "$ERR" "typo.yaml:5:"
+expect_contains "$ERR" "did you mean \"timeout\""
+[ -z "$(containers)" ] || fail "readiness left containers: $(containers)"
 # A driver without the capability refuses, before anything is made.
 stub_profile stubbed <<EOF2
   root: $WORK/backend

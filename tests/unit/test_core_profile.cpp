@@ -268,6 +268,44 @@ TEST_F(ProfileTest, PortMistakesAreLocated) {
   }
 }
 
+TEST_F(ProfileTest, ReadyNamesAnExposedPortAndWaitsAMinuteUnlessTold) {
+  write("ready.yaml", "driver: stub\nports: [8080, 9090]\nready: {port: 8080}\n");
+  Profile profile = load("ready.yaml");
+  ASSERT_TRUE(profile.ready);
+  EXPECT_EQ(profile.ready->port, 8080);
+  EXPECT_EQ(profile.ready->timeout, Seconds(60));
+  write("ready-timed.yaml", "driver: stub\nports: [8080]\nready: {port: \"8080\", timeout: 2m}\n");
+  EXPECT_EQ(load("ready-timed.yaml").ready->timeout, Seconds(120));
+  write("not-ready.yaml", "driver: stub\nports: [8080]\n");
+  EXPECT_FALSE(load("not-ready.yaml").ready);
+}
+
+TEST_F(ProfileTest, ReadyMistakesAreLocated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ready: {port: 0}", "3:15: ready.port: \"0\" is not a port number from 1 to 65535"},
+      {"ready: {port: 70000}", "3:15: ready.port: \"70000\" is not a port number"},
+      {"ready: {port: 9090}", "3:15: ready.port: port 9090/tcp is not exposed; add it to `ports:`"},
+      {"ready: {port: 53}", "3:15: ready.port: port 53/tcp is not exposed"},
+      {"ready: {port: 8080, timout: 5s}", "3:21: ready: unknown key \"timout\", did you mean "
+                                          "\"timeout\"?"},
+      {"ready: {port: 8080, timeout: soon}", "3:30: ready.timeout: invalid duration \"soon\""},
+      {"ready: {port: 8080, timeout: 0s}", "3:30: ready.timeout: wait at least 1s"},
+      {"ready: {timeout: 5s}", "3:1: ready: missing \"port\""},
+      {"ready: 8080", "3:8: ready: expected a map such as {port: 8080, timeout: 60s}"},
+      {"redy: {port: 8080}", "3:1: unknown key \"redy\", did you mean \"ready\"?"},
+  };
+  for (const auto& [line, message] : cases) {
+    write("bad.yaml", "driver: stub\nports: [8080, 53/udp]\n" + line + "\n");
+    try {
+      load("bad.yaml");
+      ADD_FAILURE() << line << " was accepted";
+    } catch (const ProfileError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_EQ(e.code(), ExitCode::usage);
+    }
+  }
+}
+
 TEST_F(ProfileTest, NameMayBeAnyScalar) {
   write("numbered.yaml", "name: 2024\ndriver: stub\n");
   EXPECT_EQ(load("numbered.yaml").name, "2024");
