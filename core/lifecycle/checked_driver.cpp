@@ -182,11 +182,6 @@ public:
     return kept;
   }
 
-  bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
-                    std::chrono::milliseconds timeout) override {
-    return m_inner->port_answers(sandbox, binding, timeout);
-  }
-
 private:
   [[noreturn]] void fail(const std::string& what) const {
     throw DriverError(DriverError::Kind::error, fmt::format("driver {}: {}", m_name, what));
