@@ -128,6 +128,8 @@ namespace {
 
 constexpr auto k_look_interval = std::chrono::milliseconds(200);
 constexpr auto k_longest_backoff = std::chrono::seconds(10);
+// How long a probe's connection must stay open to count as answered (see answers_over_ssh).
+constexpr auto k_held_means_answered = std::chrono::milliseconds(500);
 
 // What a tunnel's ssh said on stderr, once it ended.
 std::string said_by(proc::Child& child) {
@@ -226,17 +228,25 @@ bool answers_over_ssh(const Ssh& ssh, const PortBinding& binding,
   if (binding.protocol != "tcp" || !binding.host_port) {
     return false;
   }
-  // ssh -W opens a connection from the host and joins it to our stdin and stdout: our stdin is
-  // empty, so a service that answered sees the end at once and ssh exits 0; one that keeps the
-  // connection open past the timeout answered too. A refused connection is ssh's "open failed".
+  // ssh -W opens a connection from the host and joins it to ssh's stdin and stdout, which stay
+  // open and quiet. A refusal ends ssh at once (its "open failed"), and so does the host's
+  // docker-proxy, which accepts the connection itself and closes it while nothing listens behind
+  // it: only a connection still held after a moment is a service that answered, as tcp_answers
+  // judges one on this machine.
+  ssh.connect();
   proc::Command command;
   command.argv = ssh.argv_without_command(
       {"-W", fmt::format("{}:{}", bracketed(forward_target(binding)), *binding.host_port)}, false);
-  command.stdin_data = "";
-  command.timeout = timeout;
-  ssh.connect();
-  proc::Result result = proc::run(command);
-  return result.timed_out || result.exit_code == 0;
+  proc::Child probe(command);
+  const auto held_for = std::min<std::chrono::milliseconds>(timeout, k_held_means_answered);
+  const auto until = std::chrono::steady_clock::now() + held_for;
+  while (std::chrono::steady_clock::now() < until) {
+    if (probe.exited()) {
+      return false;
+    }
+    interrupt::sleep_for(std::chrono::milliseconds(20));
+  }
+  return !probe.exited();
 }
 
 } // namespace sandboxer::drivers::compose_ssh

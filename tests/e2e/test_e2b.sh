@@ -64,6 +64,11 @@ DOMAIN=$(jq -r '.info.domain // "e2b.app"' <<<"$(sbx status web -o json)")
   fail "e2b ports: $OUT"
 run 0 sbx port web 8080
 [ "$OUT" = "https://8080-$WEB_BID.$DOMAIN" ] || fail "port web 8080: $OUT"
+# forward: E2B's URL is reached from anywhere; nothing is proxied, it says where and ends.
+run 0 sbx forward web 8080 -o json
+[ "$(jq -c '[.proxied, .forwards[0].url, .forwards[0].local_port]' <<<"$OUT")" = \
+  "[false,\"https://8080-$WEB_BID.$DOMAIN\",null]" ] || fail "forward on e2b: $OUT"
+run 3 sbx forward web 9999
 run 0 sbx destroy web
 SANDBOXES_BEFORE=$(fake sandboxes | jq length)
 { cat "$PROFILES/e2b.yaml"; printf 'ports: [{port: 8080, host_port: 18080}]\n'; } >"$PROFILES/e2b-hostport.yaml"

@@ -182,6 +182,8 @@ WEB_BID=$(jq -r .backend_id <<<"$OUT")
 TUNNEL_HOST=$(calls SandboxGetTunnels | tail -1 | jq -r '.response.tunnels[] | select(.containerPort == 8080) | .host')
 run 0 sbx port web 8080
 [ "$OUT" = "$TUNNEL_HOST:443" ] || fail "port web 8080: $OUT (the tunnel: $TUNNEL_HOST)"
+run 0 sbx forward web 8080
+expect_contains "$OUT" "8080/tcp -> https://$TUNNEL_HOST"
 [ "$(jq -r --arg b "$WEB_BID" .request.sandboxId <<<"$(calls SandboxGetTunnels | tail -1)")" = "$WEB_BID" ] ||
   fail "the tunnels asked for: $(calls SandboxGetTunnels | tail -1)"
 run 0 sbx destroy web

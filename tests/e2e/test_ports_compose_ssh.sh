@@ -15,10 +15,12 @@ services:
   web:
     image: sandboxer/busybox:local
     init: true
-    command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && httpd -p 8081 -h /www && exec httpd -f -p 8080 -h /www']
+    command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && httpd -p 8081 -h /www && sleep 2 && exec httpd -f -p 8080 -h /www']
     ports: ["127.0.0.1::8081"]
 EOF2
-compose_profile web web.yml "ports: [8080]"
+# ready: the port answers from the host (ssh -W), where forward connects: create waits the 2 s.
+compose_profile web web.yml "ports: [8080]
+ready: {port: 8080, timeout: 30s}"
 PROJECTS=()
 cleanup_projects() {
   for p in "${PROJECTS[@]}"; do
@@ -43,6 +45,9 @@ HOST_PORT=$(jq -r '.ports[0].host_port' <<<"$CREATED")
 [ "$(jq -r '.ports[0].url' <<<"$CREATED")" = "tcp://127.0.0.1:$HOST_PORT" ] || fail "url: $CREATED"
 expect_code 0 sbx status "$ID" -o json
 [ "$(jq -c .ports <<<"$OUT")" = "$(jq -c .ports <<<"$CREATED")" ] || fail "status's ports: $OUT"
+READY=$(jq -c '.history[] | select(.event == "ready") | .details.port_ready' <<<"$OUT")
+jq -e '.answered == true and .after_ms >= 1000' <<<"$READY" >/dev/null ||
+  fail "create did not wait for port 8080 on the host: $READY"
 expect_code 0 sbx port "$ID" 8081
 [ "$OUT" = "$(jq -r '.ports[1] | "\(.host):\(.host_port)"' <<<"$CREATED")" ] || fail "port 8081: $OUT"
 

@@ -68,6 +68,25 @@ EXPOSED=$(record "$ID" '.history[] | select(.event == "ports.exposed")')
 [ "$(jq -r '"\(.details.ports | length) \(.details.until != null) \(.actor != "")"' <<<"$EXPOSED")" = "3 true true" ] ||
   fail "the ports.exposed entry: $EXPOSED"
 
+# forward: a relay on this machine, from a local port of the user's choosing to the engine's.
+L1=$(free_port)
+"$SANDBOXER" --state-dir "$STATE" --profiles-dir "$PROFILES" forward web "$L1:8080" -o json \
+  >"$WORK/fwd.out" 2>"$WORK/fwd.err" &
+FWD=$!
+for _ in $(seq 100); do [ -s "$WORK/fwd.out" ] && break; sleep 0.1; done
+[ "$(jq -c '[.proxied, .forwards[0].local_port, .forwards[0].to]' "$WORK/fwd.out")" = \
+  "[true,$L1,\"tcp://127.0.0.1:$HOST_PORT\"]" ] || fail "forward -o json: $(cat "$WORK/fwd.out" "$WORK/fwd.err")"
+for _ in 1 2 3; do # several connections, one after another, through the one relay
+  [ "$(curl -fs "http://127.0.0.1:$L1/")" = hello ] || fail "the relay on 127.0.0.1:$L1 did not reach the httpd"
+done
+expect_code 10 sbx forward web "$L1:8080"
+expect_contains "$ERR" "in use by sandboxer"
+kill -INT "$FWD"
+rc=0; wait "$FWD" || rc=$?
+[ "$rc" = 130 ] || fail "forward after SIGINT exited $rc"
+[ "$(record "$ID" '[.history[] | select(.event | startswith("ports.forward"))] | map(.event) | join(",")')" = \
+  "ports.forwarded,ports.forward_ended" ] || fail "forward's history entries: $(record "$ID" '.history | map(.event)')"
+
 # A host port that is taken: refused at create, naming the port and its holder; nothing made.
 BEFORE=$(containers | wc -l)
 web_profile taken "[{port: 8080, host_port: $FREE}]"
