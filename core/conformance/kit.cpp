@@ -737,23 +737,31 @@ private:
     if (m_caps.port_reach == Capabilities::PortReach::public_url) {
       return fmt::format("{} reported (a public URL, not probed from here)", binding.url);
     }
+    // A listener of bounded life, stopped again by the kit: on a driver that isolates nothing
+    // (the stub), it would otherwise outlive the sandbox on this machine.
     auto r = sh(m_record->id,
-                fmt::format("for s in 'busybox httpd' httpd; do $s -p {0} -h / 2>/dev/null && "
-                            "exit 0; done; command -v python3 >/dev/null || exit 1; "
-                            "nohup python3 -m http.server {0} >/dev/null 2>&1 & exit 0",
+                fmt::format("t=; command -v timeout >/dev/null && t='timeout 120'; "
+                            "start() {{ $t \"$@\" >/dev/null 2>&1 & p=$!; sleep 0.5; "
+                            "kill -0 $p 2>/dev/null && echo $p && exit 0; }}; "
+                            "start busybox httpd -f -p {0} -h /; start httpd -f -p {0} -h /; "
+                            "start python3 -m http.server {0}; exit 1",
                             k_port));
     if (r.code != 0) {
       return fmt::format("{} reported; the sandbox has no httpd or python3 to listen with",
                          binding.url);
     }
+    const std::string listener = r.out.substr(0, r.out.find('\n'));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!m_opened.driver->port_answers(lifecycle_rules::handle_of(*m_record), binding,
-                                          std::chrono::seconds(2))) {
-      expect(std::chrono::steady_clock::now() < deadline,
-             fmt::format("a listener on port {} in the sandbox did not answer at {} within 20 s",
-                         k_port, binding.url));
+    bool answered = false;
+    while (!(answered = m_opened.driver->port_answers(lifecycle_rules::handle_of(*m_record),
+                                                      binding, std::chrono::seconds(2))) &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    exec(m_record->id, {.argv = {"kill", listener}});
+    expect(answered,
+           fmt::format("a listener on port {} in the sandbox did not answer at {} within 20 s",
+                       k_port, binding.url));
     if (here) {
       m_port_on_this_machine = binding;
     }

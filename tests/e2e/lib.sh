@@ -299,6 +299,18 @@ ${3:-}
 EOF2
 }
 
+# remove_compose_projects: what the host holds of each project in $PROJECTS, removed (at_exit
+# remove_compose_projects, with PROJECTS+=("$ID") after each create).
+remove_compose_projects() {
+  local p ids
+  for p in "${PROJECTS[@]}"; do
+    ids=$(docker ps -aq --filter "label=com.docker.compose.project=$p")
+    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+    ids=$(docker network ls -q --filter "label=com.docker.compose.project=$p")
+    [ -z "$ids" ] || docker network rm $ids >/dev/null 2>&1 || true
+  done
+}
+
 # compose_leftovers PROJECT: what the host still holds of a compose project (containers, networks,
 # volumes), one per line; empty when nothing.
 compose_leftovers() {

@@ -38,7 +38,7 @@ RECORD_KEYS='["backend_id","created_at","driver","error","expires_at","id","idem
 STATUS_KEYS='["backend","backend_id","created_at","driver","error","expires_at","history","id","idempotency_key","labels","max_expires_at","name","owner","ports","profile","restored_from","seconds_left","snapshots","state"]'
 CREATE_KEYS='["backend_id","created_at","driver","error","expires_at","id","idempotency_key","labels","max_expires_at","name","notices","owner","ports","profile","restored_from","reused","seconds_left","snapshots","state"]'
 ENTRY_KEYS='["actor","details","event","event_id","from","prev","reason","time","to"]'
-EVIDENCE_KEYS='["chain","copies","event_ids","evidence_version","execs","generated_at","ledger","owner","profile","sandbox","snapshots","transitions"]'
+EVIDENCE_KEYS='["chain","copies","event_ids","evidence_version","execs","generated_at","ledger","owner","ports","profile","sandbox","snapshots","transitions"]'
 VERIFY_KEYS='["entries","head","kept_head","ledger","ok","problems","records"]'
 SNAPSHOT_KEYS='["backend_ref","created_at","driver","id","name","sandbox","size_bytes"]'
 

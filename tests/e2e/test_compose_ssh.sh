@@ -30,15 +30,7 @@ EOF2
 # compose_file is relative: it resolves against the profile's directory, not the working one.
 compose_profile compose stack.yml "env: { GREETING: hello }"
 PROJECTS=()
-cleanup_projects() {
-  for p in "${PROJECTS[@]}"; do
-    ids=$(docker ps -aq --filter "label=com.docker.compose.project=$p")
-    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
-    ids=$(docker network ls -q --filter "label=com.docker.compose.project=$p")
-    [ -z "$ids" ] || docker network rm $ids >/dev/null 2>&1 || true
-  done
-}
-at_exit cleanup_projects
+at_exit remove_compose_projects
 
 accepted() { grep -c "Accepted publickey" "$SSHD_LOG" || true; }
 # Remote commands (sshd logs one "Starting session" per command, multiplexed or not).

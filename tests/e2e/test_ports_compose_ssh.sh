@@ -22,15 +22,7 @@ EOF2
 compose_profile web web.yml "ports: [8080]
 ready: {port: 8080, timeout: 30s}"
 PROJECTS=()
-cleanup_projects() {
-  for p in "${PROJECTS[@]}"; do
-    ids=$(docker ps -aq --filter "label=com.docker.compose.project=$p")
-    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
-    ids=$(docker network ls -q --filter "label=com.docker.compose.project=$p")
-    [ -z "$ids" ] || docker network rm $ids >/dev/null 2>&1 || true
-  done
-}
-at_exit cleanup_projects
+at_exit remove_compose_projects
 
 expect_code 0 sbx create --profile web -o json
 CREATED=$OUT
