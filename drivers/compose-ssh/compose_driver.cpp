@@ -105,7 +105,9 @@ std::string last_meaningful_line(const std::string& output) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
       line.pop_back();
     }
-    if (!line.empty() && !line.ends_with("... done") && !line.ends_with("...")) {
+    // compose v1 ends a failed up with this summary; the line before it says what failed.
+    if (!line.empty() && !line.ends_with("... done") && !line.ends_with("...") &&
+        line.find("Encountered errors while bringing up the project") == std::string::npos) {
       last = line;
     }
   }

@@ -60,6 +60,13 @@ for _ in $(seq 100); do [ -s "$WORK/fwd.out" ] && break; sleep 0.1; done
 expect_code 10 sbx forward "$ID" "$L1:8080"
 expect_contains "$ERR" "127.0.0.1:$L1"
 expect_contains "$ERR" "in use"
+# A host port the host already uses (here the forward's own listener): compose up fails with the
+# engine's words, which name the port; the failed create leaves nothing on the host.
+compose_profile taken web.yml "ports: [{port: 8080, host_port: $L1}]"
+expect_code 4 sbx create --profile taken
+expect_contains "$ERR" "$L1"
+TAKEN=$(sbx list -a -o json | jq -r '.[] | select(.profile == "taken" or .profile.name? == "taken") | .id')
+[ -n "$TAKEN" ] && [ -z "$(compose_leftovers "$TAKEN")" ] || fail "the failed create left: $TAKEN $(compose_leftovers "$TAKEN")"
 expect_code 3 sbx forward "$ID" 9999
 expect_contains "$ERR" "does not expose port 9999/tcp"
 expect_code 2 sbx forward "$ID" 8080/udp
