@@ -1,10 +1,12 @@
 #include "core/conformance/kit.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mutex>
 #include <optional>
 #include <spdlog/spdlog.h>
@@ -735,7 +737,12 @@ private:
       return fmt::format("{} reported; without exec nothing could listen on it", binding.url);
     }
     if (m_caps.port_reach == Capabilities::PortReach::public_url) {
-      return fmt::format("{} reported (a public URL, not probed from here)", binding.url);
+      ForwardPlan plan = m_engine.plan_forward(m_record->id, {{k_port, "tcp", std::nullopt}});
+      expect(plan.ports.size() == 1 && plan.ports.front().binding.url == binding.url,
+             "forward does not plan to print the port's URL");
+      return fmt::format("{} reported, and forward prints it (a public URL, not probed from "
+                         "here)",
+                         binding.url);
     }
     // A listener of bounded life, stopped again by the kit: on a driver that isolates nothing
     // (the stub), it would otherwise outlive the sandbox on this machine.
@@ -758,6 +765,15 @@ private:
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    std::string forwarded;
+    try {
+      if (answered) {
+        forwarded = forward_reaches(binding);
+      }
+    } catch (...) {
+      exec(m_record->id, {.argv = {"kill", listener}});
+      throw;
+    }
     exec(m_record->id, {.argv = {"kill", listener}});
     expect(answered,
            fmt::format("a listener on port {} in the sandbox did not answer at {} within 20 s",
@@ -765,7 +781,57 @@ private:
     if (here) {
       m_port_on_this_machine = binding;
     }
-    return fmt::format("a listener on port {} in the sandbox answers at {}", k_port, binding.url);
+    return fmt::format("a listener on port {} in the sandbox answers at {}; {}", k_port,
+                       binding.url, forwarded);
+  }
+
+  // `sandboxer forward` of the port to a free local one, as the verb runs it: the listener is
+  // reached through 127.0.0.1, and the forward's start and end are in the history.
+  std::string forward_reaches(const PortBinding& binding) {
+    ForwardPlan plan = m_engine.plan_forward(m_record->id, {{k_port, "tcp", 0}});
+    expect(plan.ports.size() == 1 && plan.ports.front().binding.url == binding.url,
+           fmt::format("forward planned another way to port {} than {}", k_port, binding.url));
+    struct Probe : ForwardIo {
+      std::atomic<bool> up{false}, done{false};
+      void listening(const PortForward&) override { up = true; }
+      void notice(std::string_view) override {}
+      bool keep_going() override { return !done; }
+    } probe;
+    std::exception_ptr failed;
+    std::thread running([&] {
+      try {
+        m_engine.forward(plan, probe);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+    const int local = plan.ports.front().local_port;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!probe.up && !failed && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const bool reached = probe.up && tcp_answers("127.0.0.1", local, std::chrono::seconds(2));
+    probe.done = true;
+    running.join();
+    if (failed) {
+      std::rethrow_exception(failed);
+    }
+    expect(probe.up, "forward did not listen within 20 s");
+    expect(reached, fmt::format("forward listens on 127.0.0.1:{}, but the port's listener is not "
+                                "reached through it",
+                                local));
+    std::vector<std::string> entries;
+    for (const auto& entry : m_engine.get(m_record->id).history) {
+      if (entry.event == EventKind::ports_forwarded ||
+          entry.event == EventKind::ports_forward_ended) {
+        entries.push_back(to_string(entry.event));
+      }
+    }
+    expect(entries == std::vector<std::string>{"ports.forwarded", "ports.forward_ended"},
+           fmt::format("the forward's history entries are [{}]", fmt::join(entries, ", ")));
+    return fmt::format("forward reaches it at 127.0.0.1:{} ({})", local,
+                       plan.reach == Capabilities::PortReach::through_driver ? "through the driver"
+                                                                             : "relayed here");
   }
 
   std::string leftovers() {
