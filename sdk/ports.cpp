@@ -4,6 +4,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -166,13 +167,21 @@ PortBinding host_binding(int port, std::string protocol, std::string host, int h
   return binding;
 }
 
-std::string port_url(const PortBinding& binding) {
-  std::string host = binding.host;
-  if (host == "0.0.0.0") {
-    host = "127.0.0.1";
-  } else if (host == "::") {
-    host = "::1";
+std::string connect_host(const std::string& host) {
+  return host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host;
+}
+
+std::string exposed_ports_text(const std::vector<PortBinding>& ports) {
+  std::vector<std::string> listed;
+  for (const auto& binding : ports) {
+    listed.push_back(fmt::format("{}/{}", binding.port, binding.protocol));
   }
+  return listed.empty() ? std::string("it exposes none")
+                        : fmt::format("it exposes {}", fmt::join(listed, ", "));
+}
+
+std::string port_url(const PortBinding& binding) {
+  std::string host = connect_host(binding.host);
   if (host.find(':') != std::string::npos) {
     host = "[" + host + "]";
   }
@@ -180,7 +189,7 @@ std::string port_url(const PortBinding& binding) {
 }
 
 bool tcp_answers(const std::string& host, int port, std::chrono::milliseconds timeout) {
-  const std::string target = host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host;
+  const std::string target = connect_host(host);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;

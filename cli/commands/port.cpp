@@ -59,16 +59,11 @@ ExitCode run_port(Context& context, const PortArgs& args) {
     }
   }
   if (wanted && shown.empty()) {
-    std::vector<std::string> exposed;
-    for (const auto& binding : record.ports) {
-      exposed.push_back(fmt::format("{}/{}", binding.port, binding.protocol));
-    }
     throw NotFoundError(fmt::format(
         "sandbox {} does not expose port {}/{} ({}); its profile's `ports:` says which it does",
-        record.id, wanted->first, wanted->second,
-        exposed.empty() ? std::string("it exposes none")
-                        : "it exposes " + fmt::format("{}", fmt::join(exposed, ", "))));
+        record.id, wanted->first, wanted->second, exposed_ports_text(record.ports)));
   }
+
   context.out().print(port_bindings_json(shown), [&] {
     Table table;
     for (const auto& binding : shown) {

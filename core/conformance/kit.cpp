@@ -20,6 +20,7 @@
 #include "core/conformance/cp_tree.hpp"
 #include "core/events/events.hpp"
 #include "core/lifecycle/lifecycle.hpp"
+#include "core/lifecycle/port_readiness.hpp"
 #include "core/lifecycle/rules.hpp"
 #include "sdk/file_descriptor.hpp"
 #include "sdk/files.hpp"
@@ -758,13 +759,9 @@ private:
                          binding.url);
     }
     const std::string listener = r.out.substr(0, r.out.find('\n'));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    bool answered = false;
-    while (!(answered = m_opened.driver->port_answers(lifecycle_rules::handle_of(*m_record),
-                                                      binding, std::chrono::seconds(2))) &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+    const bool answered =
+        wait_for_port(*m_opened.driver, lifecycle_rules::handle_of(*m_record), binding, Seconds(20))
+            .answered;
     std::string forwarded;
     try {
       if (answered) {

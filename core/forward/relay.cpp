@@ -49,9 +49,7 @@ struct Target {
 };
 
 Target target_of(const PortBinding& binding) {
-  const std::string host = binding.host == "0.0.0.0" ? "127.0.0.1"
-                           : binding.host == "::"    ? "::1"
-                                                     : binding.host;
+  const std::string host = connect_host(binding.host);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;

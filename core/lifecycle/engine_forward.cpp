@@ -18,19 +18,10 @@ namespace {
 // How often a forward looks at the ledger to learn that its sandbox ended.
 constexpr auto k_look_at_ledger = std::chrono::seconds(2);
 
-std::string port_list(const std::vector<PortBinding>& ports) {
-  std::vector<std::string> listed;
-  for (const auto& binding : ports) {
-    listed.push_back(fmt::format("{}/{}", binding.port, binding.protocol));
-  }
-  return listed.empty() ? std::string("it exposes none")
-                        : fmt::format("it exposes {}", fmt::join(listed, ", "));
-}
-
 // A binding this machine already serves at 127.0.0.1:`local`: nothing to relay.
 bool already_here(const PortBinding& binding, int local) {
   return binding.host_port == local &&
-         (binding.host == "127.0.0.1" || binding.host == "0.0.0.0" || binding.host == "localhost");
+         (connect_host(binding.host) == "127.0.0.1" || binding.host == "localhost");
 }
 
 nlohmann::json forwards_json(const std::vector<PortForward>& ports) {
@@ -68,7 +59,7 @@ ForwardPlan Engine::plan_forward(const std::string& id_or_name,
     if (wanted.empty()) {
       throw NotFoundError(fmt::format("sandbox {} has no tcp port to forward ({}); its profile's "
                                       "`ports:` says which it exposes",
-                                      record.id, port_list(record.ports)));
+                                      record.id, exposed_ports_text(record.ports)));
     }
   }
   std::set<int> locals;
@@ -83,7 +74,8 @@ ForwardPlan Engine::plan_forward(const std::string& id_or_name,
     if (binding == record.ports.end()) {
       throw NotFoundError(fmt::format("sandbox {} does not expose port {}/{} ({}); its profile's "
                                       "`ports:` says which it does",
-                                      record.id, ask.port, ask.protocol, port_list(record.ports)));
+                                      record.id, ask.port, ask.protocol,
+                                      exposed_ports_text(record.ports)));
     }
     PortForward forward{ask.local_port.value_or(ask.port), *binding};
     if (plan.reach != Capabilities::PortReach::public_url) {

@@ -23,6 +23,14 @@ void refuse_host_side_ports(std::string_view driver, std::string_view how,
 // A port reached at `host`:`host_port` of a host, its url made by port_url.
 PortBinding host_binding(int port, std::string protocol, std::string host, int host_port);
 
+// Where a client on this machine connects to a port bound at `host`: a bind to every address
+// (0.0.0.0,
+// ::) is reached on loopback (127.0.0.1, ::1); any other host is itself.
+std::string connect_host(const std::string& host);
+
+// "it exposes 8080/tcp, 53/udp" ("it exposes none"), for messages about a port a sandbox lacks.
+std::string exposed_ports_text(const std::vector<PortBinding>& ports);
+
 // "tcp://127.0.0.1:49153": where a client on the host connects (a bind to every address is reached
 // on loopback). The binding must have a host port.
 std::string port_url(const PortBinding& binding);
