@@ -22,7 +22,7 @@ SBX=("$BIN" --state-dir "$WORK/state" --profiles-dir "$WORK/profiles")
 "${SBX[@]}" run --profile bench -- true >/dev/null # the ledger exists before the first timing
 
 /usr/bin/python3 - "$ROUNDS" "$LEASE" "$WORK" "${SBX[@]}" <<'PY'
-import os, resource, statistics, subprocess, sys, time
+import json, os, resource, statistics, subprocess, sys, time
 
 rounds, lease, work, sbx = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 
@@ -41,9 +41,62 @@ s, d = statistics.median(ours), statistics.median(theirs)
 print(f"run -- true, {rounds} rounds (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus)")
 print(f"  sandboxer run {s:6.3f} s   docker run --rm {d:6.3f} s   ratio {s / d:.2f}  (target <= 1.00)")
 
+# The engine's floor: the same calls made bare over the Engine API socket (no process to start, no
+# ledger), so the ratio above can be read against what the engine itself costs. "exec" is what run
+# asks of the engine (create, start, exec, inspect, forced delete); "one-shot" is docker run's own
+# sequence (the command as the container's first process: create, start, wait, delete).
+import http.client, socket
+sock_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock").removeprefix("unix://")
+
+class Engine(http.client.HTTPConnection):
+    def __init__(self):
+        super().__init__("docker", timeout=60)
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(60)
+        self.sock.connect(sock_path)
+
+def call(engine, method, path, body=None):
+    engine.request(method, "/v1.41" + path, body=None if body is None else json.dumps(body),
+                   headers={"Content-Type": "application/json"})
+    response = engine.getresponse()
+    data = response.read()
+    if response.status >= 300:
+        raise SystemExit(f"{method} {path}: {response.status} {data[:200]!r}")
+    return json.loads(data) if data else None
+
+def bare(one_shot):
+    engine = Engine()
+    spec = {"Image": "sandboxer/busybox:local", "HostConfig": {"Init": True},
+            "Cmd": ["true"] if one_shot else ["sleep", "infinity"]}
+    container = call(engine, "POST", "/containers/create", spec)["Id"]
+    call(engine, "POST", f"/containers/{container}/start")
+    if one_shot:
+        call(engine, "POST", f"/containers/{container}/wait")
+    else:
+        exec_id = call(engine, "POST", f"/containers/{container}/exec", {"Cmd": ["true"]})["Id"]
+        call(engine, "POST", f"/exec/{exec_id}/start", {"Detach": False})
+        call(engine, "GET", f"/exec/{exec_id}/json")
+    call(engine, "DELETE", f"/containers/{container}?v=1&force=1")
+
+def timed_call(function):
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+floor_exec, floor_one_shot, floor_docker = [], [], []
+for i in range(rounds):
+    floor_exec.append(timed_call(lambda: bare(False)))
+    floor_one_shot.append(timed_call(lambda: bare(True)))
+    floor_docker.append(timed(["docker", "run", "--rm", "sandboxer/busybox:local", "true"]))
+fe, fo, fd = (statistics.median(v) for v in (floor_exec, floor_one_shot, floor_docker))
+print(f"the engine's floor, bare API calls: exec sequence {fe:6.3f} s (ratio {fe / fd:.2f}), "
+      f"one-shot sequence {fo:6.3f} s (ratio {fo / fd:.2f}), docker run --rm {fd:6.3f} s")
+print(f"  sandboxer run over the bare exec sequence: {s / fe:.2f} "
+      f"({1000 * (s - fe):.0f} ms of process, ledger and events)")
+
 # The lease: a run of 3 leases' length renews every third of its lease: its CPU time, and the
 # ledger writes of the renewals (each renewal is one commit; -o json counts them).
-import json
 seconds = 3 * lease
 before = resource.getrusage(resource.RUSAGE_CHILDREN)
 start = time.perf_counter()
