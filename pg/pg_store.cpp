@@ -677,10 +677,14 @@ LedgerData PgStore::read(ReadScope scope) const {
     data.sandboxes.push_back(std::move(record));
     return true;
   });
-  auto meta = ready().query("SELECT ledger_id, event_seq FROM sandboxer.ledger_meta");
+  auto meta =
+      ready().query("SELECT ledger_id, event_seq, pruned_before FROM sandboxer.ledger_meta");
   if (!meta.values.empty()) {
     data.ledger_id = meta.values[0][0].value_or("");
     data.event_seq = std::stoull(meta.values[0][1].value_or("0"));
+    if (const auto& pruned = meta.values[0][2]) {
+      data.pruned_before = TimePoint(std::chrono::seconds(std::stoll(*pruned)));
+    }
   }
   auto counts = ready().query(
       "SELECT state, count(*) FROM sandboxer.sandboxes WHERE NOT resident GROUP BY state");
@@ -753,6 +757,12 @@ PruneReport PgStore::prune(TimePoint cutoff, bool dry_run) const {
     ChainPosition chain{head.head.hash, head.head.lines};
     auto statements = chain_closings(chain, head.ledger_id, "pruned", pruned);
     const std::size_t guard = guard_of(statements);
+    // GREATEST skips a NULL: the first prune sets it.
+    statements.push_back(
+        {"UPDATE sandboxer.ledger_meta SET pruned_before = GREATEST(pruned_before, "
+         "(SELECT max(last_time) FROM sandboxer.sandboxes WHERE NOT resident AND "
+         "last_time < $1))",
+         {unix_seconds(cutoff)}});
     statements.push_back({"DELETE FROM sandboxer.sandboxes WHERE NOT resident AND last_time < $1",
                           {unix_seconds(cutoff)}});
     auto results = ready().pipeline(statements);

@@ -12,8 +12,8 @@ import sys
 
 API_RPCS = [
     "AppGetOrCreate", "ImageGetOrCreate", "ImageJoinStreaming", "ImageFromId", "SandboxCreate",
-    "SandboxGetTaskId", "SandboxWait", "SandboxTerminate", "SandboxList", "SandboxTagsGet",
-    "SandboxSnapshotFs", "SandboxGetLogs", "TaskGetCommandRouterAccess", "ContainerExec",
+    "SandboxGetTaskId", "SandboxGetTunnels", "SandboxWait", "SandboxTerminate", "SandboxList",
+    "SandboxTagsGet", "SandboxTagsSet", "SandboxSnapshotFs", "SandboxGetLogs", "TaskGetCommandRouterAccess", "ContainerExec",
     "ContainerExecGetOutput", "ContainerExecWait", "ContainerExecPutInput",
 ]
 # Messages no RPC names: the server's retry instructions ride in grpc-status-details-bin.

@@ -99,6 +99,12 @@ void Driver::copy_out(const SandboxHandle&, const CopyOutRequest&, CopySink&) {
 void Driver::forward(const SandboxHandle&, const std::vector<PortForward>&, ForwardIo&) {
   unsupported("this", "forward");
 }
+PauseResult Driver::pause(const SandboxHandle&, const PauseRequest&) {
+  unsupported("this", "pause");
+}
+ResumeResult Driver::resume(const SandboxHandle&, const ResumeRequest&) {
+  unsupported("this", "resume");
+}
 bool Driver::port_answers(const SandboxHandle&, const PortBinding& binding,
                           std::chrono::milliseconds timeout) {
   return binding.protocol == "tcp" && binding.host_port &&

@@ -299,6 +299,12 @@ private:
     if (const json& grace = field(params, "grace_seconds"); grace.is_number_integer()) {
       handle.stop_grace = std::chrono::seconds(grace.get<long>());
     }
+    // pause and resume send the record's info (an emulating driver keeps its state there), and
+    // resume the sandbox's id.
+    if (const json& info = field(params, "info"); info.is_object()) {
+      handle.info = info;
+    }
+    handle.sandbox_id = text(params, "id");
     return handle;
   }
 
@@ -395,6 +401,14 @@ private:
         out["link_target"] = info.link_target;
       }
       return out;
+    }
+    if (method == "pause" && m_factory.capabilities().pause) {
+      return protocol::pause_result_json(
+          open(params)->pause(handle_of(params), protocol::pause_request_of(params)));
+    }
+    if (method == "resume" && m_factory.capabilities().pause) {
+      return protocol::resume_result_json(
+          open(params)->resume(handle_of(params), protocol::resume_request_of(params)));
     }
     if (method == "copy_in" && m_factory.capabilities().copy) {
       return copy_in(id, params);

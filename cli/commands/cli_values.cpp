@@ -81,6 +81,8 @@ const std::vector<Entry>& table() {
       {"restore", "ttl", K::duration},
       {"restore", "idempotency-key", K::text, "KEY"},
       {"restore", "in-place", K::live_sandbox},
+      {"pause", "ids", K::live_sandbox},
+      {"resume", "ids", K::live_sandbox},
       {"extend", "id", K::live_sandbox},
       {"extend", "by", K::duration},
       {"extend", "to", K::time},

@@ -220,6 +220,14 @@ const std::vector<CommandEntry>& all_commands() {
       {"restore", "Create a new sandbox from a snapshot", &setup_restore,
        "sandboxer restore scratch:after-setup --name copy\n"
        "sandboxer restore snp-4m2k9x7q1w3e --in-place scratch"},
+      {"pause", "Pause sandboxes: no CPU (and, where the driver can, no memory), files kept",
+       &setup_pause,
+       "sandboxer pause scratch\n"
+       "sandboxer pause scratch web -o json | jq '.[] | {id, how, memory}'\n"
+       "sandboxer list   # STATE paused, and the time left while paused"},
+      {"resume", "Resume paused sandboxes", &setup_resume,
+       "sandboxer resume scratch\n"
+       "sandboxer resume scratch && sandboxer exec scratch -- cat /work/notes.txt"},
       {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend,
        "sandboxer extend scratch --by 30m\nsandboxer extend scratch --to 2026-12-24T18:00:00Z"},
       {"reap", "Destroy every expired sandbox (for cron)", &setup_reap,

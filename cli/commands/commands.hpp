@@ -159,6 +159,8 @@ void setup_snapshot(CLI::App& app, Runner& runner);
 void setup_snapshots(CLI::App& app, Runner& runner);
 void setup_restore(CLI::App& app, Runner& runner);
 void setup_extend(CLI::App& app, Runner& runner);
+void setup_pause(CLI::App& app, Runner& runner);
+void setup_resume(CLI::App& app, Runner& runner);
 void setup_exec(CLI::App& app, Runner& runner);
 void setup_wait(CLI::App& app, Runner& runner);
 void setup_logs(CLI::App& app, Runner& runner);

@@ -16,7 +16,10 @@
 namespace sandboxer::commands {
 namespace {
 
-constexpr int k_export_version = 1;
+// 2: records of ledger schema 3 (paused ones, pause policies), which a reader of version 1 would
+// take for corrupt. Version 1 exports hold records of schema 2, which this reader still reads.
+constexpr int k_export_version = 2;
+constexpr int k_oldest_export_version = 1;
 
 struct ExportHeader {
   std::string ledger_id;
@@ -26,10 +29,16 @@ struct ExportHeader {
 ExportHeader parse_header(const std::string& line, const std::string& where) {
   try {
     auto doc = nlohmann::json::parse(line);
-    if (!doc.is_object() || doc.value("sandboxer_ledger_export", 0) != k_export_version) {
-      throw UsageError(fmt::format("{}: not a sandboxer ledger export (version {}): the first "
-                                   "line is its header",
-                                   where, k_export_version));
+    const int version = doc.is_object() ? doc.value("sandboxer_ledger_export", 0) : 0;
+    if (version > k_export_version) {
+      throw UsageError(fmt::format("{}: a sandboxer ledger export of version {}, newer than this "
+                                   "sandboxer reads ({}); upgrade sandboxer",
+                                   where, version, k_export_version));
+    }
+    if (version < k_oldest_export_version) {
+      throw UsageError(fmt::format("{}: not a sandboxer ledger export (version {}..{}): the "
+                                   "first line is its header",
+                                   where, k_oldest_export_version, k_export_version));
     }
     return {doc.at("ledger_id").get<std::string>(), doc.at("event_seq").get<std::uint64_t>()};
   } catch (const nlohmann::json::exception& e) {

@@ -56,7 +56,8 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     auto state = state_from_string(text);
     if (!state) {
       throw UsageError(fmt::format("--state \"{}\": not a state (creating, running, snapshotting, "
-                                   "destroying, destroyed, failed, expired, orphaned)",
+                                   "destroying, destroyed, failed, expired, orphaned, paused, "
+                                   "pausing, resuming)",
                                    text));
     }
     wanted.push_back(*state);

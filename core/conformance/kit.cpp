@@ -1,5 +1,6 @@
 #include "core/conformance/kit.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -170,6 +171,7 @@ private:
     exec_checks();
     copy_checks();
     check("logs", [&] { return logs(); });
+    check("pause and resume", [&] { return pause_resume(); });
     check("snapshot", [&] { return snapshot(); });
     check("restore", [&] { return restore(); });
     check("extend", [&] { return extend(); });
@@ -492,6 +494,120 @@ private:
                          lines.seen.size()));
       interrupt::sleep_for(std::chrono::seconds(1));
     }
+  }
+
+  // Pause and resume keep every byte (docs/pause.md): a file written before is there after, and
+  // where the driver says memory was kept, a process started before still runs after (its
+  // counter stood still while paused). Without the capability: refused (exit 7), nothing written.
+  std::string pause_resume() {
+    const std::string id = m_record->id;
+    if (!m_caps.pause) {
+      const size_t entries = m_engine.get(id).history.size();
+      try {
+        m_engine.pause(id);
+      } catch (const Error& e) {
+        expect(e.code() == ExitCode::policy,
+               fmt::format("pause without the capability failed with exit {} instead of 7: {}",
+                           static_cast<int>(e.code()), e.what()));
+        expect(m_engine.get(id).history.size() == entries,
+               "a refused pause wrote to the sandbox's history");
+        return fmt::format("refused (exit 7), as its capabilities say: {}", e.what());
+      }
+      fail("pause succeeded although the driver does not declare the capability");
+    }
+    constexpr const char* k_pause_file = "sandboxer-kit-pause.txt";
+    constexpr const char* k_ticks = "sandboxer-kit-ticks";
+    const std::string text = "kept across the pause of " + id;
+    // The counter is bounded (2 minutes) and killed at the end; its output goes nowhere, so
+    // that the exec that starts it ends at once.
+    auto ticks = [&]() -> long {
+      auto r = sh(id, fmt::format("cat {} 2>/dev/null || echo 0", k_ticks));
+      return std::strtol(r.out.c_str(), nullptr, 10);
+    };
+    if (m_caps.exec) {
+      auto r = sh(id, fmt::format("printf '%s' '{}' > {} && (i=0; while [ $i -lt 600 ]; do "
+                                  "i=$((i+1)); echo $i > {}; sleep 0.2; done) >/dev/null 2>&1 "
+                                  "</dev/null & echo $! > {}.pid",
+                                  text, k_pause_file, k_ticks, k_ticks));
+      expect(r.code == 0, fmt::format("writing {} and starting a counter failed with {}: {}",
+                                      k_pause_file, r.code, r.err));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (ticks() < 2) {
+        expect(std::chrono::steady_clock::now() < until,
+               "the background counter did not count within 20 s");
+        interrupt::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
+    const long before_pause = m_caps.exec ? ticks() : 0;
+    PauseOutcome paused = m_engine.pause(id);
+    const SandboxRecord& record = paused.record;
+    expect(record.state == State::paused && record.pause && record.pause->at &&
+               record.history.back().event == EventKind::paused,
+           fmt::format("after pause the sandbox is {} (last entry {}), not paused with a paused "
+                       "entry",
+                       to_string(record.state), to_string(record.history.back().event)));
+    const SandboxHandle handle = lifecycle_rules::handle_of(record);
+    auto status = m_opened.driver->status(handle);
+    expect(status.state == BackendStatus::State::paused ||
+               status.state == BackendStatus::State::stopped,
+           fmt::format("the backend says {} ({}) of the paused sandbox", to_string(status.state),
+                       status.detail));
+    if (m_caps.exec && !record.policy.resume_on_exec) {
+      try {
+        sh(id, "true");
+        fail("exec in a paused sandbox succeeded");
+      } catch (const Error& e) {
+        expect(e.code() == ExitCode::conflict &&
+                   std::string(e.what()).find("sandboxer resume") != std::string::npos,
+               fmt::format("exec in a paused sandbox failed with exit {} without naming "
+                           "'sandboxer resume': {}",
+                           static_cast<int>(e.code()), e.what()));
+      }
+    }
+    PauseRequest again;
+    again.pause_id = record.pause->id;
+    again.memory = record.policy.pause_memory;
+    m_opened.driver->pause(handle, again); // a repeat (reap's repair) is done, not an error
+    interrupt::sleep_for(std::chrono::seconds(2));
+    SandboxRecord resumed = m_engine.resume(id);
+    m_record = resumed; // a resume may bring a new backend id (an emulated pause)
+    // `resumed`, then `ports.exposed` when the ports moved.
+    const bool entry = std::any_of(
+        resumed.history.begin() + static_cast<std::ptrdiff_t>(record.history.size()),
+        resumed.history.end(), [](const HistoryEntry& e) { return e.event == EventKind::resumed; });
+    expect(resumed.state == State::running && !resumed.pause && entry,
+           fmt::format("after resume the sandbox is {}, {} a resumed entry",
+                       to_string(resumed.state), entry ? "with" : "without"));
+    m_opened.driver->resume(lifecycle_rules::handle_of(resumed), {.pause_id = again.pause_id});
+    std::string detail = fmt::format("{} ({}), then resumed", record.pause->how,
+                                     record.pause->memory ? "memory kept" : "files only");
+    if (!m_caps.exec) {
+      return detail + "; without exec nothing inside could be checked";
+    }
+    auto r = sh(id, fmt::format("cat {}", k_pause_file));
+    expect(r.out == text, fmt::format("{} reads \"{}\" after the resume (status {}), expected "
+                                      "\"{}\"",
+                                      k_pause_file, r.out, r.code, text));
+    detail += fmt::format("; {} is intact", k_pause_file);
+    if (record.pause->memory) {
+      const long after_resume = ticks();
+      expect(after_resume < before_pause + 5,
+             fmt::format("the counter went from {} to {} over a 2 s pause: it was not paused",
+                         before_pause, after_resume));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (ticks() <= after_resume) {
+        expect(std::chrono::steady_clock::now() < until,
+               fmt::format("the counter started before the pause stands at {} after the resume: "
+                           "the process did not survive although the driver kept memory",
+                           after_resume));
+        interrupt::sleep_for(std::chrono::milliseconds(200));
+      }
+      detail += fmt::format("; a counter started before it stood still ({} -> {}) and counts on",
+                            before_pause, after_resume);
+    }
+    sh(id, fmt::format("kill $(cat {0}.pid) 2>/dev/null; rm -f {0} {0}.pid {1}", k_ticks,
+                       k_pause_file));
+    return detail;
   }
 
   std::string snapshot() {

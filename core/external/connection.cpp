@@ -341,7 +341,8 @@ nlohmann::json Connection::call(const Call& call) {
         if (message.message.rfind(m_name + ": ", 0) != 0) {
           message.message = fmt::format("{}: {}", m_name, message.message);
         }
-        throw RemoteError(message.kind, log::redact(message.message), message.pointer);
+        throw RemoteError(message.kind, log::redact(message.message), message.pointer,
+                          message.method_not_found);
       case protocol::Message::Type::result:
         if (!source_sent) {
           broken(DriverError::Kind::error,

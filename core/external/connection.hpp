@@ -17,12 +17,17 @@ namespace sandboxer::external {
 // JSON pointer of the offending key inside the spec (`data.pointer`), when it gave one.
 class RemoteError : public DriverError {
 public:
-  RemoteError(Kind kind, const std::string& message, std::string pointer)
-      : DriverError(kind, message), m_pointer(std::move(pointer)) {}
+  RemoteError(Kind kind, const std::string& message, std::string pointer,
+              bool method_not_found = false)
+      : DriverError(kind, message), m_pointer(std::move(pointer)),
+        m_method_not_found(method_not_found) {}
   const std::string& pointer() const { return m_pointer; }
+  // JSON-RPC's -32601 (the kind is then unsupported), not the driver's own word.
+  bool method_not_found() const { return m_method_not_found; }
 
 private:
   std::string m_pointer;
+  bool m_method_not_found = false;
 };
 
 // One running external driver and the JSON-RPC conversation with it: one call at a time, each

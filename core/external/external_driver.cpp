@@ -34,7 +34,8 @@ std::chrono::milliseconds timeout_of(const std::string& method) {
   if (method == "initialize" || method == "validate") {
     return 30s;
   }
-  if (method == "create" || method == "restore" || method == "snapshot") {
+  if (method == "create" || method == "restore" || method == "snapshot" || method == "pause" ||
+      method == "resume") {
     return 15min;
   }
   return 5min;
@@ -502,7 +503,43 @@ public:
     return out;
   }
 
+  // The optional pause and resume (capability `pause`, docs/driver-protocol.md "Pause").
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    json params = protocol::pause_params(sandbox, request);
+    params["spec"] = m_spec;
+    return protocol::pause_result_of(declared_call("pause", std::move(params)));
+  }
+
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    // The record's name is not in the request: the id stands for it, as for a sandbox created
+    // without a name.
+    json params = protocol::resume_params(sandbox, request, sandbox.sandbox_id);
+    params["spec"] = m_spec;
+    return protocol::resume_result_of(declared_call("resume", std::move(params)));
+  }
+
 private:
+  // A method of the capability `pause`: never sent to a driver that did not declare it, and a
+  // driver that declared it but does not know the method (-32601) is refused (exit 7), as the
+  // core refuses a driver without the capability: the pause it promised cannot happen.
+  json declared_call(const std::string& method, json params) {
+    if (!m_factory.capabilities().pause) {
+      throw DriverError(DriverError::Kind::refused,
+                        fmt::format("{} is not supported by driver {}", method, m_factory.name()));
+    }
+    try {
+      return call(method, std::move(params));
+    } catch (const RemoteError& e) {
+      if (!e.method_not_found()) {
+        throw;
+      }
+      throw DriverError(DriverError::Kind::refused,
+                        fmt::format("driver {} declares the capability pause but does not answer "
+                                    "{} (JSON-RPC -32601, method not found)",
+                                    m_factory.name(), method));
+    }
+  }
+
   void check_count(const json& result, const char* method, uint64_t moved) const {
     const json& bytes = member(result, "bytes", method);
     if (!bytes.is_number_unsigned() || bytes.get<uint64_t>() != moved) {

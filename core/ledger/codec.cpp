@@ -2,8 +2,10 @@
 // checked, and written back exactly as read.
 #include "core/ledger/codec.hpp"
 
+#include <array>
 #include <climits>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <sandboxer/error.hpp>
 
@@ -48,6 +50,25 @@ std::string_view read_text(JsonReader& in, std::string& scratch, std::string_vie
   expect(in, Kind::string, field, expected);
   return in.string(scratch);
 }
+
+template <size_t N>
+void read_word(JsonReader& in, std::string& out, std::string_view field,
+               const std::array<std::string_view, N>& words) {
+  std::string scratch;
+  const std::string_view text = read_text(in, scratch, field, "a word");
+  for (const auto word : words) {
+    if (text == word) {
+      out = word;
+      return;
+    }
+  }
+  throw ShapeError{std::string(field),
+                   fmt::format("is \"{}\", expected one of {}", text, fmt::join(words, ", "))};
+}
+
+constexpr std::array<std::string_view, 2> k_pause_causes = {"user", "idle"};
+constexpr std::array<std::string_view, 2> k_paused_max_actions = {"destroy", "snapshot"};
+constexpr std::array<std::string_view, 3> k_idle_actions = {"destroy", "pause", "snapshot"};
 
 } // namespace
 
@@ -131,7 +152,8 @@ void read_value(JsonReader& in, State& out, std::string_view field) {
   if (!state) {
     throw ShapeError{std::string(field),
                      fmt::format("is \"{}\", expected one of creating, running, snapshotting, "
-                                 "destroying, destroyed, failed, expired, orphaned",
+                                 "destroying, destroyed, failed, expired, orphaned, paused, "
+                                 "pausing, resuming",
                                  text)};
   }
   out = *state;
@@ -158,6 +180,41 @@ void read_value(JsonReader& in, EventKind& out, std::string_view field) {
 
 void read_value(JsonReader& in, int& out, std::string_view field) {
   out = static_cast<int>(read_integer(in, field, INT_MIN, INT_MAX, "an integer"));
+}
+
+void read_value(JsonReader& in, bool& out, std::string_view field) {
+  expect(in, Kind::boolean, field, "true or false");
+  out = in.boolean();
+}
+
+void read_value(JsonReader& in, std::optional<bool>& out, std::string_view field) {
+  if (in.take_null()) {
+    out.reset();
+    return;
+  }
+  expect(in, Kind::boolean, field, "true, false or null");
+  out = in.boolean();
+}
+
+void read_pause_cause(JsonReader& in, std::string& out, std::string_view field) {
+  read_word(in, out, field, k_pause_causes);
+}
+
+void read_on_paused_max(JsonReader& in, std::string& out, std::string_view field) {
+  read_word(in, out, field, k_paused_max_actions);
+}
+
+void read_on_idle(JsonReader& in, std::string& out, std::string_view field) {
+  read_word(in, out, field, k_idle_actions);
+}
+
+void read_cost(JsonReader& in, json& out, std::string_view field) {
+  if (in.take_null()) {
+    out = nullptr;
+    return;
+  }
+  expect(in, Kind::object, field, "an object or null");
+  out = in.any();
 }
 
 void read_value(JsonReader& in, std::optional<std::uint64_t>& out, std::string_view field) {
@@ -228,6 +285,12 @@ void write_value(JsonWriter& out, const EventKind& value) {
 }
 void write_value(JsonWriter& out, const int& value) {
   out.integer(value);
+}
+void write_value(JsonWriter& out, const bool& value) {
+  out.raw(value ? "true" : "false");
+}
+void write_value(JsonWriter& out, const std::optional<bool>& value) {
+  out.raw(!value ? "null" : *value ? "true" : "false");
 }
 void write_value(JsonWriter& out, const std::optional<std::uint64_t>& value) {
   if (value) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/ledger/record.hpp"
@@ -45,6 +46,8 @@ void read_value(JsonReader& in, State& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<State>& out, std::string_view field);
 void read_value(JsonReader& in, EventKind& out, std::string_view field);
 void read_value(JsonReader& in, int& out, std::string_view field);
+void read_value(JsonReader& in, bool& out, std::string_view field);
+void read_value(JsonReader& in, std::optional<bool>& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<std::uint64_t>& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<int>& out, std::string_view field);
 void read_value(JsonReader& in, std::optional<Seconds>& out, std::string_view field);
@@ -59,11 +62,21 @@ void write_value(JsonWriter& out, const State& value);
 void write_value(JsonWriter& out, const std::optional<State>& value);
 void write_value(JsonWriter& out, const EventKind& value);
 void write_value(JsonWriter& out, const int& value);
+void write_value(JsonWriter& out, const bool& value);
+void write_value(JsonWriter& out, const std::optional<bool>& value);
 void write_value(JsonWriter& out, const std::optional<std::uint64_t>& value);
 void write_value(JsonWriter& out, const std::optional<int>& value);
 void write_value(JsonWriter& out, const std::optional<Seconds>& value);
 void write_value(JsonWriter& out, const std::map<std::string, std::string>& value);
 void write_value(JsonWriter& out, const nlohmann::json& value);
+
+// Values with a closed set of words (docs/ledger-format.md): anything else is refused naming the
+// field, as an unknown state is.
+void read_pause_cause(JsonReader& in, std::string& out, std::string_view field); // user, idle
+void read_on_paused_max(JsonReader& in, std::string& out, std::string_view field);
+void read_on_idle(JsonReader& in, std::string& out, std::string_view field);
+// policy.cost: the profile's `cost` object, or null.
+void read_cost(JsonReader& in, nlohmann::json& out, std::string_view field);
 
 // Structs with a field list (fields.hpp) and arrays, defined below.
 template <typename Struct> struct Fields;
@@ -103,7 +116,9 @@ template <typename Struct, typename Value> struct MemberOf<Value Struct::*> {
 };
 
 template <typename V> bool is_empty_value(const V& value) {
-  if constexpr (requires { value.empty(); }) {
+  if constexpr (std::is_same_v<V, bool>) {
+    return !value; // a flag is written (with k_nonempty) only when set
+  } else if constexpr (requires { value.empty(); }) {
     return value.empty();
   } else if constexpr (requires { value.has_value(); }) {
     return !value.has_value();
@@ -118,6 +133,17 @@ constexpr Field<typename MemberOf<decltype(Member)>::type> field(std::string_vie
   using Struct = typename MemberOf<decltype(Member)>::type;
   return {name, flags,
           [](JsonReader& in, Struct& s, std::string_view key) { read_value(in, s.*Member, key); },
+          [](JsonWriter& out, const Struct& s) { write_value(out, s.*Member); },
+          [](const Struct& s) { return is_empty_value(s.*Member); }};
+}
+
+// A field read by `Read` (one of the checked readers above) instead of its type's reader.
+template <auto Member, auto Read>
+constexpr Field<typename MemberOf<decltype(Member)>::type> checked_field(std::string_view name,
+                                                                         unsigned flags = 0) {
+  using Struct = typename MemberOf<decltype(Member)>::type;
+  return {name, flags,
+          [](JsonReader& in, Struct& s, std::string_view key) { Read(in, s.*Member, key); },
           [](JsonWriter& out, const Struct& s) { write_value(out, s.*Member); },
           [](const Struct& s) { return is_empty_value(s.*Member); }};
 }

@@ -170,6 +170,8 @@ Header parse_document(std::string_view text, const std::filesystem::path& file, 
                 read_integer(in, state, 0, INT64_MAX, "a non-negative integer"));
           });
         });
+      } else if (key == "pruned_before") {
+        read_value(in, header.pruned_before, key);
       } else if (key == "sandboxes") {
         // Readers disagree on which of two copies counts (jq: the last); refuse to guess.
         if (has_sandboxes) {
@@ -241,7 +243,12 @@ void serialize(const Header& header, const std::vector<SandboxRecord>& records, 
     out.raw(":");
     out.integer(count);
   }
-  out.raw("},\"sandboxes\":[");
+  out.raw("}");
+  if (header.pruned_before) {
+    out.raw(",\"pruned_before\":");
+    out.time(*header.pruned_before);
+  }
+  out.raw(",\"sandboxes\":[");
   for (size_t i = 0; i < records.size(); ++i) {
     if (i > 0) {
       out.raw(",");

@@ -1,11 +1,12 @@
 #pragma once
 // The ledger's files as text: the live document (ledger.json) and the journal's lines, schema 1
-// and 2 (docs/ledger-format.md). No file access here: see local_store.cpp.
+// to 3 (docs/ledger-format.md). No file access here: see local_store.cpp.
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,17 +37,18 @@ struct Header {
   std::uint64_t event_seq = 0;
   JournalTail journal;
   std::map<std::string, std::uint64_t> closed_counts; // LedgerData::closed_counts
+  std::optional<TimePoint> pruned_before;             // LedgerData::pruned_before
 };
 
 using RecordSink = std::function<void(SandboxRecord&)>;
 
-// Reads a live document of schema 1 or 2, handing each record to `sink` in file order (schema-1
+// Reads a live document of schema 1 to 3, handing each record to `sink` in file order (schema-1
 // records upgraded in memory: upgrade_record_from_v1). Throws LedgerError naming `file` and where.
 Header parse_document(std::string_view text, const std::filesystem::path& file, ReadScope scope,
                       const RecordSink& sink);
 
-// Writes a schema-2 document through `flush`, in chunks of about `chunk` bytes: the memory a
-// commit touches stays the same whatever the size of the ledger.
+// Writes a document of the current schema through `flush`, in chunks of about `chunk` bytes: the
+// memory a commit touches stays the same whatever the size of the ledger.
 void serialize(const Header& header, const std::vector<SandboxRecord>& records, size_t chunk,
                std::string& buffer, const std::function<void(const std::string&)>& flush);
 

@@ -44,6 +44,14 @@ template <> struct Fields<CreationPolicy> {
       field<&CreationPolicy::events>("events"),
       field<&CreationPolicy::ports>("ports", k_nonempty),
       field<&CreationPolicy::ready>("ready", k_nonempty),
+      field<&CreationPolicy::paused_max>("paused_max", k_nonempty),
+      checked_field<&CreationPolicy::on_paused_max, read_on_paused_max>("on_paused_max",
+                                                                        k_nonempty),
+      field<&CreationPolicy::idle>("idle", k_nonempty),
+      checked_field<&CreationPolicy::on_idle, read_on_idle>("on_idle", k_nonempty),
+      field<&CreationPolicy::pause_memory>("pause_memory", k_nonempty),
+      field<&CreationPolicy::resume_on_exec>("resume_on_exec", k_nonempty),
+      checked_field<&CreationPolicy::cost, read_cost>("cost", k_nonempty),
   };
 };
 
@@ -55,6 +63,21 @@ template <> struct Fields<Lease> {
       field<&Lease::renewed_at>("renewed_at", k_required),
       field<&Lease::renewals>("renewals"),
       field<&Lease::ttl_expires_at>("ttl_expires_at"),
+  };
+};
+
+// Absent members are left out: a pausing record has no `at` yet, a native pause no `emulated`.
+template <> struct Fields<PauseState> {
+  static constexpr std::array fields = {
+      field<&PauseState::id>("id", k_required),
+      checked_field<&PauseState::cause, read_pause_cause>("cause"),
+      field<&PauseState::how>("how", k_nonempty),
+      field<&PauseState::requested_at>("requested_at", k_required),
+      field<&PauseState::at>("at", k_nonempty),
+      field<&PauseState::ttl_left>("ttl_left", k_nonempty),
+      field<&PauseState::memory>("memory"),
+      field<&PauseState::emulated>("emulated", k_nonempty),
+      field<&PauseState::held_bytes>("held_bytes", k_nonempty),
   };
 };
 
@@ -104,6 +127,7 @@ template <> struct Fields<SandboxRecord> {
       field<&SandboxRecord::expires_at>("expires_at"),
       field<&SandboxRecord::max_expires_at>("max_expires_at"),
       field<&SandboxRecord::lease>("lease", k_nonempty),
+      field<&SandboxRecord::pause>("pause", k_nonempty),
       field<&SandboxRecord::ports>("ports", k_nonempty | k_listed),
       field<&SandboxRecord::labels>("labels"),
       field<&SandboxRecord::env>("env", k_detail | k_private),

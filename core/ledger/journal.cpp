@@ -28,6 +28,10 @@ std::string day_text(TimePoint time) {
   return format_time(time).substr(0, 10);
 }
 
+// Segments are read from this schema on: a segment keeps the version it was begun at (a
+// migration rewrites no segment), and its lines are of that schema.
+constexpr int k_oldest_segment_version = 2;
+
 constexpr std::string_view k_prev_member = R"(,"journal_prev":")";
 constexpr size_t k_hash_size = 7 + 64; // "sha256:" and the hex digits
 
@@ -150,7 +154,8 @@ std::optional<SegmentHeader> header_of(const Journal& journal, std::uint64_t seg
       return std::nullopt;
     }
     SegmentHeader header = parse_header(text.substr(0, end));
-    const bool ours = header.version == LedgerData::k_schema_version &&
+    const bool ours = header.version >= k_oldest_segment_version &&
+                      header.version <= LedgerData::k_schema_version &&
                       (ledger_id.empty() || header.ledger_id == ledger_id);
     return ours ? std::optional(std::move(header)) : std::nullopt;
   } catch (...) {
@@ -201,10 +206,14 @@ JournalTail Journal::append(const JournalTail& tail, const std::vector<std::stri
   }
   const std::string today = day_text(closed);
   const bool has_segment = tail.offset > 0;
-  // A full segment, another day's, or one that is not readable as ours (damaged, foreign,
-  // missing): the records go to a new one, where they can be read.
-  const bool rotate =
-      has_segment && (tail.offset >= k_segment_limit || day_of(tail.segment, ledger_id) != today);
+  // A full segment, another day's, one of an older schema (its header tells its lines' schema),
+  // or one that is not readable as ours (damaged, foreign, missing): the records go to a new
+  // one, where they can be read.
+  const auto current_header =
+      has_segment ? header_of(*this, tail.segment, ledger_id) : std::nullopt;
+  const bool rotate = has_segment && (tail.offset >= k_segment_limit || !current_header ||
+                                      current_header->day != today ||
+                                      current_header->version != LedgerData::k_schema_version);
   const auto current = segment_path(tail.segment);
   if (has_segment && !rotate) {
     FileDescriptor fd(open_own_file(current, O_RDWR, "journal segment"));
@@ -289,11 +298,15 @@ void Journal::read_segment(std::uint64_t segment, const JournalTail& tail,
       throw ledger_format::ShapeError{"", "has no complete header line"};
     }
     const SegmentHeader header = parse_header(text.substr(0, header_end));
-    if (header.version > LedgerData::k_schema_version) {
+    if (header.version > LedgerData::k_schema_version ||
+        header.version < k_oldest_segment_version) {
       problem({path, 0,
-               fmt::format("has schema version {}, newer than this sandboxer understands ({}); "
-                           "its records are not read: upgrade sandboxer",
-                           header.version, LedgerData::k_schema_version)});
+               header.version > LedgerData::k_schema_version
+                   ? fmt::format("has schema version {}, newer than this sandboxer understands "
+                                 "({}); its records are not read: upgrade sandboxer",
+                                 header.version, LedgerData::k_schema_version)
+                   : fmt::format("has schema version {}, older than any journal ({}): not read",
+                                 header.version, k_oldest_segment_version)});
       return;
     }
     if (!ledger_id.empty() && header.ledger_id != ledger_id) {

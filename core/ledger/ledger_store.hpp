@@ -22,7 +22,7 @@ namespace sandboxer {
 
 // The live part of the ledger: the resident records (is_resident) and the document's own fields.
 struct LedgerData {
-  static constexpr int k_schema_version = 2;
+  static constexpr int k_schema_version = 3;
   std::string ledger_id; // stable random id, written on the ownership label sandboxer.ledger
   // The sequence number of the last event given out: events are numbered in commit order.
   std::uint64_t event_seq = 0;
@@ -30,6 +30,9 @@ struct LedgerData {
   // How many closed records the history holds, by state ("destroyed", "failed"): kept by every
   // commit and prune, so that counting them never reads the history.
   std::map<std::string, std::uint64_t> closed_counts;
+  // Records closed up to this time may have been pruned (`ledger prune`); the history of records
+  // closed after it is whole. None: nothing was ever pruned.
+  std::optional<TimePoint> pruned_before;
 
   // Among these records: by id; else by name, the live record of that name or the newest one
   // that bore it. nullptr when absent.

@@ -167,6 +167,7 @@ LedgerData LocalStore::read(ReadScope scope) const {
   data.ledger_id = std::move(live.header.ledger_id);
   data.event_seq = live.header.event_seq;
   data.closed_counts = live.header.closed_counts;
+  data.pruned_before = live.header.pruned_before;
   data.sandboxes = std::move(live.records);
   return data;
 }
@@ -559,7 +560,7 @@ std::unique_ptr<LedgerStore::Transaction> LocalStore::begin() const {
   Live live = load(ReadScope::whole);
   if (live.header.schema_version < LedgerData::k_schema_version &&
       std::filesystem::exists(file())) {
-    spdlog::info("{}", migrate_from_v1(*this));
+    spdlog::info("{}", migrate_to_current(*this, live.header.schema_version));
     live = load(ReadScope::whole);
   }
   return std::make_unique<LocalTransaction>(*this, std::move(guard), std::move(live));
@@ -575,7 +576,7 @@ std::string LocalStore::migrate() const {
     return fmt::format("ledger {} is already at schema_version {}", file().string(),
                        live.header.schema_version);
   }
-  return migrate_from_v1(*this);
+  return migrate_to_current(*this, live.header.schema_version);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -653,6 +654,11 @@ PruneReport LocalStore::prune(TimePoint cutoff, bool dry_run) const {
   }
   for (const auto& [id, state] : newest_pruned) {
     uncount(header.closed_counts, state);
+  }
+  // The latest closing pruned: usage over a window before it is told the history is partial.
+  for (const auto& record : report.records) {
+    const TimePoint closed = closed_at(record);
+    header.pruned_before = std::max(header.pruned_before.value_or(closed), closed);
   }
   if (keep_from > header.journal.segment) {
     // Every segment went, the current one too; the chain goes on from where it was.

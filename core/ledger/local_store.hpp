@@ -4,6 +4,7 @@
 //   ledger.json       the live document: resident records and the journal's committed position
 //   ledger.json.bak   the previous live document
 //   ledger.v1.json    the schema-1 file a migration started from, kept
+//   ledger.v2.json    likewise, the schema-2 file
 //   ledger.lock       the flock every writer holds, with the holder's pid
 //   journal/          closed records, append-only segments
 
@@ -44,7 +45,7 @@ public:
     ledger_format::Header header;
     std::vector<SandboxRecord> records; // resident ones only, unless `all`
   };
-  // A missing file reads as an empty schema-2 ledger.
+  // A missing file reads as an empty ledger of the current schema.
   Live load(ReadScope scope, bool all = false) const;
   // Replaces ledger.json atomically (temp file, fsync, backup link, rename, directory fsync).
   void write_document(const ledger_format::Header& header,
@@ -62,7 +63,12 @@ private:
   ledger_journal::Journal m_journal;
 };
 
-// Schema 1 -> 2 on disk, under the lock (migration.cpp). Returns what it did.
+// Migrations on disk, under the lock (migration.cpp). Each returns what it did.
+// Schema 1 -> current: seals every history and moves closed records to the journal.
 std::string migrate_from_v1(const LocalStore& store);
+// Schema 2 -> 3: the document's version only; the journal's segments are kept byte for byte.
+std::string migrate_from_v2(const LocalStore& store);
+// The one for `version`; throws LedgerError for a version it cannot start from.
+std::string migrate_to_current(const LocalStore& store, int version);
 
 } // namespace sandboxer

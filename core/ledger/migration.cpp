@@ -1,4 +1,7 @@
-// Schema 1 -> 2 on disk (docs/ledger-format.md, "Migration"), under the ledger lock:
+// Older schemas -> the current one on disk (docs/ledger-format.md, "Migration"), under the
+// ledger lock.
+//
+// Schema 1 -> current:
 //
 //   1. remove journal.migrating/ and journal/: with ledger.json still at schema 1, neither is
 //      committed (both can only be what an interrupted migration left);
@@ -10,6 +13,16 @@
 //
 // A crash before the last rename leaves ledger.json at schema 1, readable, and the next write
 // starts over; after it, the migration is done.
+//
+// Schema 2 -> 3 changes no record and no journal segment (schema 3 only adds states, event kinds
+// and fields that schema-2 records never have; segments keep the version they were begun at and
+// stay readable, and the next closing begins a new segment):
+//
+//   1. keep the schema-2 file as ledger.v2.json (a hard link, replaced atomically);
+//   2. commit the same header and records as schema 3, as any commit.
+//
+// A crash before the commit's rename leaves ledger.json at schema 2 and the next write starts
+// over; after it, the migration is done. Nothing under journal/ is touched.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <map>
@@ -76,6 +89,21 @@ private:
   std::set<std::string> m_days;
 };
 
+// Links ledger.json as ledger.vN.json (replacing what an interrupted migration left there), and
+// returns that name.
+fs::path keep_old_file(const LocalStore& store, int version) {
+  const fs::path file = store.file();
+  const fs::path kept = store.state_dir() / fmt::format("ledger.v{}.json", version);
+  const fs::path kept_temp = store.state_dir() / fmt::format("ledger.v{}.json.tmp", version);
+  ::unlink(kept_temp.c_str());
+  if (::link(file.c_str(), kept_temp.c_str()) != 0 ||
+      ::rename(kept_temp.c_str(), kept.c_str()) != 0) {
+    write_failed("link", kept, file);
+  }
+  ledger_files::fsync_directory(store.state_dir(), kept);
+  return kept;
+}
+
 } // namespace
 
 std::string migrate_from_v1(const LocalStore& store) {
@@ -138,13 +166,7 @@ std::string migrate_from_v1(const LocalStore& store) {
   ledger_files::fsync_directory(staging, staging);
 
   // 4. The old file stays, by its own name.
-  const fs::path kept = dir / "ledger.v1.json";
-  const fs::path kept_temp = dir / "ledger.v1.json.tmp";
-  ::unlink(kept_temp.c_str());
-  if (::link(file.c_str(), kept_temp.c_str()) != 0 ||
-      ::rename(kept_temp.c_str(), kept.c_str()) != 0) {
-    write_failed("link", kept, file);
-  }
+  const fs::path kept = keep_old_file(store, 1);
 
   // 5. The switch.
   if (::rename(staging.c_str(), journal_dir.c_str()) != 0) {
@@ -159,6 +181,39 @@ std::string migrate_from_v1(const LocalStore& store) {
                      "hash chain; the old file is kept as {}",
                      file.string(), LedgerData::k_schema_version, resident.size(), closed,
                      journal_dir.string(), tail.offset == 0 ? 0 : tail.segment, kept.string());
+}
+
+std::string migrate_from_v2(const LocalStore& store) {
+  LocalStore::Live live = store.load(ReadScope::whole, true);
+  if (live.header.schema_version != 2) {
+    throw LedgerError(fmt::format("cannot migrate ledger {} from schema_version 2: it is at {}",
+                                  store.file().string(), live.header.schema_version));
+  }
+  const fs::path kept = keep_old_file(store, 2);
+  std::uint64_t segments = 0;
+  const auto& tail = live.header.journal;
+  if (!(tail.first == tail.segment && tail.offset == 0)) {
+    segments = tail.segment - tail.first + 1 - (tail.offset == 0 ? 1 : 0);
+  }
+  live.header.schema_version = LedgerData::k_schema_version;
+  store.write_document(live.header, live.records);
+  return fmt::format("ledger {} migrated from schema_version 2 to {}: {} resident record(s) and "
+                     "the journal ({} segment(s) in {}) kept as they were; the old file is kept "
+                     "as {}",
+                     store.file().string(), LedgerData::k_schema_version, live.records.size(),
+                     segments, store.journal().dir().string(), kept.string());
+}
+
+std::string migrate_to_current(const LocalStore& store, int version) {
+  switch (version) {
+  case 1:
+    return migrate_from_v1(store);
+  case 2:
+    return migrate_from_v2(store);
+  default:
+    throw LedgerError(fmt::format("ledger {} has schema_version {}: no migration from it to {}",
+                                  store.file().string(), version, LedgerData::k_schema_version));
+  }
 }
 
 } // namespace sandboxer

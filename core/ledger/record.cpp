@@ -18,13 +18,13 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::array<std::string_view, 8> k_state_names = {
-    "creating",  "running", "snapshotting", "destroying",
-    "destroyed", "failed",  "expired",      "orphaned",
+constexpr std::array<std::string_view, 11> k_state_names = {
+    "creating", "running",  "snapshotting", "destroying", "destroyed", "failed",
+    "expired",  "orphaned", "paused",       "pausing",    "resuming",
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 26> k_event_names = {
+constexpr std::array<std::string_view, 32> k_event_names = {
     "created",          "ready",
     "restoring",        "restored",
     "restore.failed",   "exec.started",
@@ -38,6 +38,9 @@ constexpr std::array<std::string_view, 26> k_event_names = {
     "updated",          "files.copied",
     "lease.ended",      "ports.exposed",
     "ports.forwarded",  "ports.forward_ended",
+    "pausing",          "paused",
+    "pause.failed",     "resuming",
+    "resumed",          "resume.failed",
 };
 
 template <typename Enum, size_t N>
@@ -98,7 +101,7 @@ std::optional<EventKind> event_kind_from_string(std::string_view text) {
 
 bool is_transitional(State state) {
   return state == State::creating || state == State::snapshotting || state == State::destroying ||
-         state == State::expired;
+         state == State::expired || state == State::pausing || state == State::resuming;
 }
 
 bool is_live(State state) {
@@ -217,6 +220,9 @@ std::string new_sandbox_id() {
 }
 std::string new_snapshot_id() {
   return new_id("snp-");
+}
+std::string new_pause_id() {
+  return new_id("pse-");
 }
 std::string new_ledger_id() {
   return new_id("ldg-");

@@ -27,7 +27,10 @@ enum class State {
   destroyed,
   failed,
   expired,
-  orphaned
+  orphaned,
+  paused,   // Driver::pause succeeded: live, nothing runs (or, emulated, nothing exists but files)
+  pausing,  // Driver::pause is being called (transitional)
+  resuming, // Driver::resume is being called (transitional)
 };
 const char* to_string(State state);
 std::optional<State> state_from_string(std::string_view text);
@@ -66,6 +69,12 @@ enum class EventKind {
   ports_exposed,       // ports reachable from outside the sandbox: which, where, until when
   ports_forwarded,     // `sandboxer forward`: ports brought to this machine, by whom, until when
   ports_forward_ended, // that forward stopped while the sandbox lives on (Ctrl-C, an error)
+  pausing,             // `sandboxer pause` (or reap, idle) asked the driver to pause it
+  paused,              // it is paused: how, whether memory was kept, until when
+  pause_failed,        // the pause failed and the sandbox runs on
+  resuming,            // `sandboxer resume` (or exec with resume: {on_exec: true})
+  resumed,             // it runs again
+  resume_failed,       // the resume failed: it stays paused (or its backend vanished)
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);
@@ -120,6 +129,15 @@ struct CreationPolicy {
   // exposes the same.
   nlohmann::json ports = nlohmann::json::array();
   std::optional<ReadyPolicy> ready;
+  // Pause and idle (docs/pause.md). Strings empty: the default (destroy).
+  std::optional<Seconds> paused_max; // ttl.paused_max: how long it may stay paused
+  std::string on_paused_max;         // ttl.on_paused_max: destroy or snapshot (then destroy)
+  std::optional<Seconds> idle;       // ttl.idle: no activity for this long ends it
+  std::string on_idle;               // ttl.on_idle: destroy, pause or snapshot (then destroy)
+  std::optional<bool> pause_memory;  // pause.memory; none: the driver's default
+  bool resume_on_exec = false;       // resume.on_exec: exec and cp resume a paused sandbox first
+  // cost: {per_hour, paused_per_hour, currency} as the profile declared it; null: none.
+  nlohmann::json cost = nullptr;
 };
 
 // A sandbox held by a process (`sandboxer run`): its deadline is `renewed_at + duration`, moved by
@@ -136,6 +154,21 @@ struct Lease {
   std::optional<TimePoint> ttl_expires_at; // what the TTL alone gives; none: no TTL
 };
 
+// A pause (docs/pause.md): set at `pausing`, kept while paused, cleared at `resumed`.
+struct PauseState {
+  std::string id;             // pse- + 12 base32 chars; a repaired pause repeats it
+  std::string cause = "user"; // user (sandboxer pause) or idle (reap, ttl.idle)
+  std::string how;            // the driver's word once paused: freeze, stop, checkpoint, ...
+  TimePoint requested_at;
+  std::optional<TimePoint> at; // paused since (none while pausing)
+  // The running TTL left when it paused. With ttl.paused_max the TTL stands still while paused
+  // and resume gives it back; without, it runs on (none).
+  std::optional<Seconds> ttl_left;
+  bool memory = false;   // its processes go on after resume
+  bool emulated = false; // the driver has no native pause (Capabilities::pause_emulated)
+  std::optional<std::uint64_t> held_bytes; // what the paused state holds on disk, if known
+};
+
 struct SandboxRecord {
   std::string id; // sbx- + 12 base32 chars
   std::string name;
@@ -149,6 +182,7 @@ struct SandboxRecord {
   std::optional<TimePoint> expires_at;     // none: ttl none
   std::optional<TimePoint> max_expires_at; // created_at + ttl.max
   std::optional<Lease> lease;              // held by a process (`run`): expires_at is its deadline
+  std::optional<PauseState> pause;         // from `pausing` until `resumed` (docs/pause.md)
   std::vector<PortBinding> ports;          // where its exposed ports are reached (docs/ports.md)
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
@@ -200,6 +234,8 @@ void write_json(std::string& out, const SandboxRecord& r);
 // "sbx-" + 12 chars of RFC 4648 base32 (lowercase), from a CSPRNG.
 std::string new_sandbox_id();
 std::string new_snapshot_id();
+// "pse-" + 12 base32 chars.
+std::string new_pause_id();
 // "evt-" + 24 base32 chars.
 std::string new_event_id();
 // "ldg-" + 12 base32 chars.

@@ -47,6 +47,10 @@ EventKind guess_event_kind(const SandboxRecord& record, size_t index) {
     return from == State::expired ? EventKind::destroy_failed : EventKind::expired;
   case State::running:
     break;
+  case State::paused:
+  case State::pausing:
+  case State::resuming:
+    return EventKind::updated; // schema 1 had no pause: never reached
   }
   if (from == State::creating) {
     return has("snapshot") ? EventKind::restored : EventKind::ready;

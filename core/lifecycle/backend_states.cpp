@@ -36,7 +36,10 @@ std::map<std::string, BackendStatus>
 Engine::backend_states(const std::vector<SandboxRecord>& records, const std::string& ledger_id) {
   std::map<std::string, std::vector<const SandboxRecord*>> groups;
   for (const auto& record : records) {
-    if (!is_live(record.state) || record.backend_id.empty() ||
+    // An emulated pause ended its resource on purpose: the listing cannot tell it from gone.
+    const bool emulated_pause =
+        record.state == State::paused && record.pause && record.pause->emulated;
+    if (!is_live(record.state) || record.backend_id.empty() || emulated_pause ||
         !m_drivers.find(record.driver).capabilities().list_by_label) {
       continue;
     }
@@ -65,6 +68,12 @@ Engine::backend_states(const std::vector<SandboxRecord>& records, const std::str
 }
 
 std::optional<std::string> backend_disagrees(State recorded, BackendStatus::State backend) {
+  if (recorded == State::paused) {
+    // A pause is a freeze or a stop, whichever the driver made: either agrees.
+    return backend == BackendStatus::State::running || backend == BackendStatus::State::missing
+               ? std::optional<std::string>(to_string(backend))
+               : std::nullopt;
+  }
   if (recorded != State::running && recorded != State::expired) {
     return std::nullopt;
   }

@@ -93,6 +93,19 @@ public:
 
   void destroy(const SandboxHandle& sandbox) override { m_inner->destroy(sandbox); }
 
+private:
+  // A pause's or resume's info, merged into the record's: an object within the limits, masked.
+  json kept_info(json info, std::string_view verb) {
+    if (!info.is_object()) {
+      fail(fmt::format("{} answered an info that cannot be kept (it is not a JSON object)", verb));
+    }
+    if (auto problem = json_limits::problem_of(info, json_limits::k_max_info_bytes)) {
+      fail(fmt::format("{} answered an info that cannot be kept ({})", verb, *problem));
+    }
+    return masked(info);
+  }
+
+public:
   BackendStatus status(const SandboxHandle& sandbox) override {
     BackendStatus status = m_inner->status(sandbox);
     status.detail = log::redact(status.detail);
@@ -165,6 +178,27 @@ public:
   bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
                     std::chrono::milliseconds timeout) override {
     return m_inner->port_answers(sandbox, binding, timeout);
+  }
+
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    PauseResult result = m_inner->pause(sandbox, request);
+    result.info = kept_info(std::move(result.info), "pause");
+    result.how = log::redact(result.how.substr(0, 64));
+    return result;
+  }
+
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    ResumeResult result = m_inner->resume(sandbox, request);
+    if (result.backend_id) {
+      if (auto problem = backend_id_problem(*result.backend_id); !problem.empty()) {
+        fail(fmt::format("resume answered a backend id that cannot be kept: {}; what it made, if "
+                         "anything, carries the label sandboxer.id={} for 'sandboxer reap "
+                         "--orphans'",
+                         problem, sandbox.sandbox_id));
+      }
+    }
+    result.info = kept_info(std::move(result.info), "resume");
+    return result;
   }
 
   std::vector<RemoteResource> list_remote(const Labels& selector) override {

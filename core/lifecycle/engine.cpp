@@ -52,6 +52,10 @@ std::string not_running_hint(const SandboxRecord& record) {
     return "; create another";
   case State::creating:
     return fmt::format("; 'sandboxer wait {} --for running' waits until it is", record.id);
+  case State::paused:
+    return fmt::format("; it is paused: 'sandboxer resume {}' resumes it (or resume: {{on_exec: "
+                       "true}} in its profile makes exec and cp resume it)",
+                       record.id);
   default:
     return fmt::format("; 'sandboxer status {}' shows it", record.id);
   }

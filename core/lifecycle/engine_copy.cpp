@@ -50,6 +50,9 @@ cp::CopyResult Engine::copy(const std::string& id_or_name, const CopyRequest& re
   SandboxRecord record = get(id_or_name);
   Opened opened = open_driver(record);
   const Via via = choose_via(*opened.factory, request, record.id);
+  if (record.state == State::paused && record.policy.resume_on_exec) {
+    record = resume(record.id, "resume on cp (resume: {on_exec: true})");
+  }
   if (record.state != State::running) {
     throw ConflictError(fmt::format("sandbox {} is {}, not running: cp needs a running sandbox{}",
                                     record.id, to_string(record.state), not_running_hint(record)));

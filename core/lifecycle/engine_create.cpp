@@ -116,6 +116,14 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   if (profile.ready) {
     record.policy.ready = ReadyPolicy{profile.ready->port, profile.ready->timeout};
   }
+  set_pause_policy(record.policy, profile.pause);
+  if (profile.pause.on_idle == "pause" && !m_drivers.find(record.driver).capabilities().pause) {
+    // Refused now rather than at the first idle reap, which could only destroy it instead.
+    throw PolicyError(fmt::format("profile {}: ttl.on_idle: pause, but driver {} cannot pause "
+                                  "(docs/pause.md lists the drivers that can); use destroy or "
+                                  "snapshot",
+                                  profile.name, record.driver));
+  }
   record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
 }

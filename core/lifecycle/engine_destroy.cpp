@@ -169,6 +169,7 @@ ExpiredDestroy Engine::destroy_expired(
   }
   SandboxRecord claimed;
   bool leased = false;
+  std::string ended_by; // what ended it, when not the TTL or a lease (ttl.paused_max)
   {
     // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have
     // changed it since it was planned.
@@ -190,6 +191,14 @@ ExpiredDestroy Engine::destroy_expired(
     result.attempt = failed_attempts(*r) + 1;
     size_t before = r->history.size();
     std::string reason = deadline_reason(*r);
+    if (r->state == State::paused && r->pause && r->pause->at && r->policy.paused_max) {
+      ended_by = fmt::format("ttl.paused_max {} ran out", format_duration(*r->policy.paused_max));
+      reason = fmt::format("paused since {}; ttl.paused_max {} ran out at {}",
+                           format_time(*r->pause->at), format_duration(*r->policy.paused_max),
+                           r->expires_at ? format_time(*r->expires_at) : "-");
+    } else if (r->state == State::paused) {
+      reason += " while paused";
+    }
     leased = r->lease.has_value();
     if (result.attempt > 1) {
       reason += fmt::format(" (attempt {})", result.attempt);
@@ -208,7 +217,11 @@ ExpiredDestroy Engine::destroy_expired(
   m_events.deliver();
   TimePoint next = m_clock.now() + backoff_after(result.attempt, retry.base, retry.max);
   try {
-    destroy_one(claimed, actor, leased ? "lease lapsed" : "ttl expired", State::expired,
+    destroy_one(claimed, actor,
+                !ended_by.empty() ? ended_by
+                : leased          ? "lease lapsed"
+                                  : "ttl expired",
+                State::expired,
                 {{"attempt", result.attempt}, {"next_attempt_at", format_time(next)}});
     result.outcome = ExpiredDestroy::Outcome::destroyed;
   } catch (const Error& e) {

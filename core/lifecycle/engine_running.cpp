@@ -87,6 +87,9 @@ int Engine::exec(const std::string& id_or_name, const ExecRequest& request, Exec
   SandboxRecord record = get(id_or_name);
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().exec, "exec");
+  if (record.state == State::paused && record.policy.resume_on_exec) {
+    record = resume(record.id, "resume on exec (resume: {on_exec: true})");
+  }
   if (record.state != State::running) {
     // Its own code (docs/exit-codes.md): a CI script tells "the sandbox never ran" from "the
     // command failed".

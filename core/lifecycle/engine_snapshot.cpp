@@ -13,12 +13,15 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   Opened opened = open_driver(record);
   require(*opened.factory, opened.factory->capabilities().snapshot, "snapshot");
   std::string snapshot_name;
+  bool paused = false; // a paused sandbox is snapshotted as it is, and stays paused
   {
     auto tx = m_ledger.begin();
     auto& found = find_or_throw(m_ledger, tx, record.id);
-    if (found.state != State::running) {
+    paused = found.state == State::paused;
+    if (found.state != State::running && !paused) {
       throw Error(ExitCode::runtime,
-                  fmt::format("sandbox {} is {}; only a running sandbox can be snapshotted",
+                  fmt::format("sandbox {} is {}; only a running or paused sandbox can be "
+                              "snapshotted",
                               found.id, to_string(found.state)));
     }
     snapshot_name = name.value_or(fmt::format("snap-{}", found.snapshots.size() + 1));
@@ -37,7 +40,8 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
   m_events.deliver();
   const auto started = Stopwatch::now();
   Stopwatch driver_time;
-  const SnapshotRequest request{new_snapshot_id(), snapshot_name, disk_only};
+  const SnapshotRequest request{new_snapshot_id(), snapshot_name, disk_only, paused};
+  const State after = paused ? State::paused : State::running;
   try {
     SnapshotResult result =
         driver_time.time([&] { return opened.driver->snapshot(handle_of(record), request); });
@@ -50,11 +54,11 @@ SandboxRecord Engine::snapshot(const std::string& id_or_name,
       if (disk_only) {
         details["disk_only"] = true;
       }
-      r.transition(EventKind::snapshotted, State::running, m_clock.now(), m_actor,
+      r.transition(EventKind::snapshotted, after, m_clock.now(), m_actor,
                    "snapshotted " + snapshot_name, details);
     });
   } catch (const Error& e) {
-    record_failure(record.id, e, EventKind::snapshot_failed, State::running, m_actor,
+    record_failure(record.id, e, EventKind::snapshot_failed, after, m_actor,
                    "snapshot failed: ", driver_time.details(started));
     throw;
   }

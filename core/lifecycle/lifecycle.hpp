@@ -83,6 +83,22 @@ struct ForwardPlan {
   Capabilities::PortReach reach = Capabilities::PortReach::this_machine;
 };
 
+// `sandboxer pause` (docs/pause.md), and reap's pause of an idle sandbox.
+struct PauseOptions {
+  std::string reason = "pause requested";
+  std::string cause = "user";                        // user, or idle (reap)
+  std::string actor;                                 // empty: the engine's
+  nlohmann::json details = nlohmann::json::object(); // for the `pausing` entry (reap: why idle)
+  // Called under the lock with the current record: a reason not to pause it after all (reap: it
+  // was used since the plan).
+  std::function<std::optional<std::string>(const SandboxRecord&)> blocker;
+};
+
+struct PauseOutcome {
+  SandboxRecord record;
+  bool already = false; // it was paused already: nothing was done
+};
+
 struct ExpiredDestroy {
   enum class Outcome { destroyed, skipped, failed };
   Outcome outcome = Outcome::skipped;
@@ -148,6 +164,18 @@ public:
   // Ends the lease: one `lease.ended` entry (its renewals, `how`), and the deadline goes back to
   // the TTL's. A sandbox already gone or no longer held is returned as it is.
   SandboxRecord release_lease(const std::string& id, const std::string& how);
+  // Pauses a running sandbox through its driver (Capabilities::pause, else PolicyError, exit 7):
+  // `pausing`, the driver's pause, `paused`. A paused one is returned as it is; one that is not
+  // running, or is held by a lease, is a ConflictError (exit 10).
+  PauseOutcome pause(const std::string& id_or_name, const PauseOptions& options = {});
+  // Resumes a paused sandbox: `resuming`, the driver's resume, `resumed` (running). A running one
+  // is returned as it is. A backend that vanished while paused: NotFoundError (exit 3), the record
+  // stays paused with a `resume.failed` entry.
+  SandboxRecord resume(const std::string& id_or_name,
+                       const std::string& reason = "resume requested");
+  // reap's repair of a pause or resume whose process died (`pausing`/`resuming`): the same driver
+  // call again, with the recorded pause id.
+  SandboxRecord finish_pause(const SandboxRecord& stuck, const std::string& actor);
   // Copies files in or out of a running sandbox; one `files.copied` history entry says what moved
   // (also when it failed or was interrupted, then rethrown).
   cp::CopyResult copy(const std::string& id_or_name, const CopyRequest& request);
@@ -262,6 +290,12 @@ private:
   // answer in time).
   nlohmann::json wait_until_ready(const SandboxRecord& record, Driver& driver);
   SandboxRecord apply_snapshot_retention(SandboxRecord record, Driver& driver);
+  // The driver's parts of pause and resume, after the intent is committed (engine_pause.cpp).
+  SandboxRecord run_pause(const SandboxRecord& record, Opened& opened, const std::string& actor);
+  SandboxRecord run_resume(const SandboxRecord& record, Opened& opened,
+                           const std::string& ledger_id, const std::string& actor);
+  void settle_failed_resume(const SandboxRecord& record, Opened& opened, const Error& error,
+                            const std::string& pause_id, const std::string& actor);
 
   const Ledger& m_ledger;
   const DriverCatalog& m_drivers;

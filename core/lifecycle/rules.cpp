@@ -58,6 +58,16 @@ TtlDecision decide_ttl(const TtlPolicy& policy, const std::optional<Seconds>& re
   return decision;
 }
 
+void set_pause_policy(CreationPolicy& policy, const PausePolicy& pause) {
+  policy.paused_max = pause.paused_max;
+  policy.on_paused_max = pause.on_paused_max;
+  policy.idle = pause.idle;
+  policy.on_idle = pause.on_idle;
+  policy.pause_memory = pause.memory;
+  policy.resume_on_exec = pause.resume_on_exec;
+  policy.cost = pause.cost;
+}
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {
   Labels labels = record.labels;
   labels["sandboxer.id"] = record.id;

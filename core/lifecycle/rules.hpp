@@ -40,6 +40,9 @@ std::optional<TimePoint> deadline_after(TimePoint now, const std::optional<Secon
 void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wanted,
                           const std::string& key);
 
+// The profile's pause and idle rules, fixed in the creation policy (docs/pause.md).
+void set_pause_policy(CreationPolicy& policy, const PausePolicy& pause);
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);

@@ -44,6 +44,7 @@ public:
     profile.events = sinks_of(m_file, m_doc);
     profile.ports = ports_of(m_file, m_doc, profile.warnings);
     profile.ready = ready_of(m_file, m_doc, profile.ports);
+    profile.pause = pause_policy_of(m_file, m_doc);
     profile.driver_spec = driver_spec(profile.driver);
     profile.resolved = resolved(profile);
     profile.hash = sha256_digest(profile.resolved.dump());
@@ -164,7 +165,8 @@ private:
   }
 
   TtlPolicy ttl_map(const json& ttl) const {
-    check_keys(ttl, {"default", "max"}, "/ttl", "ttl");
+    check_keys(ttl, {"default", "max", "paused_max", "on_paused_max", "idle", "on_idle"}, "/ttl",
+               "ttl");
     TtlPolicy policy;
     if (ttl.contains("max") && !ttl["max"].is_null()) {
       policy.max_ttl = ttl_at("/ttl/max", "ttl.max");

@@ -62,4 +62,7 @@ std::vector<PortSpec> ports_of(const fs::path& file, Document& doc,
 std::optional<ReadyPort> ready_of(const fs::path& file, Document& doc,
                                   const std::vector<PortSpec>& ports);
 
+// The pause and idle rules of a profile (docs/pause.md).
+PausePolicy pause_policy_of(const fs::path& file, Document& doc);
+
 } // namespace sandboxer::profile_internal

@@ -36,6 +36,17 @@ struct ReadyPort {
   Seconds timeout{60};
 };
 
+// Pause and idle (docs/pause.md). Empty words: the default (destroy).
+struct PausePolicy {
+  std::optional<Seconds> paused_max; // ttl.paused_max
+  std::string on_paused_max;         // ttl.on_paused_max: destroy or snapshot
+  std::optional<Seconds> idle;       // ttl.idle
+  std::string on_idle;               // ttl.on_idle: destroy, pause or snapshot
+  std::optional<bool> memory;        // pause.memory
+  bool resume_on_exec = false;       // resume.on_exec
+  nlohmann::json cost = nullptr;     // {per_hour, paused_per_hour?, currency}
+};
+
 // A fully resolved profile: `extends` merged, variables expanded, common fields checked. The
 // driver's own section is left as JSON for the driver to bind (drivers never see YAML).
 struct Profile {
@@ -52,6 +63,7 @@ struct Profile {
   nlohmann::json events = nlohmann::json::array(); // sinks, checked (docs/events.md)
   std::vector<PortSpec> ports;                     // `ports:` (docs/ports.md)
   std::optional<ReadyPort> ready;                  // `ready:` (docs/ports.md, "Readiness")
+  PausePolicy pause;                               // ttl.paused_max, pause:, resume:, cost:
   // What is allowed but worth saying ("file:line:col: ..."): `profiles validate` and `create`
   // print them.
   std::vector<std::string> warnings;

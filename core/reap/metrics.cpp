@@ -16,7 +16,8 @@ namespace {
 
 constexpr State k_all_states[] = {State::creating,   State::running,   State::snapshotting,
                                   State::destroying, State::destroyed, State::failed,
-                                  State::expired,    State::orphaned};
+                                  State::expired,    State::orphaned,  State::paused,
+                                  State::pausing,    State::resuming};
 
 // The value of an unlabelled sample `name` in a previous metrics file, or 0.
 double previous_value(const std::string& previous, const std::string& name) {

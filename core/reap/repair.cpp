@@ -65,12 +65,47 @@ Settlement settle_by_status(Run& run, const SandboxRecord& record) {
                           to_string(status.state), record.lease->holder),
               "", true};
     }
-    return {State::running,
+    // A paused sandbox's snapshot (its record keeps the pause) goes back to paused.
+    return {record.pause && record.state == State::snapshotting ? State::paused : State::running,
             fmt::format("interrupted {}: the backend still has it ({}){}", what,
                         to_string(status.state),
                         record.state == State::destroying ? "; destroy it again" : ""),
             ""};
   }
+}
+
+// A pause or resume whose process died: gone from the backend, it is closed; else the same
+// driver call is made again with the recorded pause id (drivers take a repeat as done).
+void repair_pause(Run& run, SandboxRecord& record, ReapItem& item) {
+  const State was = record.state;
+  BackendStatus status = record.backend_id.empty()
+                             ? BackendStatus{BackendStatus::State::missing, "no backend id"}
+                             : run.engine.backend_status(record);
+  const bool emulated = record.pause && record.pause->emulated;
+  if (status.state == BackendStatus::State::missing && !emulated) {
+    item.reason = fmt::format("interrupted {}: the backend no longer has it ({})",
+                              was == State::pausing ? "pause" : "resume", status.detail);
+    bool settled = settle_seen(run, record, [&](SandboxRecord& r) {
+      r.transition(EventKind::repaired, State::destroyed, run.clock.now(), run.actor, item.reason,
+                   {{"repair", true}});
+    });
+    item.outcome = settled ? "destroyed" : "skipped";
+    run.report.repaired += settled ? 1 : 0;
+    return;
+  }
+  if (status.state == BackendStatus::State::unknown) {
+    item.outcome = "skipped";
+    item.reason = fmt::format("interrupted {}: backend state unknown ({})",
+                              was == State::pausing ? "pause" : "resume", status.detail);
+    return;
+  }
+  SandboxRecord settled = run.engine.finish_pause(record, run.actor);
+  item.outcome = to_string(settled.state);
+  item.reason = fmt::format("interrupted {}: finished by reap (the backend was {})",
+                            was == State::pausing ? "pause" : "resume", to_string(status.state));
+  ++run.report.repaired;
+  spdlog::info("reap {}: repaired {} -> {}: {}", record.id, to_string(was), item.outcome,
+               item.reason);
 }
 
 // Settles one stuck record, if it is stuck.
@@ -87,6 +122,11 @@ void repair_one(Run& run, SandboxRecord& record, TimePoint now, const std::strin
     return;
   }
   try {
+    if (record.state == State::pausing || record.state == State::resuming) {
+      repair_pause(run, record, item);
+      run.report.items.push_back(std::move(item));
+      return;
+    }
     Settlement settlement = record.state == State::creating && record.backend_id.empty()
                                 ? settle_create(run, record)
                                 : settle_by_status(run, record);

@@ -11,7 +11,8 @@
 namespace sandboxer {
 
 bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew) {
-  bool reapable = record.state == State::running || record.state == State::expired;
+  bool reapable = record.state == State::running || record.state == State::expired ||
+                  record.state == State::paused;
   return reapable && record.expires_at && now >= *record.expires_at + grace + skew;
 }
 
@@ -62,7 +63,8 @@ bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_hos
 bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
               const std::string& this_host) {
   bool stuck_state = record.state == State::creating || record.state == State::destroying ||
-                     record.state == State::snapshotting;
+                     record.state == State::snapshotting || record.state == State::pausing ||
+                     record.state == State::resuming;
   if (!stuck_state || record.history.empty()) {
     return false;
   }

@@ -1,5 +1,6 @@
 #include "drivers/compose-ssh/compose_driver.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
 #include <mutex>
@@ -279,7 +280,7 @@ public:
 
   BackendStatus status(const SandboxHandle& sandbox) override {
     check_name(sandbox.backend_id, "project");
-    auto containers = m_host.containers(sandbox.backend_id);
+    auto [containers, stopped_by_pause] = m_host.project_status(sandbox.backend_id);
     BackendStatus status;
     if (containers.empty()) {
       status.state = BackendStatus::State::missing;
@@ -294,14 +295,22 @@ public:
       any_paused = any_paused || container.state == "paused";
       parts.push_back(fmt::format("{}: {}", container.service, container.status));
     }
-    status.state = all_running  ? BackendStatus::State::running
-                   : any_paused ? BackendStatus::State::paused
-                                : BackendStatus::State::stopped;
+    // A pause that kept no memory stopped the containers: paused all the same (resume starts
+    // them), unless something runs again.
+    const bool stopped_paused =
+        stopped_by_pause && std::none_of(containers.begin(), containers.end(), [](const auto& c) {
+          return c.state == "running" || c.state == "paused";
+        });
+    status.state = all_running                    ? BackendStatus::State::running
+                   : any_paused || stopped_paused ? BackendStatus::State::paused
+                                                  : BackendStatus::State::stopped;
     const std::string& version = containers.front().compose_version;
     const bool v2 = !version.empty() && version.front() >= '2';
     status.detail =
-        fmt::format("{} on {} ({}); compose: {} {}", sandbox.backend_id, m_host.where(),
-                    fmt::join(parts, ", "), v2 ? "docker compose" : "docker-compose", version);
+        fmt::format("{}{} on {} ({}); compose: {} {}",
+                    stopped_paused ? "stopped by sandboxer pause (processes not kept): " : "",
+                    sandbox.backend_id, m_host.where(), fmt::join(parts, ", "),
+                    v2 ? "docker compose" : "docker-compose", version);
     return status;
   }
 
@@ -708,8 +717,11 @@ private:
   // with compose up); each further look is one remote command for all containers. The host says how
   // long each has run, so when all are up the next look is the last one: at the end of the settle
   // time, not a poll interval at a time.
+  // `thawed`: the same processes go on after a freeze (resume without compose start), so their
+  // health is not looked at: docker kept running the healthcheck while they were frozen, and
+  // the failures it recorded stand until the next check after the thaw (up to its interval).
   std::vector<Container> wait_until_ready(const std::string& project, const ComposeFile& file,
-                                          Reading reading) {
+                                          Reading reading, bool thawed = false) {
     m_progress.update(fmt::format("waiting for the services of {} on {}", project, m_host.where()));
     const auto deadline = std::chrono::steady_clock::now() + m_spec.ready_timeout;
     std::optional<std::chrono::steady_clock::time_point> all_up_since;
@@ -719,7 +731,7 @@ private:
       std::set<std::string> seen;
       for (const auto& container : containers) {
         seen.insert(container.service);
-        const std::string health = container.health();
+        const std::string health = thawed ? "" : container.health();
         if (container.state == "exited" || container.state == "dead" ||
             container.state == "restarting" || health == "unhealthy") {
           throw service_failed(project, container);
@@ -777,6 +789,76 @@ private:
       lines += container.service + " " + container.ports_json + "\n";
     }
     return read_bindings(lines, asked, service, m_spec.host);
+  }
+
+  // `sandboxer pause` (docs/drivers/compose-ssh.md, "Pause"): memory kept (the default) is
+  // `docker pause` of the project's running containers, a cgroup freeze; memory false is `compose
+  // stop`. Either is one remote command and a repeat does nothing more.
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    check_name(sandbox.backend_id, "project");
+    const bool freeze = request.memory.value_or(true);
+    PauseCall call = pause_call(sandbox, freeze ? PauseStep::freeze : PauseStep::stop);
+    call.grace = request.stop_grace.value_or(m_spec.stop_timeout);
+    call.pause_id = request.pause_id;
+    m_progress.update(fmt::format("{} project {} on {}", freeze ? "freezing" : "stopping",
+                                  sandbox.backend_id, m_host.where()));
+    if (!m_host.pause_step(call, m_spec.command_timeout + call.grace)) {
+      throw gone(sandbox);
+    }
+    PauseResult result;
+    result.memory_kept = freeze;
+    result.how = freeze ? "freeze" : "stop";
+    return result;
+  }
+
+  // Unfreezes or starts the project again, then waits for it as create does; a stop gives the
+  // engine's ephemeral host ports anew, so the ports are read back.
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    const std::string project = sandbox.backend_id;
+    check_name(project, "project");
+    m_progress.update(fmt::format("resuming project {} on {}", project, m_host.where()));
+    auto reading = m_host.pause_step(pause_call(sandbox, PauseStep::resume),
+                                     m_spec.up_timeout + m_spec.command_timeout);
+    if (!reading) {
+      throw gone(sandbox);
+    }
+    ComposeFile file;
+    if (const auto services = sandbox.info.find("services");
+        services != sandbox.info.end() && services->is_array()) {
+      for (const auto& service : *services) {
+        if (service.is_string()) {
+          file.services.push_back(service.get<std::string>());
+        }
+      }
+    }
+    const bool thawed = !reading->started;
+    auto containers = wait_until_ready(project, file, std::move(*reading), thawed);
+    ResumeResult result;
+    if (!request.ports.empty() || !request.bindings.empty()) {
+      result.ports =
+          published(containers, request.ports,
+                    m_spec.service.value_or(sandbox.info.value("service", std::string())));
+    }
+    return result;
+  }
+
+  PauseCall pause_call(const SandboxHandle& sandbox, PauseStep step) const {
+    PauseCall call;
+    call.step = step;
+    call.project = sandbox.backend_id;
+    call.project_dir = m_spec.project_dir.value_or(project_dir_of(sandbox.backend_id));
+    // The compose that made it (create's info), else the one the host is known to have.
+    const std::string made_by = sandbox.info.value("compose", std::string());
+    call.compose = made_by == "docker compose"   ? std::optional(ComposeKind::plugin)
+                   : made_by == "docker-compose" ? std::optional(ComposeKind::v1)
+                                                 : m_host.known_compose();
+    return call;
+  }
+
+  DriverError gone(const SandboxHandle& sandbox) const {
+    return DriverError(Kind::not_found,
+                       fmt::format("compose-ssh: project {} has no container on {}",
+                                   sandbox.backend_id, m_host.where()));
   }
 
   // `sandboxer forward`: each port through an ssh connection of its own (docs/ports.md).
@@ -872,7 +954,8 @@ public:
             .copy = true,
             .copy_owner = true,
             .ports = true,
-            .port_reach = Capabilities::PortReach::through_driver};
+            .port_reach = Capabilities::PortReach::through_driver,
+            .pause = true};
   }
   std::unique_ptr<Driver> open(const json& spec, const DriverContext& context) const override {
     return std::make_unique<ComposeSshDriver>(bind(spec), context);

@@ -91,6 +91,59 @@ constexpr const char* k_up_script =
     "exit\n"
     "echo stage=read\n"
     "set -- \"$p\" \"$f\"\n" SANDBOXER_READ_PART "echo stage=done\n";
+
+// A pause or resume in one round trip, idempotent by docker ps's status filters (a repeat finds
+// nothing left to do). freeze: `docker pause` of the running containers. stop: the paused ones
+// unpaused (a frozen container sits out the whole grace of a stop), the mark written, then
+// `compose stop` (its order, its grace). resume: the paused ones unpaused, `compose start` when
+// something is stopped or the mark says a stop paused it (depends_on order), the mark removed,
+// then the readiness read. "gone" when the project has no container. $1 step, $2 project, $3 the
+// project's files, $4 format, $5 compose (plugin, v1 or auto), $6 grace seconds, $7 pause id,
+// then compose's global options.
+constexpr const char* k_pause_script =
+    "set -f\n"
+    "step=$1 p=$2 dir=$3 format=$4 kind=$5 grace=$6 id=$7\n"
+    "shift 7\n"
+    "f=\"label=com.docker.compose.project=$p\"\n"
+    "all=$(docker ps -aq --no-trunc --filter \"$f\") || exit\n"
+    "[ -n \"$all\" ] || { echo gone; exit 0; }\n"
+    "if [ \"$step\" = freeze ]; then\n"
+    "  ids=$(docker ps -q --no-trunc --filter \"$f\" --filter status=running) || exit\n"
+    "  [ -z \"$ids\" ] || docker pause $ids >/dev/null || exit\n"
+    "  exit 0\n"
+    "fi\n"
+    "ids=$(docker ps -q --no-trunc --filter \"$f\" --filter status=paused) || exit\n"
+    "[ -z \"$ids\" ] || docker unpause $ids >/dev/null || exit\n"
+    "verb=\n"
+    "if [ \"$step\" = stop ]; then\n"
+    "  printf '%s\\n' \"$id\" >\"$dir/paused\" || exit\n"
+    "  verb=stop\n"
+    "else\n"
+    "  down=$(docker ps -aq --no-trunc --filter \"$f\" --filter status=exited --filter "
+    "status=created) || exit\n"
+    "  [ -z \"$down\" ] && [ ! -f \"$dir/paused\" ] || verb=start\n"
+    "fi\n"
+    "if [ -n \"$verb\" ]; then\n"
+    "  [ ! -f \"$dir/env\" ] || set -- \"$@\" --env-file \"$dir/env\"\n"
+    "  if [ \"$verb\" = stop ]; then set -- \"$@\" stop -t \"$grace\"; else set -- \"$@\" start; "
+    "fi\n"
+    "  if [ \"$kind\" = auto ]; then\n"
+    "    if docker compose version >/dev/null 2>&1; then kind=plugin; else kind=v1; fi\n"
+    "  fi\n"
+    "  if [ \"$kind\" = plugin ]; then docker compose \"$@\"; else docker-compose \"$@\"; fi >&2 "
+    "|| exit\n"
+    "fi\n"
+    "[ \"$step\" != stop ] || exit 0\n"
+    "[ -z \"$verb\" ] || echo started\n"
+    "rm -f -- \"$dir/paused\" || exit\n"
+    "set -- \"$p\" \"$format\"\n" SANDBOXER_READ_PART;
+
+// status: the project's containers in k_ps_format ($2), then "stopped-by-pause" when a pause
+// stopped them (the mark in $3). $1 project.
+constexpr const char* k_status_script =
+    "docker ps -a --no-trunc --filter \"label=com.docker.compose.project=$1\" --format \"$2\" || "
+    "exit\n"
+    "[ ! -f \"$3/paused\" ] || echo stopped-by-pause\n";
 #undef SANDBOXER_READ_PART
 
 // A destroy in one round trip: the containers stopped (after the grace) and removed with their
@@ -104,6 +157,9 @@ constexpr const char* k_tear_down_script =
     "f=\"label=com.docker.compose.project=$1\"\n"
     "ids=$(docker ps -aq --no-trunc --filter \"$f\") || { echo failed=containers; exit 1; }\n"
     "if [ -n \"$ids\" ]; then\n"
+    // A paused (frozen) container would sit out the whole grace: thawed first.
+    "  p=$(docker ps -q --no-trunc --filter \"$f\" --filter status=paused) && { [ -z \"$p\" ] "
+    "|| docker unpause $p >/dev/null 2>&1; }\n"
     // A failure to stop is met by rm -f.
     "  [ \"$2\" -le 0 ] || docker stop -t \"$2\" $ids >/dev/null 2>&1\n"
     "  docker rm -f -v $ids >/dev/null || { echo failed=containers; exit 1; }\n"
@@ -555,6 +611,83 @@ std::vector<Container> Host::containers_labelled(const Labels& selector) const {
     argv.insert(argv.end(), {"--filter", fmt::format("label={}={}", key, value)});
   }
   return parse_labelled(check(argv, "listing sandboxer's containers"));
+}
+
+std::vector<std::string> pause_argv(const PauseCall& call) {
+  const std::string dir = fmt::format("{}/projects/{}", k_state_dir, call.project);
+  const char* step = call.step == PauseStep::freeze ? "freeze"
+                     : call.step == PauseStep::stop ? "stop"
+                                                    : "resume";
+  const char* compose = !call.compose                          ? "auto"
+                        : *call.compose == ComposeKind::plugin ? "plugin"
+                                                               : "v1";
+  return {"sh",
+          "-c",
+          k_pause_script,
+          "sh",
+          step,
+          call.project,
+          dir,
+          k_inspect_format,
+          compose,
+          std::to_string(call.grace.count()),
+          call.pause_id,
+          "-p",
+          call.project,
+          "--project-directory",
+          call.project_dir.empty() ? dir : call.project_dir,
+          "-f",
+          dir + "/compose.yml",
+          "-f",
+          dir + "/sandboxer.override.yml"};
+}
+
+std::optional<Reading> Host::pause_step(const PauseCall& call,
+                                        std::chrono::milliseconds timeout) const {
+  RemoteCall remote;
+  remote.argv = pause_argv(call);
+  remote.timeout = timeout;
+  auto result = m_ssh.run(remote);
+  const char* what = call.step == PauseStep::freeze ? "pausing (docker pause)"
+                     : call.step == PauseStep::stop ? "pausing (compose stop)"
+                                                    : "resuming";
+  if (result.exit_code != 0) {
+    throw DriverError(Kind::error, fmt::format("compose-ssh: {} project {} on {} failed: {}", what,
+                                               call.project, where(), last_lines(result.err, 3)));
+  }
+  for (const auto& line : split(result.out, '\n')) {
+    if (line == "gone") {
+      return std::nullopt;
+    }
+  }
+  if (call.step != PauseStep::resume) {
+    return Reading{};
+  }
+  Reading reading = parse_reading(result.out);
+  for (const auto& line : split(result.out, '\n')) {
+    reading.started = reading.started || line == "started";
+  }
+  return reading;
+}
+
+std::vector<std::string> status_argv(const std::string& project) {
+  return {"sh",
+          "-c",
+          k_status_script,
+          "sh",
+          project,
+          k_ps_format,
+          fmt::format("{}/projects/{}", k_state_dir, project)};
+}
+
+ProjectStatus Host::project_status(const std::string& project) const {
+  auto listing = check(status_argv(project), "listing the containers of project " + project);
+  ProjectStatus status;
+  status.containers = parse_containers(listing, false);
+  for (const auto& line : split(listing, '\n')) {
+    status.stopped_by_pause = status.stopped_by_pause || line == "stopped-by-pause";
+  }
+  return status;
 }
 
 std::optional<std::vector<Container>> Host::tear_down(const std::string& project,

@@ -42,6 +42,8 @@ struct Reading {
   // How long the youngest container has been running by the host's own clock, when every
   // container runs and the host told its time: readiness needs no second look to know it.
   std::optional<std::chrono::milliseconds> all_up_for;
+  // A resume's read: compose start ran (new processes), rather than a thaw alone.
+  bool started = false;
 };
 
 // Which compose the host has: the v2 plugin (`docker compose`) or v1 (`docker-compose`).
@@ -56,6 +58,33 @@ struct UpResult {
   bool kind_was_cached = false;
   std::string output; // compose's and the failing step's words (the command's stderr)
   Reading reading;    // when stage is done
+};
+
+// `sandboxer pause` and `resume` of a project (docs/drivers/compose-ssh.md, "Pause"), each one
+// remote command and idempotent. freeze: `docker pause` of its running containers (processes and
+// memory kept). stop: `compose stop -t grace`, marked on the host so that status says paused.
+// resume: `docker unpause` of its paused containers, `compose start` when something is stopped,
+// then the readiness read.
+enum class PauseStep { freeze, stop, resume };
+struct PauseCall {
+  PauseStep step = PauseStep::freeze;
+  std::string project;
+  std::string project_dir;            // compose's --project-directory; empty: the project's files
+  std::optional<ComposeKind> compose; // none: asked of the host
+  std::chrono::seconds grace{10};     // stop: SIGTERM to SIGKILL
+  std::string pause_id;               // stop: kept in the mark
+};
+// The remote command's argv; exposed for tests.
+std::vector<std::string> pause_argv(const PauseCall& call);
+
+// status's remote command: the project's containers, then "stopped-by-pause" when a stop paused
+// it; exposed for tests.
+std::vector<std::string> status_argv(const std::string& project);
+
+// What status reads: the project's containers, and whether a pause stopped them.
+struct ProjectStatus {
+  std::vector<Container> containers;
+  bool stopped_by_pause = false;
 };
 
 // Parses containers in the list-by-label format (labels as JSON last); exposed for tests.
@@ -97,11 +126,16 @@ public:
   std::vector<Container> containers(const std::string& project, bool with_labels = false) const;
   // The containers carrying every label of `selector`, with their labels.
   std::vector<Container> containers_labelled(const Labels& selector) const;
-  // Removes everything the project made: containers (after `grace` for SIGTERM) with their
-  // anonymous volumes, its networks and named volumes, images compose built for it, and the
-  // driver's directory, in one remote command. Nothing there is success. With `then_list_id`, the
-  // same command then lists the containers (with labels) that still carry sandboxer.id=that id:
-  // nullopt when it could not tell.
+  // Runs `call` (see PauseStep): nullopt when the project has no container; after a resume, the
+  // readiness read of its containers.
+  std::optional<Reading> pause_step(const PauseCall& call, std::chrono::milliseconds timeout) const;
+  // The project's containers and the pause's mark, in one remote command.
+  ProjectStatus project_status(const std::string& project) const;
+  // Removes everything the project made: containers (paused ones thawed, then after `grace` for
+  // SIGTERM) with their anonymous volumes, its networks and named volumes, images compose built
+  // for it, and the driver's directory, in one remote command. Nothing there is success. With
+  // `then_list_id`, the same command then lists the containers (with labels) that still carry
+  // sandboxer.id=that id: nullopt when it could not tell.
   std::optional<std::vector<Container>> tear_down(const std::string& project,
                                                   std::chrono::seconds grace,
                                                   const std::string& then_list_id = "") const;

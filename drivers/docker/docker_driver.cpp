@@ -444,6 +444,61 @@ public:
     return {BackendStatus::State::unknown, detail};
   }
 
+  // memory (the default): the cgroup freezer, `docker pause`; the processes keep their memory.
+  // memory false: `docker stop`; the files stay in the container's layer, the memory is freed.
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    const bool memory = request.memory.value_or(true);
+    if (!memory) {
+      for (const auto& mount : m_spec.mounts) {
+        if (mount.type == Mount::Type::tmpfs) {
+          throw DriverError(Kind::refused,
+                            fmt::format("docker: {} has a tmpfs at {}, whose files a stop would "
+                                        "lose; pause it with its memory (pause: {{memory: true}})",
+                                        sandbox.sandbox_id, mount.target));
+        }
+      }
+      const auto grace = request.stop_grace.value_or(m_spec.stop_timeout);
+      m_progress.update(
+          fmt::format("stopping {} (up to {}s, then killed)", sandbox.sandbox_id, grace.count()));
+      m_api.stop_container(sandbox.backend_id, static_cast<int>(grace.count()));
+      return {.memory_kept = false, .how = "stop"};
+    }
+    m_api.pause_container(sandbox.backend_id);
+    return {.memory_kept = true, .how = "freeze"};
+  }
+
+  // Undoes either pause: unfreezes a frozen container, starts a stopped one (then waits for it as
+  // create does, and reads back the host ports the engine may have picked anew).
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    // Most resumes undo a freeze: unpause first, and look only when it was not frozen.
+    if (m_api.unpause_container(sandbox.backend_id)) {
+      return {};
+    }
+    auto inspect = m_api.inspect_container(sandbox.backend_id);
+    if (!inspect) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("docker: container {} of {} is gone",
+                                    sandbox.backend_id.substr(0, 12), sandbox.sandbox_id));
+    }
+    if ((*inspect)["State"].value("Running", false)) {
+      return {};
+    }
+    m_api.start_container(sandbox.backend_id);
+    wait_running(sandbox.backend_id);
+    if (m_spec.readiness) {
+      wait_ready(sandbox.backend_id, sandbox.sandbox_id, *m_spec.readiness);
+    }
+    ResumeResult result;
+    CreateRequest asked;
+    asked.ports = request.ports;
+    if (auto ports = published_ports(m_spec, asked); !ports.empty()) {
+      if (auto started = m_api.inspect_container(sandbox.backend_id)) {
+        result.ports = bindings_of(ports, *started);
+      }
+    }
+    return result;
+  }
+
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
     const std::string& name = request.name;
     std::string tag = sandbox.sandbox_id + "-" + name;
@@ -1010,7 +1065,8 @@ public:
             .logs = true,
             .copy = true,
             .copy_owner = true,
-            .ports = true};
+            .ports = true,
+            .pause = true};
   }
   bool host_local(const json& spec) const override {
     // A unix socket is this machine's engine; tcp:// may be shared by the fleet.

@@ -338,6 +338,42 @@ void EngineApi::stop_container(const std::string& id, int grace_seconds) {
   }
 }
 
+void EngineApi::pause_container(const std::string& id) {
+  auto response = call("POST", "/containers/" + url_encode(id) + "/pause");
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", id));
+  }
+  if (response.status == 409) {
+    // Also the answer for a paused container: what it is now says whether that is done.
+    auto inspect = inspect_container(id);
+    if (inspect && (*inspect)["State"].value("Paused", false)) {
+      return;
+    }
+  }
+  if (response.status != 204) {
+    fail("cannot pause container " + id.substr(0, 12), response);
+  }
+}
+
+bool EngineApi::unpause_container(const std::string& id) {
+  auto response = call("POST", "/containers/" + url_encode(id) + "/unpause");
+  if (response.status == 404) {
+    throw DriverError(Kind::not_found, fmt::format("docker: container {} is gone", id));
+  }
+  // Not frozen (running, created, exited): 409 in the API's documents, 500 from engines that say
+  // "Container ... is not paused" (20.10).
+  const std::string message =
+      response.status == 409 || response.status == 500 ? engine_message(response) : std::string();
+  if (response.status == 409 || message.find("not paused") != std::string::npos ||
+      message.find("not running") != std::string::npos) {
+    return false;
+  }
+  if (response.status != 204) {
+    fail("cannot unpause container " + id.substr(0, 12), response);
+  }
+  return true;
+}
+
 bool EngineApi::rename_container(const std::string& id, const std::string& new_name) {
   auto response = call(
       "POST", fmt::format("/containers/{}/rename?name={}", url_encode(id), url_encode(new_name)));

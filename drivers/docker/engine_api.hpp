@@ -48,6 +48,12 @@ public:
   // nullopt when the container does not exist.
   std::optional<nlohmann::json> inspect_container(const std::string& id);
   void stop_container(const std::string& id, int grace_seconds);
+  // POST /containers/{id}/pause (the cgroup freezer): already paused is success; not_found when
+  // the container is gone.
+  void pause_container(const std::string& id);
+  // POST /containers/{id}/unpause: false when the container was not paused (running, or stopped);
+  // not_found when it is gone.
+  bool unpause_container(const std::string& id);
   // Returns false when the container does not exist.
   bool rename_container(const std::string& id, const std::string& new_name);
   // Removes with its anonymous volumes; returns false when it was already gone.

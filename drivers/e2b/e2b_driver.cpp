@@ -24,11 +24,19 @@ using nlohmann::json;
 using Kind = DriverError::Kind;
 using namespace std::chrono_literals;
 
-// How long a paused sandbox is resumed for when exec needs it: E2B keeps a later deadline it
-// already has (connect only ever extends), and the ledger's deadline still governs reaping.
+// How long a sandbox E2B paused at its own deadline (on_expiry: pause) is resumed for when exec
+// needs it, and a resume without a running deadline: E2B keeps a later deadline it already has
+// (connect only ever extends), and the ledger's deadline still governs reaping.
 constexpr std::chrono::seconds k_resume_for{300};
-// Snapshots copy the sandbox's memory and disk: much slower than other calls.
+// Snapshots copy the sandbox's memory and disk: much slower than other calls. A pause with memory
+// is a snapshot too, and so is the resume that loads it.
 constexpr std::chrono::minutes k_snapshot_timeout{10};
+// A 409 while E2B is still pausing or resuming the sandbox: how long its state is watched before
+// the conflict is reported.
+constexpr std::chrono::seconds k_settle_for{30};
+// The key of the record's info that says sandboxer paused the sandbox (the pause's id), null once
+// it is resumed. A paused sandbox without it was paused by E2B itself (on_expiry: pause).
+constexpr const char* k_paused_by = "e2b_pause_id";
 
 // A text field of an API answer, or `fallback` when it is missing or not text: a server that
 // sends something unexpected gets a clear error later, not a JSON type exception.
@@ -199,6 +207,12 @@ public:
   }
 
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    if (request.paused) {
+      // The spec does not say whether a paused sandbox can be snapshotted: the core resumes it.
+      throw DriverError(
+          Kind::unsupported,
+          fmt::format("E2B cannot snapshot sandbox {} while it is paused", sandbox.backend_id));
+    }
     const std::string& name = request.name;
     json body = {{"name", snapshot_name(sandbox.sandbox_id, name)}};
     auto response = m_api.send("POST", sandbox_path(sandbox.backend_id) + "/snapshots", body,
@@ -237,6 +251,55 @@ public:
     if (response.status != 204 && response.status != 200) {
       m_api.fail(response, fmt::format("set the timeout of sandbox {}", sandbox.backend_id));
     }
+  }
+
+  // POST /sandboxes/{id}/pause {memory}: E2B keeps the files, and with memory (its default) the
+  // running processes too. A 409 is "already paused" when the sandbox's state says so.
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    const bool memory = request.memory.value_or(true);
+    const std::string path = sandbox_path(sandbox.backend_id);
+    auto response = m_api.send("POST", path + "/pause", json{{"memory", memory}}, Retry::idempotent,
+                               k_snapshot_timeout);
+    if (response.status == 404) {
+      throw DriverError(Kind::not_found, fmt::format("E2B sandbox {} is gone (killed or expired); "
+                                                     "nothing to pause",
+                                                     sandbox.backend_id));
+    }
+    if (response.status == 409) {
+      const std::string state = settled_state(sandbox, "paused");
+      if (state.empty()) {
+        throw DriverError(Kind::not_found,
+                          fmt::format("E2B sandbox {} is gone (killed or expired); nothing to "
+                                      "pause",
+                                      sandbox.backend_id));
+      }
+      if (state != "paused") {
+        m_api.fail(response, fmt::format("pause sandbox {}", sandbox.backend_id));
+      }
+    } else if (response.status != 204 && response.status != 200) {
+      m_api.fail(response, fmt::format("pause sandbox {}", sandbox.backend_id));
+    }
+    PauseResult result;
+    // SandboxPauseRequest.memory is implemented; a 409 on a sandbox paused before is taken as
+    // the pause asked for (the same pause_id repeated).
+    result.memory_kept = memory;
+    result.how = "e2b";
+    result.info = {{k_paused_by, request.pause_id}};
+    return result;
+  }
+
+  // POST /sandboxes/{id}/connect {timeout}: 201 resumed, 200 already running (the deprecated
+  // /resume answers 409 there). Same id, same URLs; the deadline only ever moves later.
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    const std::int64_t timeout =
+        request.expires_at ? timeout_until(*request.expires_at) : k_resume_for.count();
+    json connected = connect(sandbox, timeout, "resume");
+    ResumeResult result;
+    result.info = {{k_paused_by, nullptr}};
+    if (connected.contains("domain") && connected["domain"].is_string()) {
+      result.info["domain"] = connected["domain"];
+    }
+    return result;
   }
 
   void logs(const SandboxHandle& sandbox, const LogsRequest& request, LogSink& sink) override {
@@ -472,7 +535,58 @@ private:
     }
   }
 
-  // The sandbox's details with its envd token, resuming it first when it is paused.
+  // POST /sandboxes/{id}/connect: the sandbox's details with a fresh envd token, resuming it if
+  // it is paused. A 409 (E2B is still pausing it) is waited out for a while.
+  json connect(const SandboxHandle& sandbox, std::int64_t timeout, const std::string& verb) {
+    const std::string path = sandbox_path(sandbox.backend_id) + "/connect";
+    const auto until = std::chrono::steady_clock::now() + k_settle_for;
+    while (true) {
+      auto response = m_api.send("POST", path, json{{"timeout", timeout}}, Retry::idempotent,
+                                 k_snapshot_timeout);
+      if (response.status == 404) {
+        throw DriverError(Kind::not_found,
+                          fmt::format("E2B sandbox {} is gone (killed or expired); nothing to {}",
+                                      sandbox.backend_id, verb));
+      }
+      if (response.status == 409 && std::chrono::steady_clock::now() < until) {
+        m_api.sleeper()(std::chrono::seconds(1));
+        continue;
+      }
+      if (response.status != 200 && response.status != 201) {
+        m_api.fail(response, fmt::format("{} sandbox {}", verb, sandbox.backend_id));
+      }
+      json connected = parse(response, verb + " sandbox");
+      remember_token(connected);
+      return connected;
+    }
+  }
+
+  // The sandbox's state once E2B is done changing it: asked again each second while it is not
+  // `wanted`, for at most k_settle_for ("" when it is gone).
+  std::string settled_state(const SandboxHandle& sandbox, const std::string& wanted) {
+    const auto until = std::chrono::steady_clock::now() + k_settle_for;
+    while (true) {
+      auto response =
+          m_api.send("GET", sandbox_path(sandbox.backend_id), std::nullopt, Retry::idempotent);
+      if (response.status == 404) {
+        return "";
+      }
+      if (response.status != 200) {
+        m_api.fail(response, fmt::format("get sandbox {}", sandbox.backend_id));
+      }
+      std::string state = text_of(parse(response, "get sandbox"), "state");
+      if (state == wanted || std::chrono::steady_clock::now() >= until) {
+        return state;
+      }
+      m_api.sleeper()(std::chrono::seconds(1));
+    }
+  }
+
+  // The details of a running sandbox with its envd token, for exec and copies. A paused one is
+  // the core's to resume (`sandboxer resume`, or resume: {on_exec: true}): exec never resumes
+  // it behind the ledger's back. The one exception is a sandbox E2B paused itself at its own
+  // deadline (on_expiry: pause, which the ledger does not see): that one is resumed, as the
+  // profile asked, with a warning.
   json connect_info(const SandboxHandle& sandbox) {
     auto response =
         m_api.send("GET", sandbox_path(sandbox.backend_id), std::nullopt, Retry::idempotent);
@@ -488,20 +602,21 @@ private:
     if (text_of(detail, "state") != "paused") {
       return detail;
     }
-    spdlog::info("{}: E2B sandbox {} is paused; resuming it", sandbox.sandbox_id,
-                 sandbox.backend_id);
-    json body = {{"timeout", k_resume_for.count()}};
-    response =
-        m_api.send("POST", sandbox_path(sandbox.backend_id) + "/connect", body, Retry::idempotent);
-    if (response.status != 200 && response.status != 201) {
-      m_api.fail(response, fmt::format("resume sandbox {}", sandbox.backend_id));
+    const bool paused_by_us = sandbox.info.is_object() && sandbox.info.contains(k_paused_by) &&
+                              sandbox.info[k_paused_by].is_string();
+    if (paused_by_us || m_spec.on_expiry != Spec::OnExpiry::pause) {
+      throw DriverError(Kind::conflict,
+                        fmt::format("E2B sandbox {} is paused: 'sandboxer resume {}' resumes it "
+                                    "(or resume: {{on_exec: true}} in its profile)",
+                                    sandbox.backend_id, sandbox.sandbox_id));
     }
-    json connected = parse(response, "resume sandbox");
-    remember_token(connected);
-    return connected;
+    spdlog::warn("{}: E2B paused sandbox {} at its own deadline (e2b.on_expiry: pause); resuming "
+                 "it for {}s",
+                 sandbox.sandbox_id, sandbox.backend_id, k_resume_for.count());
+    return connect(sandbox, k_resume_for.count(), "resume");
   }
 
-  // envd's file API of one sandbox (resumed first when paused), as the spec's user.
+  // envd's file API of one running sandbox, as the spec's user.
   Envd envd_of(const SandboxHandle& sandbox) {
     json info = connect_info(sandbox);
     std::optional<std::string> domain;
@@ -568,7 +683,8 @@ public:
             .logs = true,
             .copy = true,
             .ports = true,
-            .port_reach = Capabilities::PortReach::public_url};
+            .port_reach = Capabilities::PortReach::public_url,
+            .pause = true};
   }
   json location(const json& spec, const DriverContext&) const override {
     Endpoints endpoints = resolve_endpoints(bind(spec));

@@ -61,6 +61,54 @@ double unix_seconds(TimePoint t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
+// Modal has no pause: sandboxer's is a filesystem snapshot, then the end of the sandbox; resume
+// makes a new one from the snapshot. The paused sandbox carries the snapshot's image id in a tag
+// (set before it is terminated), so a pause cut short, or a record that never learnt the image,
+// finds it again; the new sandbox carries the pause's id, so a resume cut short finds what it
+// made.
+constexpr const char* k_pause_image_tag = "sandboxer.pause_image";
+constexpr const char* k_pause_id_tag = "sandboxer.pause_id";
+// How long a pause's snapshot outlives the paused deadline (ttl.paused_max) it was asked to last.
+constexpr std::chrono::hours k_pause_image_margin{24};
+
+// The snapshot_id of a pause (TaskSnapshotFilesystem's idempotency key): the same for every
+// attempt of that pause, so a repeat after a lost answer gets the same image, not a second one.
+// Written as a version-4 UUID, the form the SDKs send, in case the server checks it.
+std::string pause_snapshot_id(const std::string& sandbox_id, const std::string& pause_id) {
+  const std::string name = "sandboxer-pause:" + sandbox_id + ":" + pause_id;
+  std::uint64_t halves[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+  for (auto& hash : halves) {
+    for (unsigned char c : name) {
+      hash = (hash ^ c) * 0x100000001b3ULL;
+    }
+    hash ^= hash >> 29; // FNV's low bits mix poorly on their own
+    hash *= 0xbf58476d1ce4e5b9ULL;
+    hash ^= hash >> 32;
+  }
+  std::string hex = fmt::format("{:016x}{:016x}", halves[0], halves[1]);
+  hex[12] = '4';
+  hex[16] = "89ab"[hex[16] % 4];
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+}
+
+// The pause image the record's info holds (set by pause, cleared by resume), or "".
+std::string recorded_pause_image(const SandboxHandle& sandbox) {
+  if (sandbox.info.is_object()) {
+    auto found = sandbox.info.find("pause_image");
+    if (found != sandbox.info.end() && found->is_string()) {
+      return found->get<std::string>();
+    }
+  }
+  return "";
+}
+
+std::string paused_detail(const std::string& image) {
+  return fmt::format("emulated: filesystem snapshot {}, sandbox terminated; processes do not "
+                     "survive",
+                     image);
+}
+
 class ModalDriver : public Driver {
 public:
   ModalDriver(Spec spec, const Token& token, const DriverContext& context)
@@ -194,48 +242,152 @@ public:
         return m_stub->SandboxWait(&context, wait, &response);
       });
     } catch (const DriverError& e) {
-      if (e.kind() == Kind::not_found) {
-        return {BackendStatus::State::missing, "Modal does not know this sandbox"};
+      if (e.kind() != Kind::not_found) {
+        throw;
       }
-      throw;
+      // Modal may forget a finished sandbox: a paused one lasts as long as its image.
+      if (std::string image = recorded_pause_image(sandbox); !image.empty()) {
+        return paused_or_missing(image);
+      }
+      return {BackendStatus::State::missing, "Modal does not know this sandbox"};
     }
     if (response.has_result() &&
         response.result().status() != api::GenericResult::GENERIC_STATUS_UNSPECIFIED) {
+      // Ended: by a pause when a pause image is known (the record's, else the sandbox's tag, for
+      // a pause whose end the record never saw); paused for as long as that image lasts.
+      std::string image = recorded_pause_image(sandbox);
+      if (image.empty()) {
+        image = tag_value(sandbox.backend_id, k_pause_image_tag);
+      }
+      if (!image.empty()) {
+        return paused_or_missing(image);
+      }
       return {BackendStatus::State::stopped, result_text(response.result())};
     }
     return {BackendStatus::State::running, "running"};
   }
 
+  // pause_emulated: a filesystem snapshot, its image id in a tag of the sandbox, then the end of
+  // the sandbox. Processes and memory are lost: memory true is refused.
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    if (request.memory.value_or(false)) {
+      throw DriverError(Kind::refused,
+                        "modal cannot keep memory; set pause: {memory: false}: Modal has no "
+                        "pause, so sandboxer keeps the files (a filesystem snapshot) and ends the "
+                        "sandbox, and resume makes a new one from them");
+    }
+    auto tags = tags_of(sandbox.backend_id); // not_found: the sandbox is gone
+    std::string image;
+    if (tags[k_pause_id_tag] == request.pause_id) {
+      image = tags[k_pause_image_tag]; // this pause got as far as the tag before
+    }
+    if (auto ended = image.empty() ? result_of(sandbox.backend_id) : std::nullopt) {
+      // Ended: paused already by another pause (its image in the tag), else its files are gone.
+      image = tags[k_pause_image_tag];
+      if (image.empty()) {
+        throw DriverError(Kind::not_found,
+                          fmt::format("Modal sandbox {} has ended (it {}): its files are gone, "
+                                      "there is nothing to pause",
+                                      sandbox.backend_id, result_text(*ended)));
+      }
+    } else if (image.empty()) {
+      image = filesystem_snapshot(sandbox, pause_snapshot_id(sandbox.sandbox_id, request.pause_id),
+                                  pause_image_ttl(request.keep_until));
+      tags[k_pause_image_tag] = image;
+      tags[k_pause_id_tag] = request.pause_id;
+      set_tags(sandbox.backend_id, tags);
+    }
+    m_progress.update(fmt::format("terminating Modal sandbox {} (its files are in {})",
+                                  sandbox.backend_id, image));
+    terminate(sandbox.backend_id);
+    PauseResult result;
+    result.memory_kept = false;
+    result.how = "snapshot+terminate";
+    result.info = {{"pause_image", image}};
+    return result;
+  }
+
+  // A new sandbox from the pause's image: the same sandboxer.id, the request's labels and ports,
+  // Modal's lifetime from the running deadline. Its id, task and tunnels are new.
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    std::string image = recorded_pause_image(sandbox);
+    std::optional<api::GenericResult> ended;
+    try {
+      ended = result_of(sandbox.backend_id);
+      if (image.empty() && ended) {
+        image = tag_value(sandbox.backend_id, k_pause_image_tag);
+      }
+    } catch (const DriverError& e) {
+      // Modal may forget a finished sandbox; the image recorded at the pause is what counts.
+      if (e.kind() != Kind::not_found || image.empty()) {
+        throw;
+      }
+      ended = api::GenericResult();
+    }
+    if (!ended) {
+      return {}; // still running: never paused, or a pause cut short before the terminate
+    }
+    if (image.empty()) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("Modal sandbox {} has ended and no filesystem snapshot of a "
+                                    "pause of it is known: there is nothing to resume",
+                                    sandbox.backend_id));
+    }
+    // What a resume cut short made is not in the record: it goes, and this one is made anew.
+    for (const auto& leftover :
+         list_remote({{"sandboxer.id", sandbox.sandbox_id}, {k_pause_id_tag, request.pause_id}})) {
+      if (leftover.backend_id != sandbox.backend_id) {
+        spdlog::info("modal: terminating {}, made by an earlier attempt of this resume",
+                     leftover.backend_id);
+        terminate(leftover.backend_id);
+      }
+    }
+    if (!image_exists(image)) {
+      throw DriverError(Kind::not_found,
+                        fmt::format("the filesystem snapshot {} of paused sandbox {} is gone "
+                                    "(expired or deleted): its files are lost",
+                                    image, sandbox.sandbox_id));
+    }
+    CreateRequest create_request;
+    create_request.sandbox_id = sandbox.sandbox_id;
+    create_request.name = sandbox.sandbox_id;
+    create_request.labels = request.labels;
+    create_request.labels["sandboxer.id"] = sandbox.sandbox_id;
+    create_request.labels[k_pause_id_tag] = request.pause_id;
+    if (sandbox.info.contains("env") && sandbox.info["env"].is_object()) {
+      create_request.env = sandbox.info["env"].get<std::map<std::string, std::string>>();
+    }
+    create_request.expires_at = request.expires_at;
+    create_request.from_snapshot = image;
+    create_request.ports = request.ports;
+    CreateResult made = create(create_request);
+    ResumeResult result;
+    result.backend_id = made.backend_id;
+    result.info = made.info;
+    result.info["pause_image"] = nullptr;
+    result.info["resumed_from"] = image;
+    result.ports = made.ports;
+    return result;
+  }
+
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
-    const std::string task_id = task_of(sandbox);
-    m_progress.update(fmt::format("snapshotting the filesystem of {}", sandbox.sandbox_id));
-    if (const Calls* calls = router_for(task_id)) {
-      router::TaskSnapshotFilesystemRequest snap;
-      snap.set_task_id(task_id);
-      snap.set_snapshot_id(random_uuid()); // the server's idempotency key across our retries
-      snap.set_ttl_seconds(m_spec.snapshot_ttl ? m_spec.snapshot_ttl->count() : -1);
-      router::TaskSnapshotFilesystemResponse done;
-      auto stub = router::TaskCommandRouter::NewStub(calls->channel());
-      calls->unary("TaskSnapshotFilesystem", m_spec.snapshot_timeout,
-                   [&](grpc::ClientContext& context) {
-                     return stub->TaskSnapshotFilesystem(&context, snap, &done);
-                   });
-      return {done.image_id(), std::nullopt};
+    if (request.paused) {
+      // A paused sandbox is its pause's snapshot already (the sandbox itself has ended).
+      std::string image = recorded_pause_image(sandbox);
+      if (image.empty()) {
+        image = tag_value(sandbox.backend_id, k_pause_image_tag);
+      }
+      if (image.empty()) {
+        throw DriverError(Kind::unsupported,
+                          fmt::format("Modal sandbox {} is paused but its pause image is not "
+                                      "known",
+                                      sandbox.backend_id));
+      }
+      return {image, std::nullopt};
     }
-    (void)request;
-    api::SandboxSnapshotFsRequest snap;
-    snap.set_sandbox_id(sandbox.backend_id);
-    snap.set_timeout(static_cast<float>(m_spec.snapshot_timeout.count()) / 1000);
-    api::SandboxSnapshotFsResponse done;
-    m_api.unary("SandboxSnapshotFs", m_spec.snapshot_timeout + std::chrono::seconds(5),
-                [&](grpc::ClientContext& context) {
-                  return m_stub->SandboxSnapshotFs(&context, snap, &done);
-                });
-    if (done.result().status() != api::GenericResult::GENERIC_STATUS_SUCCESS) {
-      throw DriverError(Kind::error, fmt::format("Modal could not snapshot {}: the snapshot {}",
-                                                 sandbox.sandbox_id, result_text(done.result())));
-    }
-    return {done.image_id(), std::nullopt};
+    return {filesystem_snapshot(sandbox, random_uuid(),
+                                m_spec.snapshot_ttl ? m_spec.snapshot_ttl->count() : -1),
+            std::nullopt};
   }
 
   void delete_snapshot(const std::string& backend_ref) override {
@@ -246,6 +398,12 @@ public:
   }
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
+    if (std::string image = recorded_pause_image(sandbox); !image.empty()) {
+      throw DriverError(Kind::conflict,
+                        fmt::format("Modal sandbox {} is paused ({}): 'sandboxer resume {}' "
+                                    "makes it again",
+                                    sandbox.backend_id, paused_detail(image), sandbox.sandbox_id));
+    }
     const std::string task_id = task_of(sandbox);
     std::map<std::string, std::string> env;
     if (sandbox.info.contains("env") && sandbox.info["env"].is_object()) {
@@ -521,6 +679,140 @@ private:
       return sandbox.info["task_id"].get<std::string>();
     }
     return wait_for_task(sandbox.backend_id);
+  }
+
+  BackendStatus paused_or_missing(const std::string& image) {
+    if (image_exists(image)) {
+      return {BackendStatus::State::paused, paused_detail(image)};
+    }
+    return {BackendStatus::State::missing,
+            fmt::format("paused, but its filesystem snapshot {} is gone (expired or deleted): "
+                        "the files are lost",
+                        image)};
+  }
+
+  // A filesystem snapshot of the sandbox's task: through the command router (snapshot_id is
+  // Modal's idempotency key), else the legacy control-plane call. Returns the image id.
+  std::string filesystem_snapshot(const SandboxHandle& sandbox, const std::string& snapshot_id,
+                                  std::int64_t ttl_seconds) {
+    const std::string task_id = task_of(sandbox);
+    m_progress.update(fmt::format("snapshotting the filesystem of {}", sandbox.sandbox_id));
+    if (const Calls* calls = router_for(task_id)) {
+      router::TaskSnapshotFilesystemRequest snap;
+      snap.set_task_id(task_id);
+      snap.set_snapshot_id(snapshot_id);
+      snap.set_ttl_seconds(ttl_seconds);
+      router::TaskSnapshotFilesystemResponse done;
+      auto stub = router::TaskCommandRouter::NewStub(calls->channel());
+      calls->unary("TaskSnapshotFilesystem", m_spec.snapshot_timeout,
+                   [&](grpc::ClientContext& context) {
+                     return stub->TaskSnapshotFilesystem(&context, snap, &done);
+                   });
+      return done.image_id();
+    }
+    api::SandboxSnapshotFsRequest snap;
+    snap.set_sandbox_id(sandbox.backend_id);
+    snap.set_timeout(static_cast<float>(m_spec.snapshot_timeout.count()) / 1000);
+    api::SandboxSnapshotFsResponse done;
+    m_api.unary("SandboxSnapshotFs", m_spec.snapshot_timeout + std::chrono::seconds(5),
+                [&](grpc::ClientContext& context) {
+                  return m_stub->SandboxSnapshotFs(&context, snap, &done);
+                });
+    if (done.result().status() != api::GenericResult::GENERIC_STATUS_SUCCESS) {
+      throw DriverError(Kind::error, fmt::format("Modal could not snapshot {}: the snapshot {}",
+                                                 sandbox.sandbox_id, result_text(done.result())));
+    }
+    return done.image_id();
+  }
+
+  // A pause image lasts a day past the paused deadline it must outlive; without one, as long as
+  // the profile's snapshots do (modal.snapshot_ttl).
+  std::int64_t pause_image_ttl(const std::optional<TimePoint>& keep_until) const {
+    if (keep_until) {
+      auto left = std::chrono::ceil<std::chrono::seconds>(*keep_until - m_clock.now());
+      return std::max<std::int64_t>(left.count(), 0) +
+             std::chrono::duration_cast<std::chrono::seconds>(k_pause_image_margin).count();
+    }
+    return m_spec.snapshot_ttl ? m_spec.snapshot_ttl->count() : -1;
+  }
+
+  // The result of a sandbox that has ended, nullopt while it runs (not_found: Modal does not
+  // know it).
+  std::optional<api::GenericResult> result_of(const std::string& sandbox_id) {
+    api::SandboxWaitRequest wait;
+    wait.set_sandbox_id(sandbox_id);
+    wait.set_timeout(0);
+    api::SandboxWaitResponse response;
+    m_api.unary("SandboxWait", m_spec.call_timeout, [&](grpc::ClientContext& context) {
+      return m_stub->SandboxWait(&context, wait, &response);
+    });
+    if (response.has_result() &&
+        response.result().status() != api::GenericResult::GENERIC_STATUS_UNSPECIFIED) {
+      return response.result();
+    }
+    return std::nullopt;
+  }
+
+  std::map<std::string, std::string> tags_of(const std::string& sandbox_id) {
+    api::SandboxTagsGetRequest get;
+    get.set_sandbox_id(sandbox_id);
+    api::SandboxTagsGetResponse response;
+    m_api.unary("SandboxTagsGet", m_spec.call_timeout, [&](grpc::ClientContext& context) {
+      return m_stub->SandboxTagsGet(&context, get, &response);
+    });
+    std::map<std::string, std::string> tags;
+    for (const auto& tag : response.tags()) {
+      tags[tag.tag_name()] = tag.tag_value();
+    }
+    return tags;
+  }
+
+  // One tag of a sandbox, "" when it has none or Modal does not know the sandbox.
+  std::string tag_value(const std::string& sandbox_id, const std::string& name) {
+    try {
+      auto tags = tags_of(sandbox_id);
+      auto found = tags.find(name);
+      return found == tags.end() ? "" : found->second;
+    } catch (const DriverError& e) {
+      if (e.kind() == Kind::not_found) {
+        return "";
+      }
+      throw;
+    }
+  }
+
+  // All of the sandbox's tags become `tags`: sent whole, whether Modal merges or replaces.
+  void set_tags(const std::string& sandbox_id, const std::map<std::string, std::string>& tags) {
+    api::SandboxTagsSetRequest set;
+    set.set_environment_name(m_environment);
+    set.set_sandbox_id(sandbox_id);
+    for (const auto& [key, value] : tags) {
+      auto* tag = set.add_tags();
+      tag->set_tag_name(key);
+      tag->set_tag_value(value);
+    }
+    google::protobuf::Empty done;
+    m_api.unary("SandboxTagsSet", m_spec.call_timeout, [&](grpc::ClientContext& context) {
+      return m_stub->SandboxTagsSet(&context, set, &done);
+    });
+  }
+
+  // Whether Modal still has the image (ImageFromId; NOT_FOUND once it expired or was deleted).
+  bool image_exists(const std::string& image_id) {
+    api::ImageFromIdRequest from;
+    from.set_image_id(image_id);
+    api::ImageFromIdResponse found;
+    try {
+      m_api.unary("ImageFromId", m_spec.call_timeout, [&](grpc::ClientContext& context) {
+        return m_stub->ImageFromId(&context, from, &found);
+      });
+    } catch (const DriverError& e) {
+      if (e.kind() == Kind::not_found) {
+        return false;
+      }
+      throw;
+    }
+    return true;
   }
 
   void terminate(const std::string& sandbox_id) {

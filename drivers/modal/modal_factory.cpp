@@ -34,14 +34,17 @@ public:
   }
   Capabilities capabilities() const override {
     // native_ttl: Modal keeps its own deadline; extend() refuses to go past it. logs: the
-    // entrypoint's output (SandboxGetLogs). ports: its tunnels (SandboxGetTunnels).
+    // entrypoint's output (SandboxGetLogs). ports: its tunnels (SandboxGetTunnels). pause:
+    // emulated, a filesystem snapshot and the end of the sandbox (Modal has no pause).
     return {.snapshot = true,
             .exec = true,
             .native_ttl = true,
             .list_by_label = true,
             .logs = true,
             .ports = true,
-            .port_reach = Capabilities::PortReach::public_url};
+            .port_reach = Capabilities::PortReach::public_url,
+            .pause = true,
+            .pause_emulated = true};
   }
   json location(const json& spec, const DriverContext&) const override {
     return location_of(bind(spec));

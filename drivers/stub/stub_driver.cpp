@@ -1,5 +1,6 @@
 #include "drivers/stub/stub_driver.hpp"
 
+#include <csignal>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -22,8 +23,8 @@ namespace {
 
 // "ready" is a readiness wait after the sandbox exists (as docker's readiness command): its
 // latency is where an interrupted create leaves something behind for the core to undo.
-const std::vector<std::string> k_ops = {"create",   "ready", "destroy", "status",
-                                        "snapshot", "exec",  "copy"};
+const std::vector<std::string> k_ops = {"create", "ready", "destroy", "status", "snapshot",
+                                        "exec",   "copy",  "pause",   "resume"};
 
 struct Spec {
   std::optional<std::string> root;
@@ -112,6 +113,8 @@ std::string read_text(const fs::path& path) {
 
 // The sandbox's console file, in its directory.
 constexpr const char* k_console = "console.log";
+// Present while the sandbox is paused: {pause_id, memory}.
+constexpr const char* k_paused = "paused.json";
 // A copy has this long: the stub copies on this machine, where a stall is a bug.
 constexpr std::chrono::minutes k_copy_deadline{30};
 
@@ -217,6 +220,10 @@ public:
       throw DriverError(DriverError::Kind::not_found,
                         fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
     }
+    // A paused sandbox's stopped processes would outlive it, stopped for good.
+    if (fs::exists(dir / k_paused)) {
+      signal_processes(dir, SIGKILL);
+    }
     std::error_code ec;
     fs::remove_all(dir, ec);
     if (ec) {
@@ -224,9 +231,43 @@ public:
     }
   }
 
+  // The stub's pause: its processes (those an exec started, found by the console path in their
+  // environment) stopped with SIGSTOP when memory is kept, else killed; paused.json says so.
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    enter("pause");
+    const fs::path dir = existing_dir(sandbox);
+    const bool memory = request.memory.value_or(true);
+    auto already = nlohmann::json::parse(read_text(dir / k_paused), nullptr, false);
+    if (!already.is_object()) {
+      signal_processes(dir, memory ? SIGSTOP : SIGKILL);
+      write_atomically(dir / k_paused,
+                       nlohmann::json{{"pause_id", request.pause_id}, {"memory", memory}}.dump());
+    }
+    const bool kept = already.is_object() ? already.value("memory", memory) : memory;
+    return {.memory_kept = kept, .how = kept ? "sigstop" : "sigkill", .held_bytes = std::nullopt};
+  }
+
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest&) override {
+    enter("resume");
+    const fs::path dir = existing_dir(sandbox);
+    if (fs::exists(dir / k_paused)) {
+      signal_processes(dir, SIGCONT);
+      std::error_code ec;
+      fs::remove(dir / k_paused, ec);
+      if (ec) {
+        io_failure("remove", dir / k_paused, ec);
+      }
+    }
+    return {};
+  }
+
   BackendStatus status(const SandboxHandle& sandbox) override {
     enter("status");
-    if (fs::is_directory(sandbox_dir(sandbox.backend_id))) {
+    const fs::path dir = sandbox_dir(sandbox.backend_id);
+    if (fs::is_directory(dir)) {
+      if (fs::exists(dir / k_paused)) {
+        return {BackendStatus::State::paused, "directory present, paused"};
+      }
       return {BackendStatus::State::running, "directory present"};
     }
     return {BackendStatus::State::missing, "directory absent"};
@@ -267,10 +308,10 @@ public:
 
   int exec(const SandboxHandle& sandbox, const ExecRequest& request, ExecIo& io) override {
     enter("exec");
-    fs::path dir = sandbox_dir(sandbox.backend_id);
-    if (!fs::is_directory(dir)) {
-      throw DriverError(DriverError::Kind::not_found,
-                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    fs::path dir = existing_dir(sandbox);
+    if (fs::exists(dir / k_paused)) {
+      throw DriverError(DriverError::Kind::error,
+                        fmt::format("stub: sandbox {} is paused", sandbox.backend_id));
     }
     auto meta = nlohmann::json::parse(read_text(dir / "meta.json"), nullptr, false);
     proc::Command command;
@@ -452,7 +493,8 @@ public:
         return it != labels.end() && it->second == kv.second;
       });
       if (matches) {
-        found.push_back({entry.path().filename().string(), labels, "running"});
+        found.push_back({entry.path().filename().string(), labels,
+                         fs::exists(entry.path() / k_paused) ? "paused" : "running"});
       }
     }
     return found;
@@ -482,6 +524,54 @@ private:
       io_failure("create", final_dir, ec);
     }
     fs::remove_all(aside, ec);
+  }
+
+  fs::path existing_dir(const SandboxHandle& sandbox) const {
+    fs::path dir = sandbox_dir(sandbox.backend_id);
+    if (!fs::is_directory(dir)) {
+      throw DriverError(DriverError::Kind::not_found,
+                        fmt::format("stub: sandbox {} does not exist", sandbox.backend_id));
+    }
+    return dir;
+  }
+
+  // Sends `signal` to every process of this user whose environment names the sandbox's console
+  // (exec sets it, and children inherit it).
+  static void signal_processes(const fs::path& dir, int signal) {
+    const std::string marker = "SANDBOXER_CONSOLE=" + (dir / k_console).string();
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+      const std::string pid_text = entry.path().filename().string();
+      if (pid_text.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      const std::string environ = read_text(entry.path() / "environ");
+      for (size_t at = 0; at < environ.size();) {
+        size_t end = environ.find('\0', at);
+        end = end == std::string::npos ? environ.size() : end;
+        if (std::string_view(environ).substr(at, end - at) == marker) {
+          ::kill(std::stoi(pid_text), signal);
+          break;
+        }
+        at = end + 1;
+      }
+    }
+  }
+
+  static void write_atomically(const fs::path& path, const std::string& text) {
+    const fs::path staging = path.parent_path() / ("." + path.filename().string() + ".tmp");
+    {
+      std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+      out << text << "\n";
+      if (!out.flush()) {
+        io_failure("write", staging, std::error_code(errno, std::generic_category()));
+      }
+    }
+    std::error_code ec;
+    fs::rename(staging, path, ec);
+    if (ec) {
+      io_failure("write", path, ec);
+    }
   }
 
   fs::path sandbox_dir(const std::string& backend_id) const {
@@ -550,7 +640,8 @@ public:
             .restore_in_place = true,
             .logs = true,
             .copy = true,
-            .copy_owner = true};
+            .copy_owner = true,
+            .pause = true};
   }
   nlohmann::json location(const nlohmann::json& spec, const DriverContext& context) const override {
     Spec bound = bind(spec);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <netinet/in.h>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/socket.h>
 #include <thread>
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 using Kind = DriverError::Kind;
 
 constexpr auto k_start_timeout = std::chrono::seconds(60); // QEMU's own set-up, not the boot
+// qemu-img on an overlay: metadata only, but a deleted snapshot's clusters are freed one by one.
+constexpr auto k_image_tool_timeout = std::chrono::seconds(120);
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -168,6 +171,43 @@ void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseco
     for (int i = 0; i < 500 && running(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+  }
+}
+
+std::map<std::string, std::uint64_t> image_snapshots(const fs::path& image) {
+  proc::Command command;
+  command.argv = {"qemu-img", "info", "--output=json", image.string()};
+  command.timeout = k_image_tool_timeout;
+  proc::Result result = proc::run(command);
+  nlohmann::json info =
+      result.status() == 0 ? nlohmann::json::parse(result.out, nullptr, false) : nlohmann::json();
+  if (!info.is_object()) {
+    throw DriverError(Kind::error, fmt::format("qemu-img could not read {}: {}", image.string(),
+                                               result.timed_out ? "timed out" : result.err));
+  }
+  std::map<std::string, std::uint64_t> tags;
+  for (const auto& snapshot : info.value("snapshots", nlohmann::json::array())) {
+    if (snapshot.is_object() && snapshot.contains("name") && snapshot["name"].is_string()) {
+      const auto& size = snapshot.value("vm-state-size", nlohmann::json());
+      tags[snapshot["name"].get<std::string>()] =
+          size.is_number_unsigned() ? size.get<std::uint64_t>() : 0;
+    }
+  }
+  return tags;
+}
+
+void delete_image_snapshot(const fs::path& image, const std::string& tag) {
+  if (!image_snapshots(image).contains(tag)) {
+    return;
+  }
+  proc::Command command;
+  command.argv = {"qemu-img", "snapshot", "-d", tag, image.string()};
+  command.timeout = k_image_tool_timeout;
+  proc::Result result = proc::run(command);
+  if (result.status() != 0) {
+    throw DriverError(Kind::error,
+                      fmt::format("qemu-img could not delete snapshot {} of {}: {}", tag,
+                                  image.string(), result.timed_out ? "timed out" : result.err));
   }
 }
 

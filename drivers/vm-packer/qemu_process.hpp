@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -21,6 +22,8 @@ struct VmDir {
   std::filesystem::path serial_log() const { return path / "serial.log"; }
   std::filesystem::path pid_file() const { return path / "qemu.pid"; }
   std::filesystem::path labels() const { return path / "labels.json"; }
+  // Present while the VM is paused (pause_state.hpp).
+  std::filesystem::path pause_file() const { return path / "pause.json"; }
 };
 
 // What QEMU is started with beyond the spec.
@@ -30,6 +33,7 @@ struct Exposed {
   std::string bind;     // an IPv4 address of the host
   int host_port = 0;
   int guest_port = 0;
+  bool operator==(const Exposed&) const = default;
 };
 
 struct Launch {
@@ -54,6 +58,12 @@ std::optional<int> running_qemu(const VmDir& dir, const std::string& name);
 
 // Ends the VM: QMP quit, up to `grace` for QEMU to go, then SIGKILL. Fine when it is gone.
 void stop_qemu(const VmDir& dir, const std::string& name, std::chrono::milliseconds grace);
+
+// The internal snapshots of a qcow2 that no QEMU has open (`qemu-img info`): tag -> the size of its
+// VM state (0 for a disk-only one).
+std::map<std::string, std::uint64_t> image_snapshots(const std::filesystem::path& image);
+// Removes one from such a qcow2 (`qemu-img snapshot -d`); a tag that is not there is fine.
+void delete_image_snapshot(const std::filesystem::path& image, const std::string& tag);
 
 // The serial log's last non-empty line (boot progress, and what a failed boot said).
 std::string last_serial_line(const VmDir& dir);

@@ -17,6 +17,7 @@
 #include "drivers/vm-packer/accel.hpp"
 #include "drivers/vm-packer/agent_client.hpp"
 #include "drivers/vm-packer/console_log.hpp"
+#include "drivers/vm-packer/pause_state.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
 #include "drivers/vm-packer/qmp.hpp"
 #include "drivers/vm-packer/spec.hpp"
@@ -54,6 +55,11 @@ void write_json(const fs::path& path, const json& value) {
     }
   }
   fs::rename(temporary, path);
+}
+
+// The sandbox's info as an object (a handle made without one has null).
+json info_of(const SandboxHandle& sandbox) {
+  return sandbox.info.is_object() ? sandbox.info : json::object();
 }
 
 // A copy that shares blocks when the filesystem can (FICLONE), else a plain copy.
@@ -118,7 +124,10 @@ public:
   std::vector<PortBinding> bindings_of(const Launch& launch) const {
     std::vector<PortBinding> bindings;
     for (int port : m_spec.ports) {
-      bindings.push_back(host_binding(port, "tcp", "127.0.0.1", launch.forwards.at(port)));
+      auto forward = launch.forwards.find(port);
+      if (forward != launch.forwards.end()) {
+        bindings.push_back(host_binding(port, "tcp", "127.0.0.1", forward->second));
+      }
     }
     for (const auto& exposed : launch.exposed) {
       bindings.push_back(
@@ -199,6 +208,13 @@ public:
       return {BackendStatus::State::missing, "no VM directory"};
     }
     if (!running_qemu(dir, sandbox.sandbox_id)) {
+      try {
+        if (auto paused = read_pause(dir)) {
+          return {BackendStatus::State::paused, paused_detail(*paused)};
+        }
+      } catch (const Error& e) {
+        return {BackendStatus::State::unknown, e.what()};
+      }
       return {BackendStatus::State::stopped,
               fmt::format("QEMU is not running (serial log: {})", last_serial_line(dir))};
     }
@@ -255,6 +271,14 @@ public:
   }
 
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
+    {
+      VmDir dir{m_root / "vms" / sandbox.backend_id};
+      if (!running_qemu(dir, sandbox.sandbox_id)) {
+        if (auto paused = read_pause(dir)) {
+          return snapshot_paused(sandbox, dir, *paused, request);
+        }
+      }
+    }
     VmDir dir = running_dir(sandbox);
     fs::path target = m_root / "snapshots" / request.snapshot_id;
     fs::create_directories(target);
@@ -332,13 +356,405 @@ public:
         }
       }
       VmDir dir{entry.path()};
-      resource.state = running_qemu(dir, resource.backend_id) ? "running" : "exited";
+      resource.state = running_qemu(dir, resource.backend_id) ? "running"
+                       : fs::exists(dir.pause_file(), ec)     ? "paused"
+                                                              : "exited";
       found.push_back(std::move(resource));
     }
     return found;
   }
 
+  // A memory pause saves RAM and devices into the overlay (an internal snapshot, as a memory
+  // checkpoint does) and quits QEMU: a paused VM holds no RAM and no process. pause.json is
+  // written last, by rename, so that it says "paused, no QEMU"; a repeat finds where an
+  // interrupted pause stopped (pause_step).
+  PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request) override {
+    VmDir dir = existing_dir(sandbox, "pause");
+    const std::string& name = sandbox.sandbox_id;
+    const auto recorded = read_pause(dir);
+    const QemuSeen qemu = qemu_seen(dir, name);
+    std::map<std::string, std::uint64_t> tags;
+    if (qemu == QemuSeen::none && !recorded) {
+      tags = image_snapshots(dir.overlay());
+    }
+    const std::string tag = pause_tag(request.pause_id);
+    PausedVm paused;
+    paused.pause_id = request.pause_id;
+    paused.kvm = info_of(sandbox).value("accel", "") == "kvm";
+    paused.cpus = m_spec.cpus;
+    paused.memory_mb = m_spec.memory_mb;
+    paused.forwards = forwards_of_info(info_of(sandbox).value("ports", json::object()));
+    switch (pause_step(recorded.has_value(), qemu, tags.contains(tag))) {
+    case PauseStep::already_paused:
+      return pause_result(dir, *recorded);
+    case PauseStep::record_checkpoint:
+      // It quit after saving, before its pause.json was written.
+      paused.memory = true;
+      paused.tag = tag;
+      paused.bytes = tags.at(tag);
+      break;
+    case PauseStep::record_stop:
+      // QEMU is gone without the pause's checkpoint (it quit on a pause of the disk alone, or it
+      // had ended before): what is left is the disk, and a resume boots it.
+      m_progress.update(
+          fmt::format("{} has no QEMU running: its disk is kept, without memory", name));
+      for (const auto& [old, size] : tags) {
+        if (is_pause_tag(old)) {
+          delete_image_snapshot(dir.overlay(), old);
+        }
+      }
+      break;
+    case PauseStep::save:
+      save_and_quit(sandbox, dir, request, qemu, paused);
+      break;
+    }
+    write_json(dir.pause_file(), to_json(paused));
+    return pause_result(dir, paused);
+  }
+
+  // QEMU started again from the pause's record (accelerator, CPUs, RAM, forwards) with -loadvm of
+  // its checkpoint, or booting the disk after a pause without memory; once it answers, the pause's
+  // snapshots leave the overlay (they hold the guest's RAM) and pause.json goes.
+  ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request) override {
+    VmDir dir = existing_dir(sandbox, "resume");
+    const std::string& name = sandbox.sandbox_id;
+    const auto recorded = read_pause(dir);
+    const QemuSeen qemu = qemu_seen(dir, name);
+    const ResumeStep step = resume_step(recorded.has_value(), qemu);
+    // The ports: a QEMU that runs has those of pause.json (written as it was started); one to
+    // start takes those the sandbox had before its pause (info.ports, the bindings) again.
+    const auto had_forwards = forwards_of_info(info_of(sandbox).value("ports", json::object()));
+    const auto had_exposed = exposed_of_bindings(request.bindings, m_spec.ports);
+    Launch launch;
+    launch.name = name;
+    launch.kvm = info_of(sandbox).value("accel", "") == "kvm";
+    launch.accel_reason = info_of(sandbox).value("accel_reason", "");
+    launch.forwards = had_forwards;
+    launch.exposed = had_exposed;
+    if (recorded) {
+      launch = launch_of(*recorded, name);
+      if (step == ResumeStep::launch) {
+        if (!had_forwards.empty()) {
+          launch.forwards = had_forwards;
+        }
+        if (!request.bindings.empty()) {
+          launch.exposed = had_exposed;
+        }
+      }
+    }
+    bool restored_memory = recorded && recorded->memory;
+    switch (step) {
+    case ResumeStep::running:
+      return resumed(dir, launch, request, std::nullopt);
+    case ResumeStep::refuse:
+      throw DriverError(Kind::error,
+                        fmt::format("the QEMU of {} is neither running nor stopped ({}): resume "
+                                    "cannot take it over; destroy it",
+                                    name, status(sandbox).detail));
+    case ResumeStep::cont:
+      Qmp::connect(dir.qmp(), std::chrono::seconds(10)).execute("cont");
+      restored_memory = true;
+      break;
+    case ResumeStep::finish:
+      break;
+    case ResumeStep::launch:
+      restored_memory = launch_paused(sandbox, dir, request, recorded, launch);
+      break;
+    }
+    try {
+      wait_until_ready(dir, launch);
+      drop_pause_tags(dir);
+    } catch (...) {
+      if (step == ResumeStep::launch) {
+        // What it started goes again: the checkpoint is intact, and a repeat loads it afresh.
+        interrupt::Shield cleaning;
+        stop_qemu(dir, name, std::chrono::seconds(2));
+      }
+      throw;
+    }
+    std::error_code ec;
+    fs::remove(dir.pause_file(), ec);
+    return resumed(dir, launch, request, restored_memory);
+  }
+
 private:
+  VmDir existing_dir(const SandboxHandle& sandbox, std::string_view verb) const {
+    VmDir dir{m_root / "vms" / sandbox.backend_id};
+    std::error_code ec;
+    if (!fs::exists(dir.path, ec)) {
+      throw DriverError(Kind::not_found, fmt::format("cannot {} {}: its VM is gone (no {})", verb,
+                                                     sandbox.sandbox_id, dir.path.string()));
+    }
+    return dir;
+  }
+
+  // pause.json, or nullopt when the VM is not paused; one that does not parse is an error (a
+  // checkpoint whose settings are lost cannot be resumed safely).
+  static std::optional<PausedVm> read_pause(const VmDir& dir) {
+    std::error_code ec;
+    if (!fs::exists(dir.pause_file(), ec)) {
+      return std::nullopt;
+    }
+    auto paused = paused_vm_of(read_json(dir.pause_file()));
+    if (!paused) {
+      throw DriverError(Kind::error, fmt::format("{} is not a pause record this driver can read",
+                                                 dir.pause_file().string()));
+    }
+    return paused;
+  }
+
+  static QemuSeen qemu_seen(const VmDir& dir, const std::string& name) {
+    if (!running_qemu(dir, name)) {
+      return QemuSeen::none;
+    }
+    json state = Qmp::connect(dir.qmp(), std::chrono::seconds(10)).execute("query-status");
+    return qemu_seen_of(state.value("status", ""));
+  }
+
+  PauseResult pause_result(const VmDir& dir, const PausedVm& paused) const {
+    PauseResult result;
+    result.memory_kept = paused.memory;
+    result.how = paused.memory ? "checkpoint" : "stop";
+    result.held_bytes = paused.bytes;
+    json about = {{"how", result.how},
+                  {"accel", paused.kvm ? "kvm" : "tcg"},
+                  {"file", dir.pause_file().string()}};
+    if (paused.memory) {
+      about["tag"] = paused.tag;
+      about["bytes"] = paused.bytes ? json(*paused.bytes) : json();
+    }
+    // No QEMU while paused: its pid is gone (resume sets the new one).
+    result.info = {{"pid", nullptr}, {"pause", about}};
+    return result;
+  }
+
+  // Jobs of an earlier call (one whose process was killed mid-save) concluded and dismissed
+  // before new ones start: snapshots of one image are made one at a time.
+  void settle_jobs(Qmp& qmp) {
+    auto deadline = Clock::now() + m_spec.snapshot_timeout;
+    while (true) {
+      bool busy = false;
+      for (const json& job : qmp.execute("query-jobs")) {
+        if (job.value("status", "") == "concluded") {
+          qmp.execute("job-dismiss", {{"id", job.value("id", "")}});
+        } else {
+          busy = true;
+        }
+      }
+      if (!busy) {
+        return;
+      }
+      if (Clock::now() > deadline) {
+        throw DriverError(Kind::error, "a job of an earlier snapshot is still running in QEMU");
+      }
+      interrupt::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // The overlay's internal snapshots while QEMU has it open.
+  static std::vector<std::string> live_tags(Qmp& qmp) {
+    std::vector<std::string> tags;
+    for (const json& node : qmp.execute("query-named-block-nodes", {{"flat", true}})) {
+      if (node.value("node-name", "") != "disk0" || !node.contains("image")) {
+        continue;
+      }
+      for (const json& snapshot : node["image"].value("snapshots", json::array())) {
+        tags.push_back(snapshot.value("name", ""));
+      }
+    }
+    return tags;
+  }
+
+  // Every sandboxer-pause-* snapshot out of the running VM's overlay: each holds a copy of the
+  // guest's RAM.
+  void drop_pause_tags(const VmDir& dir) {
+    Qmp qmp = Qmp::connect(dir.qmp(), std::chrono::seconds(10));
+    settle_jobs(qmp);
+    int n = 0;
+    for (const auto& tag : live_tags(qmp)) {
+      if (is_pause_tag(tag)) {
+        qmp.run_job("snapshot-delete", fmt::format("drop-pause-{}", ++n),
+                    {{"tag", tag}, {"devices", {"disk0"}}}, m_spec.snapshot_timeout);
+      }
+    }
+  }
+
+  void save_and_quit(const SandboxHandle& sandbox, const VmDir& dir, const PauseRequest& request,
+                     QemuSeen qemu, PausedVm& paused) {
+    const std::string& name = sandbox.sandbox_id;
+    paused.memory = request.memory.value_or(true);
+    if (!paused.memory && qemu == QemuSeen::running) {
+      flush_guest(sandbox); // its page cache reaches the disk: QEMU quits without a shutdown
+    }
+    m_progress.update(fmt::format("pausing {} ({})", name,
+                                  paused.memory ? "saving its memory to disk" : "disk only"));
+    // From here on the VM is stopped: finishing is better than leaving it half-saved.
+    interrupt::Shield finishing;
+    {
+      Qmp qmp = Qmp::connect(dir.qmp(), std::chrono::seconds(10));
+      paused.kvm = qmp.execute("query-kvm").value("enabled", false);
+      if (paused.memory) {
+        paused.tag = pause_tag(paused.pause_id);
+        qmp.execute("stop");
+        settle_jobs(qmp);
+        // Earlier pauses' snapshots (and this pause's own, from an interrupted try: it is saved
+        // again from the same stopped VM) go first: QEMU refuses a tag that exists.
+        int n = 0;
+        for (const auto& old : live_tags(qmp)) {
+          if (is_pause_tag(old)) {
+            qmp.run_job("snapshot-delete", fmt::format("drop-pause-{}", ++n),
+                        {{"tag", old}, {"devices", {"disk0"}}}, m_spec.snapshot_timeout);
+          }
+        }
+        qmp.run_job("snapshot-save", "pause",
+                    {{"tag", paused.tag}, {"vmstate", "disk0"}, {"devices", {"disk0"}}},
+                    m_spec.snapshot_timeout);
+      }
+    } // QMP takes one client at a time: this one is gone before stop_qemu connects
+    auto grace = request.stop_grace && !paused.memory
+                     ? std::chrono::duration_cast<std::chrono::milliseconds>(*request.stop_grace)
+                     : m_spec.stop_timeout;
+    stop_qemu(dir, name, grace);
+    if (running_qemu(dir, name)) {
+      throw DriverError(Kind::error, fmt::format("the QEMU of {} did not end", name));
+    }
+    auto tags = image_snapshots(dir.overlay());
+    if (paused.memory) {
+      if (!tags.contains(paused.tag)) {
+        throw DriverError(Kind::error, fmt::format("QEMU quit, but the checkpoint {} is not in {}",
+                                                   paused.tag, dir.overlay().string()));
+      }
+      paused.bytes = tags.at(paused.tag);
+    } else {
+      for (const auto& [old, size] : tags) {
+        if (is_pause_tag(old)) {
+          delete_image_snapshot(dir.overlay(), old);
+        }
+      }
+    }
+  }
+
+  // Starts QEMU for a paused VM; returns whether it loads a checkpoint. pause.json is written
+  // again with the ports it starts with, so that a repeat after an interruption finds them.
+  bool launch_paused(const SandboxHandle& sandbox, const VmDir& dir, const ResumeRequest& request,
+                     const std::optional<PausedVm>& recorded, Launch& launch) {
+    const std::string& name = sandbox.sandbox_id;
+    PausedVm paused;
+    if (recorded) {
+      paused = *recorded;
+    } else {
+      // QEMU quit on a pause whose record was never written: its checkpoint, if it was saved.
+      paused.pause_id = request.pause_id;
+      paused.kvm = launch.kvm;
+      paused.cpus = m_spec.cpus;
+      paused.memory_mb = m_spec.memory_mb;
+      paused.forwards = launch.forwards;
+      auto tags = image_snapshots(dir.overlay());
+      paused.memory = tags.contains(pause_tag(request.pause_id));
+      if (paused.memory) {
+        paused.tag = pause_tag(request.pause_id);
+        paused.bytes = tags.at(paused.tag);
+      }
+      auto exposed = launch.exposed;
+      launch = launch_of(paused, name);
+      launch.exposed = exposed;
+    }
+    if (paused.memory && (paused.cpus != m_spec.cpus || paused.memory_mb != m_spec.memory_mb)) {
+      throw DriverError(Kind::invalid_spec,
+                        fmt::format("{} was paused with {} CPUs and {} MiB, its spec now says {} "
+                                    "and {}: its checkpoint loads only on the same machine",
+                                    name, paused.cpus, paused.memory_mb, m_spec.cpus,
+                                    m_spec.memory_mb));
+    }
+    if (paused.memory && !image_snapshots(dir.overlay()).contains(paused.tag)) {
+      throw DriverError(Kind::error, fmt::format("the checkpoint {} of {} is missing from {}",
+                                                 paused.tag, name, dir.overlay().string()));
+    }
+    if (m_spec.restricted_network) {
+      for (int port : m_spec.ports) {
+        if (!launch.forwards.contains(port)) {
+          launch.forwards[port] = free_port("tcp", "127.0.0.1");
+        }
+      }
+      if (m_spec.exec.via == Spec::ExecVia::ssh && !launch.forwards.contains(m_spec.exec.port)) {
+        launch.forwards[m_spec.exec.port] = free_port("tcp", "127.0.0.1");
+      }
+    }
+    repick_taken_ports(
+        launch,
+        [](const std::string& protocol, const std::string& address, int port) {
+          return port_unavailable(protocol, address, port).has_value();
+        },
+        [](const std::string& protocol, const std::string& address) {
+          return free_port(protocol, address);
+        });
+    paused.forwards = launch.forwards;
+    paused.exposed = launch.exposed;
+    write_json(dir.pause_file(), to_json(paused));
+    m_progress.update(fmt::format("resuming {} ({}, {})", name,
+                                  paused.memory ? "loading its checkpoint" : "booting its disk",
+                                  launch.kvm ? "KVM" : "TCG"));
+    start_qemu(m_spec, launch, dir);
+    return paused.memory;
+  }
+
+  // `restored_memory`: nullopt when this resume found the VM running and changed nothing.
+  ResumeResult resumed(const VmDir& dir, const Launch& launch, const ResumeRequest& request,
+                       std::optional<bool> restored_memory) const {
+    ResumeResult result;
+    auto pid = running_qemu(dir, launch.name);
+    result.info = {{"pid", pid ? json(*pid) : json()}, {"pause", nullptr}};
+    if (restored_memory) {
+      result.info["restored_memory"] = *restored_memory;
+      result.info["accel"] = launch.kvm ? "kvm" : "tcg";
+      result.info["ports"] = forwards_info(launch.forwards);
+      if (!launch.accel_reason.empty()) {
+        result.info["accel_reason"] = launch.accel_reason;
+      }
+    }
+    auto bindings = bindings_of(launch);
+    if (bindings != request.bindings) {
+      result.ports = std::move(bindings);
+    }
+    return result;
+  }
+
+  // A paused VM's disk, copied as it is: with its checkpoint a memory snapshot (a restore loads
+  // it), with --disk-only (or after a pause without memory) the disk alone.
+  SnapshotResult snapshot_paused(const SandboxHandle& sandbox, const VmDir& dir,
+                                 const PausedVm& paused, const SnapshotRequest& request) {
+    fs::path target = m_root / "snapshots" / request.snapshot_id;
+    fs::create_directories(target);
+    const bool memory = paused.memory && !request.disk_only;
+    m_progress.update(fmt::format("copying the disk of paused {} ({})", sandbox.sandbox_id,
+                                  memory ? "with its checkpoint" : "disk only"));
+    try {
+      copy_disk(dir.overlay(), target / "disk.qcow2");
+      if (!memory) {
+        for (const auto& [tag, size] : image_snapshots(target / "disk.qcow2")) {
+          if (is_pause_tag(tag)) {
+            delete_image_snapshot(target / "disk.qcow2", tag);
+          }
+        }
+      }
+      write_json(target / "snapshot.json", {{"sandbox", sandbox.sandbox_id},
+                                            {"tag", memory ? paused.tag : request.snapshot_id},
+                                            {"memory", memory},
+                                            {"image", m_spec.image.string()},
+                                            {"image_sha256", m_spec.image_sha256},
+                                            {"memory_mb", m_spec.memory_mb},
+                                            {"cpus", m_spec.cpus},
+                                            {"accel", paused.kvm ? "kvm" : "tcg"}});
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(target, ec);
+      throw;
+    }
+    std::error_code ec;
+    auto size = fs::file_size(target / "disk.qcow2", ec);
+    return {request.snapshot_id, ec ? std::nullopt : std::optional<std::uint64_t>(size)};
+  }
+
   // A snapshot's directory; nullopt for a ref that would reach outside the snapshots directory.
   std::optional<fs::path> snapshot_dir(const std::string& ref) const {
     if (ref.empty() || ref.find('/') != std::string::npos || ref.starts_with(".")) {
@@ -580,7 +996,8 @@ public:
             .list_by_label = true,
             .restore_in_place = false,
             .logs = true,
-            .ports = true};
+            .ports = true,
+            .pause = true};
   }
   // A profile's section does more than the table reads: its manifest names the image, which is
   // hashed.

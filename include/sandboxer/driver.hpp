@@ -40,6 +40,12 @@ struct Capabilities {
     public_url,     // at a URL of the service's own (e2b, modal): forward prints it
   };
   PortReach port_reach = PortReach::this_machine;
+  // pause() and resume() (`sandboxer pause`, docs/pause.md). Without it both are refused before
+  // any backend call (exit 7).
+  bool pause = false;
+  // The backend has no pause of its own (modal): the driver keeps the files (a snapshot) and ends
+  // the sandbox, and resume makes it again. Processes never survive; `status` says it is emulated.
+  bool pause_emulated = false;
 };
 
 // A port of the sandbox its profile exposes (`ports:`, docs/ports.md), as asked.
@@ -57,6 +63,7 @@ struct PortBinding {
   std::string host;             // an address or a host name
   std::optional<int> host_port; // none where the URL alone says it (a cloud's host per port)
   std::string url;              // tcp://127.0.0.1:49153, https://8080-ID.e2b.app, ...
+  bool operator==(const PortBinding&) const = default;
 };
 
 // Thrown by DriverFactory::parse_spec: `pointer` is a JSON pointer inside the driver's section
@@ -126,6 +133,9 @@ struct SnapshotRequest {
   // `snapshot --disk-only`: the filesystem alone, where the driver could also save the running
   // state (vm-packer's memory checkpoints). Drivers that only ever save the disk ignore it.
   bool disk_only = false;
+  // The sandbox is paused (Driver::pause): a driver that cannot snapshot it so throws
+  // DriverError::Kind::unsupported, and the core resumes it first.
+  bool paused = false;
 };
 
 struct SnapshotResult {
@@ -277,6 +287,45 @@ public:
   virtual bool keep_going() = 0;
 };
 
+// `sandboxer pause` (docs/pause.md). Both pause() and resume() are idempotent: a pause of a paused
+// sandbox, a resume of a running one, and a repeat with the same pause_id (reap's repair of an
+// interrupted one) succeed without changing anything.
+struct PauseRequest {
+  std::string pause_id; // pse-..., the ledger's id of this pause
+  // The profile's pause.memory: true keeps running processes (refused with Kind::refused where
+  // the backend cannot), false keeps the files only; nullopt: the cheapest pause that keeps the
+  // processes where the driver can, else the files.
+  std::optional<bool> memory;
+  // memory false: how long the processes get between the polite stop and the kill.
+  std::optional<std::chrono::seconds> stop_grace;
+  // Until when the paused state must last (ttl.paused_max), for a backend that keeps it for a
+  // limited time (a snapshot's own expiry); nullopt: as long as the backend keeps it.
+  std::optional<TimePoint> keep_until;
+};
+
+struct PauseResult {
+  bool memory_kept = false; // running processes go on after resume
+  std::string how;          // freeze, stop, checkpoint, snapshot+terminate, ... (the driver's word)
+  std::optional<std::uint64_t> held_bytes;        // what the paused state holds on disk, if known
+  nlohmann::json info = nlohmann::json::object(); // merged into the record's info
+};
+
+struct ResumeRequest {
+  std::string pause_id;                // PauseRequest::pause_id of the pause being undone
+  std::optional<TimePoint> expires_at; // the running deadline (for drivers with native TTL)
+  // For a driver that makes the sandbox anew (pause_emulated): what create() got.
+  Labels labels;
+  std::vector<PortSpec> ports;
+  // The ports as they were before the pause: a driver takes the same host ports again when free.
+  std::vector<PortBinding> bindings;
+};
+
+struct ResumeResult {
+  std::optional<std::string> backend_id;          // a new resource (pause_emulated)
+  nlohmann::json info = nlohmann::json::object(); // merged into the record's info
+  std::optional<std::vector<PortBinding>> ports;  // where the ports are now, when they moved
+};
+
 // Progress of long operations (pulls, boots); shown on stderr when it is a terminal.
 class Progress {
 public:
@@ -346,6 +395,10 @@ public:
   // (Capabilities::PortReach::this_machine).
   virtual bool port_answers(const SandboxHandle& sandbox, const PortBinding& binding,
                             std::chrono::milliseconds timeout);
+  // `sandboxer pause`/`resume` (Capabilities::pause), see PauseRequest. A sandbox that is gone is
+  // Kind::not_found; after a pause, status() says BackendStatus::State::paused.
+  virtual PauseResult pause(const SandboxHandle& sandbox, const PauseRequest& request);
+  virtual ResumeResult resume(const SandboxHandle& sandbox, const ResumeRequest& request);
 
 protected:
   [[noreturn]] void unsupported(std::string_view driver, std::string_view verb) const;

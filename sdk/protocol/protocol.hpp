@@ -41,6 +41,23 @@ nlohmann::json error_object(DriverError::Kind kind, const std::string& message,
 nlohmann::json capabilities_json(const Capabilities& caps);
 Capabilities capabilities_of(const nlohmann::json& caps);
 
+// The optional methods `pause` and `resume` (capability `pause`): the params and results both ends
+// write and read. The params lack `spec` and `secrets`, which the client adds to every call.
+nlohmann::json pause_params(const SandboxHandle& sandbox, const PauseRequest& request);
+PauseRequest pause_request_of(const nlohmann::json& params);
+nlohmann::json pause_result_json(const PauseResult& result);
+// Throws DriverError (Kind::error) "the driver's pause result: ..." for a result of the wrong
+// shape.
+PauseResult pause_result_of(const nlohmann::json& result);
+// `name` is the sandbox's name: a driver that makes the resource anew names it so again.
+nlohmann::json resume_params(const SandboxHandle& sandbox, const ResumeRequest& request,
+                             const std::string& name);
+ResumeRequest resume_request_of(const nlohmann::json& params);
+nlohmann::json resume_result_json(const ResumeResult& result);
+// Throws DriverError (Kind::error) "the driver's resume result: ..." for a result of the wrong
+// shape: ports, when there, each whole, as a create's.
+ResumeResult resume_result_of(const nlohmann::json& result);
+
 // Splits a byte stream into lines: feed() what a read returned, then take whole lines out.
 class LineBuffer {
 public:
@@ -74,6 +91,9 @@ struct Message {
   DriverError::Kind kind = DriverError::Kind::error;
   std::string message;
   std::string pointer;
+  // JSON-RPC's -32601 (kind unsupported): told apart from a driver's own `unsupported`, since a
+  // driver that declared an optional method and does not have it is refused, not unsupported.
+  bool method_not_found = false;
 };
 // Never throws: a driver may write anything.
 Message read_message(std::string_view line, long id);

@@ -70,6 +70,15 @@ public:
             sandboxer::LogSink& sink) override {
     m_inner->logs(sandbox, request, sink);
   }
+  // Served when the stub's capabilities say pause (sdk/serve.cpp).
+  sandboxer::PauseResult pause(const SandboxHandle& sandbox,
+                               const sandboxer::PauseRequest& request) override {
+    return m_inner->pause(sandbox, request);
+  }
+  sandboxer::ResumeResult resume(const SandboxHandle& sandbox,
+                                 const sandboxer::ResumeRequest& request) override {
+    return m_inner->resume(sandbox, request);
+  }
 
   sandboxer::PathInfo stat_path(const SandboxHandle& sandbox, const std::string& path) override {
     return sandboxer::directory_copy::stat_path(fs_of(sandbox), path);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A busy machine's week as the previous version left it: a schema-1 ledger of 100k records
-# (99,990 destroyed, 10 live). Read-only commands read it as it is; the first change migrates it
-# (keeping the old file as ledger.v1.json); an old record's history and evidence come out whole and
-# check; the whole ledger verifies; retention then drops whole segments.
+# A busy machine's week as an old version left it: a schema-1 ledger of 100k records (99,990
+# destroyed, 10 live). Read-only commands read it as it is; the first change migrates it (keeping
+# the old file as ledger.v1.json); an old record's history and evidence come out whole and check;
+# the whole ledger verifies; retention then drops whole segments.
+# Then schema 2 (live document and journal segments) -> 3: the journal is kept byte for byte, the
+# chain's head stays, the next closing begins a schema-3 segment; a newer ledger is refused.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip "no /usr/bin/python3"
@@ -86,7 +88,7 @@ expect_code 0 sbx create --profile dev --quiet
 NEW=$OUT
 echo "first create, with the migration of $RECORDS records: $((($(date +%s%N) - START) / 1000000)) ms"
 cmp -s "$STATE/ledger.v1.json" "$WORK/v1.json" || fail "ledger.v1.json is not the old file"
-[ "$(jq .schema_version "$STATE/ledger.json")" = 2 ] || fail "not migrated"
+[ "$(jq .schema_version "$STATE/ledger.json")" = 3 ] || fail "not migrated"
 [ "$(jq '.sandboxes | length' "$STATE/ledger.json")" = 11 ] || fail "live document: not just the live records"
 [ "$(jq .closed.destroyed "$STATE/ledger.json")" = "$CLOSED" ] || fail "closed count"
 [ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" -ge 7 ] || fail "segments: $(ls "$STATE/journal")"
@@ -118,4 +120,78 @@ SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW=2026-12-20T00:00:00Z expect_co
 [ ! -e "$STATE/journal/segment-000001.jsonl" ] || fail "an old segment is still there"
 expect_code 0 sbx ledger verify
 expect_code 0 sbx status "$NEW" -o json
+
+# ---- Schema 2 -> 3, in a state dir of its own.
+STATE="$WORK/state2"
+mkdir -m 700 -p "$STATE"
+at() { SANDBOXER=$SANDBOXER_TESTCLOCK SANDBOXER_FAKE_NOW=$1 "${@:2}"; }
+# Records closed on three days (three segments), and one live: what schema 2 wrote, but for the
+# version numbers, set back below (schema 3 adds only what these records do not use).
+for d in 01 02 03; do
+  at "2026-11-${d}T10:00:00Z" expect_code 0 sbx create --profile dev --name "old-$d" --quiet
+  at "2026-11-${d}T10:30:00Z" expect_code 0 sbx destroy "old-$d"
+done
+at "2026-11-03T11:00:00Z" expect_code 0 sbx create --profile dev --name keep --quiet
+"$PY" - "$STATE" <<'PY'
+import os, sys
+state = sys.argv[1]
+def set_back(path, old, new):
+    with open(path, "rb") as f:
+        text = f.read()
+    assert text.startswith(old), (path, text[:40])
+    with open(path + ".tmp", "wb") as f:
+        f.write(new + text[len(old):])
+    os.chmod(path + ".tmp", 0o600)
+    os.replace(path + ".tmp", path)
+set_back(f"{state}/ledger.json", b'{"schema_version":3,', b'{"schema_version":2,')
+for name in sorted(os.listdir(f"{state}/journal")):
+    set_back(f"{state}/journal/{name}", b'{"sandboxer_journal":3,', b'{"sandboxer_journal":2,')
+PY
+rm -f "$STATE/ledger.json.bak"
+[ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" = 3 ] || fail "segments: $(ls "$STATE/journal")"
+cp "$STATE/ledger.json" "$WORK/v2.json"
+(cd "$STATE/journal" && sha256sum segment-*.jsonl) >"$WORK/v2-segments.sha256"
+
+# Read-only commands read schema 2, journal included, and write nothing.
+expect_code 0 sbx list -a -q
+[ "$(wc -l <<<"$OUT")" = 4 ] || fail "list -a of schema 2: $OUT"
+expect_code 0 sbx history old-01 -o json
+[ "$(jq -r '.[-1].event' <<<"$OUT")" = destroyed ] || fail "history from a schema-2 segment: $OUT"
+expect_code 0 sbx ledger verify -o json
+[ "$(jq .records <<<"$OUT")" = 4 ] || fail "verify of schema 2: $OUT"
+expect_code 0 sbx ledger head
+HEAD_BEFORE=$OUT
+cmp -s "$STATE/ledger.json" "$WORK/v2.json" || fail "a read changed the schema-2 ledger"
+
+# A ledger newer than this sandboxer is refused, and left alone.
+mkdir -m 700 "$WORK/state4"
+jq -c '.schema_version = 4' "$WORK/v2.json" >"$WORK/state4/ledger.json"
+chmod 600 "$WORK/state4/ledger.json"
+expect_code 1 "$SANDBOXER" --state-dir "$WORK/state4" --profiles-dir "$PROFILES" list
+expect_contains "$ERR" "has schema_version 4, newer than this sandboxer understands (3); upgrade sandboxer"
+expect_code 1 "$SANDBOXER" --state-dir "$WORK/state4" --profiles-dir "$PROFILES" create --profile dev
+[ "$(jq .schema_version "$WORK/state4/ledger.json")" = 4 ] || fail "the newer ledger was written"
+
+# The first change migrates: the old file kept, the journal untouched, the chain's head the same.
+at "2026-11-03T11:10:00Z" expect_code 0 sbx extend keep --by 10m --quiet
+cmp -s "$STATE/ledger.v2.json" "$WORK/v2.json" || fail "ledger.v2.json is not the old file"
+[ "$(jq .schema_version "$STATE/ledger.json")" = 3 ] || fail "not migrated to 3"
+(cd "$STATE/journal" && sha256sum -c --quiet "$WORK/v2-segments.sha256") || fail "a schema-2 segment changed"
+expect_code 0 sbx ledger head
+[ "$OUT" = "$HEAD_BEFORE" ] || fail "the head moved: $HEAD_BEFORE -> $OUT"
+expect_code 0 sbx ledger verify -o json
+[ "$(jq .records <<<"$OUT")" = 4 ] || fail "verify after the migration: $OUT"
+expect_code 0 sbx ledger migrate
+expect_contains "$OUT$ERR" "already at schema_version 3"
+
+# The next closing begins a schema-3 segment (the same day as the last schema-2 one or not).
+at "2026-11-03T12:00:00Z" expect_code 0 sbx destroy keep
+[ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" = 4 ] || fail "segments: $(ls "$STATE/journal")"
+[ "$(head -1 "$STATE/journal/segment-000004.jsonl" | jq .sandboxer_journal)" = 3 ] ||
+  fail "the new segment: $(head -1 "$STATE/journal/segment-000004.jsonl")"
+(cd "$STATE/journal" && sha256sum -c --quiet "$WORK/v2-segments.sha256") || fail "a schema-2 segment changed"
+expect_code 0 sbx ledger verify --head "$HEAD_BEFORE" -o json
+[ "$(jq .records <<<"$OUT")" = 4 ] || fail "verify: $OUT"
+expect_code 0 sbx list -a -q
+[ "$(wc -l <<<"$OUT")" = 4 ] || fail "list -a after: $OUT"
 echo ok

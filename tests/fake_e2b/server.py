@@ -8,6 +8,11 @@ HTTP/1.1) that the e2b driver uses, on loopback, with the spec's status codes an
   violations, which the tests read from GET /_control/violations and fail on.
 - Sandboxes have running/paused states and expire on the fake's own clock (POST
   /_control/advance moves it); autoPause pauses instead of killing.
+- Pause keeps the files; with memory (SandboxPauseRequest.memory, true by default) the sandbox's
+  processes (those exec started, found by the SANDBOXER_CONSOLE they carry) get SIGSTOP and
+  connect/resume SIGCONTs them; without memory they get SIGKILL, as a cold boot would lose them.
+  Killing a sandbox SIGKILLs them. POST /_control/vanish {"id": ...} makes a sandbox disappear
+  (as E2B dropping it), processes and files with it.
 - Faults: POST /_control/inject {"status": 503, "count": 2, "method": "GET", "path": "/sandboxes",
   "retry_after": "1", "ratelimit_reset": "1"} answers the next matching requests with that status;
   {"lose": true, "count": 1, "method": "POST", "path": "/sandboxes"} does the request, then closes
@@ -73,15 +78,42 @@ class State:
         for sid, sbx in list(self.sandboxes.items()):
             if sbx["state"] == "running" and sbx["endAt"] <= now:
                 if sbx["autoPause"]:
+                    signal_processes(sbx, signal.SIGSTOP)  # autoPauseMemory defaults to true
                     sbx["state"] = "paused"
                 else:
                     self.kill(sid)
 
     def kill(self, sid):
         sbx = self.sandboxes.pop(sid)
+        signal_processes(sbx, signal.SIGKILL)
         shutil.rmtree(sbx["dir"], ignore_errors=True)
         if os.path.exists(sbx["dir"] + ".console"):
             os.remove(sbx["dir"] + ".console")
+
+
+def processes_of(sbx):
+    """Pids of the processes exec started in the sandbox (and their children): they carry
+    SANDBOXER_CONSOLE=<its console file> in their environment."""
+    wanted = ("SANDBOXER_CONSOLE=" + sbx["console"]).encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue  # gone meanwhile, or another user's
+    return found
+
+
+def signal_processes(sbx, signum):
+    for pid in processes_of(sbx):
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
 
 
 def error_body(code, message):
@@ -236,6 +268,11 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"now": st.now()})
             if path == "/_control/inject":
                 st.faults.append(dict(payload))
+                return self.send_json(204)
+            if path == "/_control/vanish":
+                if payload.get("id") not in st.sandboxes:
+                    return self.send_json(404, error_body(404, "no such sandbox"))
+                st.kill(payload["id"])
                 return self.send_json(204)
             if path == "/_control/max_timeout":
                 st.max_timeout = int(payload["seconds"])
@@ -411,7 +448,13 @@ class Handler(BaseHTTPRequestHandler):
         if action == "pause":
             if sbx["state"] == "paused":
                 return self.send_json(409, error_body(409, f"sandbox \"{sid}\" is already paused"))
+            memory = (payload or {}).get("memory", True)
+            if not isinstance(memory, bool):
+                return self.send_json(400, error_body(400, "memory must be a boolean"))
+            signal_processes(sbx, signal.SIGSTOP if memory else signal.SIGKILL)
             sbx["state"] = "paused"
+            sbx["pausedWithMemory"] = memory
+            sbx["pauses"] = sbx.get("pauses", 0) + 1
             return self.send_json(204)
         if action in ("connect", "resume"):
             timeout, failed = self.timeout_of(payload, 15)
@@ -420,6 +463,9 @@ class Handler(BaseHTTPRequestHandler):
             was_paused = sbx["state"] == "paused"
             if action == "resume" and not was_paused:
                 return self.send_json(409, error_body(409, f"sandbox \"{sid}\" is already running"))
+            if was_paused:
+                signal_processes(sbx, signal.SIGCONT)
+                sbx["resumes"] = sbx.get("resumes", 0) + 1
             sbx["state"] = "running"
             end = st.now() + timeout
             sbx["endAt"] = end if was_paused else max(sbx["endAt"], end)

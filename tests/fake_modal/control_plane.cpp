@@ -122,7 +122,7 @@ public:
                      api::ImageFromIdResponse* r) override {
     return m_world.call(c, "ImageFromId", *q, r, false, [&] {
       std::lock_guard lock(m_world.mutex());
-      if (!m_world.images().count(q->image_id())) {
+      if (!image_exists(q->image_id())) {
         return not_found("Image " + q->image_id());
       }
       r->set_image_id(q->image_id());
@@ -138,7 +138,7 @@ public:
         return Status(StatusCode::INVALID_ARGUMENT, "unknown app " + q->app_id());
       }
       auto image = m_world.images().find(q->definition().image_id());
-      if (image == m_world.images().end() || !image->second.built) {
+      if (!image_exists(q->definition().image_id()) || !image->second.built) {
         return Status(StatusCode::INVALID_ARGUMENT, "unknown image " + q->definition().image_id());
       }
       if (m_world.live_sandboxes() >= m_world.options().max_sandboxes) {
@@ -304,6 +304,25 @@ public:
         auto* tag = r->add_tags();
         tag->set_tag_name(name);
         tag->set_tag_value(value);
+      }
+      return Status::OK;
+    });
+  }
+
+  // The tags become exactly these (whether Modal merges or replaces is not in the protos or the
+  // notes: replacing is the reading a caller cannot get wrong by sending them all). A finished
+  // sandbox keeps its tags and takes new ones, as SandboxTagsGet answers for it.
+  Status SandboxTagsSet(ServerContext* c, const api::SandboxTagsSetRequest* q,
+                        google::protobuf::Empty* r) override {
+    return m_world.call(c, "SandboxTagsSet", *q, r, false, [&] {
+      std::lock_guard lock(m_world.mutex());
+      Sandbox* sandbox = m_world.sandbox(q->sandbox_id());
+      if (!sandbox) {
+        return not_found("Sandbox " + q->sandbox_id());
+      }
+      sandbox->tags.clear();
+      for (const auto& tag : q->tags()) {
+        sandbox->tags.emplace_back(tag.tag_name(), tag.tag_value());
       }
       return Status::OK;
     });
@@ -540,6 +559,14 @@ private:
       return {ms, seq};
     }
     return {0, 0};
+  }
+
+  // An image is there while its directory under --state-dir is: a test removes the directory to
+  // play an image that expired (a snapshot's ttl_seconds) or was deleted.
+  bool image_exists(const std::string& image_id) {
+    auto found = m_world.images().find(image_id);
+    std::error_code ignored;
+    return found != m_world.images().end() && fs::is_directory(found->second.dir, ignored);
   }
 
   bool app_known(const std::string& app_id) {

@@ -79,9 +79,9 @@ TEST_F(CompleteTest, AliasesCompleteAsTheirCommand) {
   EXPECT_EQ(values({"rm", "--forg"}), (Values{"--forget"}));
   EXPECT_EQ(values({"ls", "--driv"}), (Values{"--driver"}));
   EXPECT_EQ(values({"rm", ""}), (Values{"sbx-web", "web"}));
-  EXPECT_EQ(values({"r"}), (Values{"reap", "restore", "run"}));
+  EXPECT_EQ(values({"r"}), (Values{"reap", "restore", "resume", "run"}));
   EXPECT_EQ(values({"rm"}), (Values{"rm"}));
-  EXPECT_EQ(values({"p"}), (Values{"port", "profiles"}));
+  EXPECT_EQ(values({"p"}), (Values{"pause", "port", "profiles"}));
   EXPECT_EQ(values({"ps"}), (Values{"ps"}));
   EXPECT_EQ(values({"wait", "web", "--for", ""}), (Values{"gone", "running"}));
 }
@@ -118,8 +118,8 @@ TEST_F(CompleteTest, AnOptionsValueByItsKind) {
   EXPECT_EQ(values({"list", "-o", "j"}), (Values{"json"}));
   EXPECT_EQ(values({"create", "--profile", ""}), (Values{"ci", "dev"}));
   EXPECT_EQ(values({"list", "--driver", ""}), (Values{"docker", "stub"}));
-  EXPECT_EQ(values({"list", "--state", "r"}), (Values{"running"}));
-  EXPECT_EQ(values({"list", "--state", ""}).size(), 8u);
+  EXPECT_EQ(values({"list", "--state", "r"}), (Values{"resuming", "running"}));
+  EXPECT_EQ(values({"list", "--state", ""}).size(), 11u);
   EXPECT_EQ(values({"--log-level", "o"}), (Values{"off"}));
   EXPECT_EQ(values({"restore", "web:"}), (Values{"web:s1"}));
   EXPECT_EQ(values({"create", "--ttl", ""}), Values{}); // a duration: nothing to offer

@@ -110,6 +110,28 @@ SandboxRecord full_record() {
   return r;
 }
 
+// The policy a full record was created with, as a profile of schema 2's time would give it.
+SandboxRecord with_v2_policy(SandboxRecord r) {
+  r.policy.ttl = std::chrono::minutes(45);
+  r.policy.ttl_max = std::chrono::hours(4);
+  r.policy.snapshots_keep = 3;
+  r.policy.events = json::array({{{"type", "jsonl"}, {"path", "/var/log/sandboxer.jsonl"}}});
+  return r;
+}
+
+// And with what schema 3 added: pause, idle, cost.
+SandboxRecord with_policy(SandboxRecord r) {
+  r = with_v2_policy(std::move(r));
+  r.policy.paused_max = std::chrono::hours(24);
+  r.policy.on_paused_max = "destroy";
+  r.policy.idle = std::chrono::minutes(20);
+  r.policy.on_idle = "snapshot";
+  r.policy.pause_memory = false;
+  r.policy.resume_on_exec = true;
+  r.policy.cost = {{"per_hour", 0.5}, {"paused_per_hour", 0.02}, {"currency", "USD"}};
+  return r;
+}
+
 std::filesystem::path ledger_file(const Ledger& ledger) {
   return ledger.state_dir() / "ledger.json";
 }
@@ -143,7 +165,7 @@ std::string error_of(const std::function<void()>& run) {
   return "";
 }
 
-std::filesystem::path golden_path(const char* name = "ledger_v2.json") {
+std::filesystem::path golden_path(const char* name = "ledger_v3.json") {
   return std::filesystem::path(SANDBOXER_TEST_DATA) / "golden" / name;
 }
 
@@ -177,10 +199,17 @@ TEST(LedgerIds, TenThousandAreUnique) {
 
 TEST(LedgerStates, NamesRoundTrip) {
   const std::vector<std::pair<State, std::string>> states = {
-      {State::creating, "creating"},         {State::running, "running"},
-      {State::snapshotting, "snapshotting"}, {State::destroying, "destroying"},
-      {State::destroyed, "destroyed"},       {State::failed, "failed"},
-      {State::expired, "expired"},           {State::orphaned, "orphaned"},
+      {State::creating, "creating"},
+      {State::running, "running"},
+      {State::snapshotting, "snapshotting"},
+      {State::destroying, "destroying"},
+      {State::destroyed, "destroyed"},
+      {State::failed, "failed"},
+      {State::expired, "expired"},
+      {State::orphaned, "orphaned"},
+      {State::paused, "paused"},
+      {State::pausing, "pausing"},
+      {State::resuming, "resuming"},
   };
   for (const auto& [state, name] : states) {
     EXPECT_EQ(to_string(state), name);
@@ -193,7 +222,7 @@ TEST(LedgerStates, NamesRoundTrip) {
 TEST(LedgerStates, TransitionalAndLive) {
   std::set<State> transitional;
   std::set<State> live;
-  for (int i = 0; i <= static_cast<int>(State::orphaned); ++i) {
+  for (int i = 0; i <= static_cast<int>(State::resuming); ++i) {
     const auto state = static_cast<State>(i);
     if (is_transitional(state)) {
       transitional.insert(state);
@@ -203,9 +232,10 @@ TEST(LedgerStates, TransitionalAndLive) {
     }
   }
   EXPECT_EQ(transitional, (std::set<State>{State::creating, State::snapshotting, State::destroying,
-                                           State::expired}));
+                                           State::expired, State::pausing, State::resuming}));
   EXPECT_EQ(live, (std::set<State>{State::creating, State::running, State::snapshotting,
-                                   State::destroying, State::expired, State::orphaned}));
+                                   State::destroying, State::expired, State::orphaned,
+                                   State::paused, State::pausing, State::resuming}));
 }
 
 TEST(LedgerRecord, TransitionAppendsHistory) {
@@ -303,11 +333,11 @@ TEST(LedgerRecord, WrongFieldTypeNamesRecordAndField) {
       "sandbox record sbx-abcdefgh2345: field \"owner.pid\" is a string, expected an integer");
 
   j = full_record();
-  j["history"][2]["to"] = "paused";
-  EXPECT_EQ(
-      error_of([&] { j.get<SandboxRecord>(); }),
-      "sandbox record sbx-abcdefgh2345: field \"history[2].to\" is \"paused\", expected one of "
-      "creating, running, snapshotting, destroying, destroyed, failed, expired, orphaned");
+  j["history"][2]["to"] = "hibernating";
+  EXPECT_EQ(error_of([&] { j.get<SandboxRecord>(); }),
+            "sandbox record sbx-abcdefgh2345: field \"history[2].to\" is \"hibernating\", "
+            "expected one of creating, running, snapshotting, destroying, destroyed, failed, "
+            "expired, orphaned, paused, pausing, resuming");
 
   j = full_record();
   j["labels"]["team"] = 7;
@@ -360,6 +390,165 @@ TEST(LedgerRecord, PolicyDurationsRoundTripAsDurations) {
   EXPECT_TRUE(back["policy"]["ttl_requested"].is_null());
 }
 
+// A paused record: every field of its pause set.
+SandboxRecord paused_record() {
+  SandboxRecord r = small_record("sbx-pppppppppppp", "paused-one", State::running);
+  r.transition(EventKind::pausing, State::pausing, at("2026-12-02T12:10:00Z"), "reaper",
+               "idle since 2026-12-02T11:51:32Z");
+  r.transition(EventKind::paused, State::paused, at("2026-12-02T12:10:03Z"), "reaper", "paused",
+               {{"pause_id", "pse-abcdefgh2345"}, {"memory", true}, {"how", "checkpoint"}});
+  r.pause = PauseState{"pse-abcdefgh2345",
+                       "idle",
+                       "checkpoint",
+                       at("2026-12-02T12:10:00Z"),
+                       at("2026-12-02T12:10:03Z"),
+                       std::chrono::minutes(35),
+                       true,
+                       true,
+                       987654321};
+  r.expires_at = at("2026-12-09T12:10:03Z");
+  r.policy.paused_max = std::chrono::hours(24 * 7);
+  r.policy.on_paused_max = "snapshot";
+  r.policy.idle = std::chrono::minutes(30);
+  r.policy.on_idle = "pause";
+  r.policy.pause_memory = true;
+  r.policy.resume_on_exec = true;
+  r.policy.cost = {{"per_hour", 0.12}, {"paused_per_hour", 0.01}, {"currency", "EUR"}};
+  return r;
+}
+
+TEST(LedgerRecord, PausedRecordsRoundTripInEveryState) {
+  for (State state : {State::pausing, State::paused, State::resuming}) {
+    SandboxRecord r = paused_record();
+    r.state = state;
+    if (state == State::pausing) {
+      r.pause->at.reset(); // not paused yet
+      r.pause->how.clear();
+      r.pause->held_bytes.reset();
+      r.pause->ttl_left.reset();
+      r.pause->emulated = false;
+    }
+    SCOPED_TRACE(to_string(state));
+    const json j = r;
+    EXPECT_EQ(j.at("state"), to_string(state));
+    const auto back = j.get<SandboxRecord>();
+    EXPECT_EQ(as_json(back), j);
+    std::string text;
+    write_json(text, back);
+    EXPECT_EQ(json::parse(text), j);
+    ASSERT_TRUE(back.pause);
+    EXPECT_EQ(back.pause->id, r.pause->id);
+    EXPECT_EQ(back.pause->cause, "idle");
+    EXPECT_EQ(back.pause->how, r.pause->how);
+    EXPECT_EQ(back.pause->requested_at, r.pause->requested_at);
+    EXPECT_EQ(back.pause->at, r.pause->at);
+    EXPECT_EQ(back.pause->ttl_left, r.pause->ttl_left);
+    EXPECT_EQ(back.pause->memory, true);
+    EXPECT_EQ(back.pause->emulated, r.pause->emulated);
+    EXPECT_EQ(back.pause->held_bytes, r.pause->held_bytes);
+    EXPECT_EQ(back.policy.paused_max, std::chrono::hours(24 * 7));
+    EXPECT_EQ(back.policy.on_paused_max, "snapshot");
+    EXPECT_EQ(back.policy.idle, std::chrono::minutes(30));
+    EXPECT_EQ(back.policy.on_idle, "pause");
+    EXPECT_EQ(back.policy.pause_memory, true);
+    EXPECT_TRUE(back.policy.resume_on_exec);
+    EXPECT_EQ(back.policy.cost.at("currency"), "EUR");
+    EXPECT_EQ(back.history.back().event, EventKind::paused);
+  }
+  const json j = paused_record();
+  EXPECT_EQ(j.at("pause").at("ttl_left"), "35m");
+  EXPECT_EQ(j.at("policy").at("paused_max"), "7d");
+  EXPECT_EQ(j.at("history").back().at("event"), "paused");
+  // The record's own order: the pause follows the lease's place, before the ports.
+  std::string text;
+  write_json(text, paused_record());
+  EXPECT_LT(text.find("\"max_expires_at\""), text.find("\"pause\""));
+  EXPECT_LT(text.find("\"pause\""), text.find("\"labels\""));
+}
+
+TEST(LedgerRecord, PauseEventKindsRoundTrip) {
+  for (auto [kind, name] : {std::pair{EventKind::pausing, "pausing"},
+                            {EventKind::paused, "paused"},
+                            {EventKind::pause_failed, "pause.failed"},
+                            {EventKind::resuming, "resuming"},
+                            {EventKind::resumed, "resumed"},
+                            {EventKind::resume_failed, "resume.failed"}}) {
+    EXPECT_STREQ(to_string(kind), name);
+    EXPECT_EQ(event_kind_from_string(name), kind);
+    SandboxRecord r = small_record("sbx-aaaaaaaaaaaa", "a", State::running);
+    r.transition(kind, State::running, r.created_at, "t", name);
+    EXPECT_EQ(json(r).get<SandboxRecord>().history.back().event, kind);
+  }
+}
+
+// What schema 2 never had is left out when unset: a record without a pause or the new policy
+// fields is written exactly as schema 2 wrote it.
+TEST(LedgerRecord, UnsetPauseAndPolicyFieldsAreLeftOut) {
+  const json j = with_v2_policy(full_record());
+  EXPECT_FALSE(j.contains("pause"));
+  for (const char* key : {"paused_max", "on_paused_max", "idle", "on_idle", "pause_memory",
+                          "resume_on_exec", "cost"}) {
+    EXPECT_FALSE(j.at("policy").contains(key)) << key;
+  }
+  SandboxRecord r = paused_record();
+  r.policy.resume_on_exec = false;
+  r.policy.pause_memory = false; // said, not the default: kept
+  r.pause->emulated = false;
+  const json k = r;
+  EXPECT_FALSE(k.at("policy").contains("resume_on_exec"));
+  EXPECT_EQ(k.at("policy").at("pause_memory"), false);
+  EXPECT_FALSE(k.at("pause").contains("emulated"));
+  EXPECT_EQ(k.at("pause").at("memory"), true);
+  r.pause->memory = false;
+  EXPECT_EQ(json(r).at("pause").at("memory"), false) << "memory is always said";
+}
+
+TEST(LedgerRecord, BadPauseAndPolicyValuesNameTheField) {
+  auto refused = [](const std::function<void(json&)>& change) {
+    json j = paused_record();
+    change(j);
+    return error_of([&] { j.get<SandboxRecord>(); });
+  };
+  const std::string prefix = "sandbox record sbx-pppppppppppp: field ";
+  EXPECT_EQ(refused([](json& j) { j["pause"]["cause"] = "boredom"; }),
+            prefix + "\"pause.cause\" is \"boredom\", expected one of user, idle");
+  EXPECT_EQ(refused([](json& j) { j["pause"].erase("id"); }), prefix + "\"pause.id\" is missing");
+  EXPECT_EQ(refused([](json& j) { j["pause"].erase("requested_at"); }),
+            prefix + "\"pause.requested_at\" is missing");
+  EXPECT_EQ(refused([](json& j) { j["pause"]["memory"] = "yes"; }),
+            prefix + "\"pause.memory\" is a string, expected true or false");
+  EXPECT_EQ(refused([](json& j) { j["pause"]["ttl_left"] = "a while"; }),
+            prefix + "\"pause.ttl_left\" is \"a while\", expected a duration (use 90s, 15m, 2h, "
+                     "1d, 1h30m)");
+  EXPECT_EQ(refused([](json& j) { j["pause"]["held_bytes"] = -5; }),
+            prefix + "\"pause.held_bytes\" is -5, expected a non-negative integer or null");
+  EXPECT_EQ(refused([](json& j) { j["pause"] = 3; }),
+            prefix + "\"pause\" is a number, expected an object");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["on_idle"] = "hibernate"; }),
+            prefix +
+                "\"policy.on_idle\" is \"hibernate\", expected one of destroy, pause, snapshot");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["on_paused_max"] = "pause"; }),
+            prefix + "\"policy.on_paused_max\" is \"pause\", expected one of destroy, snapshot");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["resume_on_exec"] = 1; }),
+            prefix + "\"policy.resume_on_exec\" is a number, expected true or false");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["pause_memory"] = "no"; }),
+            prefix + "\"policy.pause_memory\" is a string, expected true, false or null");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["cost"] = json::array({1}); }),
+            prefix + "\"policy.cost\" is an array, expected an object or null");
+  EXPECT_EQ(refused([](json& j) { j["policy"]["idle"] = "soon"; }),
+            prefix + "\"policy.idle\" is \"soon\", expected a duration (use 90s, 15m, 2h, 1d, "
+                     "1h30m)");
+  // null reads as absent.
+  json j = paused_record();
+  j["pause"] = nullptr;
+  j["policy"]["cost"] = nullptr;
+  j["policy"]["pause_memory"] = nullptr;
+  const auto back = j.get<SandboxRecord>();
+  EXPECT_FALSE(back.pause);
+  EXPECT_TRUE(back.policy.cost.is_null());
+  EXPECT_FALSE(back.policy.pause_memory);
+}
+
 TEST(LedgerRecord, UnknownFieldsAreIgnored) {
   json j = full_record();
   j["added_by_a_later_release"] = {{"x", 1}};
@@ -369,15 +558,6 @@ TEST(LedgerRecord, UnknownFieldsAreIgnored) {
 
 // ---------------------------------------------------------------------------------------------
 // The golden file
-
-// The policy a full record was created with, as a profile would give it.
-SandboxRecord with_policy(SandboxRecord r) {
-  r.policy.ttl = std::chrono::minutes(45);
-  r.policy.ttl_max = std::chrono::hours(4);
-  r.policy.snapshots_keep = 3;
-  r.policy.events = json::array({{{"type", "jsonl"}, {"path", "/var/log/sandboxer.jsonl"}}});
-  return r;
-}
 
 void check_golden(const std::string& written, const char* name) {
   if (accept_golden()) {
@@ -402,6 +582,7 @@ TEST(LedgerGolden, FilesMatchGolden) {
     auto transaction = ledger.begin();
     transaction.data().ledger_id = "ldg-goldenfile23";
     transaction.data().sandboxes.push_back(with_policy(full_record()));
+    transaction.data().sandboxes.push_back(paused_record());
     transaction.data().sandboxes.push_back(
         small_record("sbx-mmmmmmmmmmmm", "minimal", State::destroyed));
     transaction.commit();
@@ -410,20 +591,20 @@ TEST(LedgerGolden, FilesMatchGolden) {
   // Compact: one line, ended by a newline.
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.find('\n'), written.size() - 1);
-  EXPECT_TRUE(written.starts_with("{\"schema_version\":2,\"ledger_id\":\"ldg-goldenfile23\","));
+  EXPECT_TRUE(written.starts_with("{\"schema_version\":3,\"ledger_id\":\"ldg-goldenfile23\","));
   // As long as nlohmann's compact form (which orders keys differently): no white space.
   EXPECT_EQ(written.size(), json::parse(written).dump().size() + 1);
-  check_golden(written, "ledger_v2.json");
+  check_golden(written, "ledger_v3.json");
 
   const std::string segment = read_file(dir / "state" / "journal" / "segment-000001.jsonl");
   const auto newline = segment.find('\n');
   ASSERT_NE(newline, std::string::npos);
   EXPECT_EQ(
       segment.substr(0, newline),
-      R"({"sandboxer_journal":2,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02",)"
+      R"({"sandboxer_journal":3,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02",)"
       // The chain's start: the hash of {"journal":"ldg-goldenfile23"}, no line before.
       R"("prev":"sha256:26a22a071755b6b648a3f425759eb49e4183739273a44c0203654abf2a484e53","lines":0})");
-  check_golden(segment.substr(newline + 1), "journal_record_v2.json");
+  check_golden(segment.substr(newline + 1), "journal_record_v3.json");
 }
 
 TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
@@ -431,7 +612,7 @@ TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
   write_file(dir / "state" / "ledger.json", read_file(golden_path()));
   const LedgerData data = Ledger(dir / "state", 1s).read();
   EXPECT_EQ(data.ledger_id, "ldg-goldenfile23");
-  ASSERT_EQ(data.sandboxes.size(), 1u);
+  ASSERT_EQ(data.sandboxes.size(), 2u);
   SandboxRecord expected = with_policy(full_record());
   chain::seal(expected);
   EXPECT_EQ(as_json(data.sandboxes[0]), as_json(expected));
@@ -439,6 +620,34 @@ TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
   EXPECT_EQ(data.sandboxes[0].spec.at("cpus"), 1.5);
   EXPECT_EQ(data.closed_counts.at("destroyed"), 1u);
   EXPECT_FALSE(chain::verify(data.sandboxes[0]));
+  SandboxRecord paused = paused_record();
+  chain::seal(paused);
+  EXPECT_EQ(as_json(data.sandboxes[1]), as_json(paused));
+  EXPECT_EQ(data.sandboxes[1].state, State::paused);
+  EXPECT_FALSE(chain::verify(data.sandboxes[1]));
+}
+
+// Schema 2 (tests/data/golden/ledger_v2.json, written by the previous version) reads into the
+// same records, byte for byte when written again; the first change migrates it, keeping it as
+// ledger.v2.json.
+TEST(LedgerGolden, Schema2GoldenIsStillReadAndMigrates) {
+  TempDir dir;
+  const std::string v2 = read_file(golden_path("ledger_v2.json"));
+  write_file(dir / "state" / "ledger.json", v2);
+  Ledger ledger(dir / "state", 1s);
+  const LedgerData data = ledger.read();
+  ASSERT_EQ(data.sandboxes.size(), 1u);
+  SandboxRecord expected = with_v2_policy(full_record());
+  chain::seal(expected);
+  EXPECT_EQ(as_json(data.sandboxes[0]), as_json(expected));
+  EXPECT_EQ(as_json(data.sandboxes[0]), json::parse(v2)["sandboxes"][0]);
+  EXPECT_EQ(read_file(ledger_file(ledger)), v2) << "reading never writes";
+  ledger.begin().commit();
+  EXPECT_EQ(read_file(dir / "state" / "ledger.v2.json"), v2);
+  const json migrated = json::parse(read_file(ledger_file(ledger)));
+  EXPECT_EQ(migrated["schema_version"], 3);
+  EXPECT_EQ(migrated["sandboxes"], json::parse(v2)["sandboxes"]) << "no record changes";
+  EXPECT_EQ(ledger.read().closed_counts.at("destroyed"), 1u);
 }
 
 // Another writer (jq, an editor, nlohmann's dump) may sort the keys, which puts schema_version
@@ -450,8 +659,9 @@ TEST(LedgerGolden, SortedKeysReadTheSame) {
   ASSERT_LT(sorted.find("\"sandboxes\""), sorted.find("\"schema_version\""));
   write_file(dir / "state" / "ledger.json", sorted);
   const LedgerData data = Ledger(dir / "state", 1s).read();
-  ASSERT_EQ(data.sandboxes.size(), 1u);
+  ASSERT_EQ(data.sandboxes.size(), 2u);
   EXPECT_EQ(data.sandboxes[0].id, full_record().id);
+  EXPECT_EQ(data.sandboxes[1].pause->id, "pse-abcdefgh2345");
 }
 
 // Schema 1 (tests/data/golden/ledger_v1.json, written by the previous version) is still read,
@@ -735,15 +945,15 @@ TEST(LedgerFile, NewerSchemaIsRefused) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
   const std::string expected = "ledger " + ledger_file(ledger).string() +
-                               " has schema_version 3, newer than this sandboxer understands (2); "
+                               " has schema_version 4, newer than this sandboxer understands (3); "
                                "upgrade sandboxer";
-  write_file(ledger_file(ledger), "{\"schema_version\":3,\"sandboxes\":[{\"a\":\"new shape\"}]}");
+  write_file(ledger_file(ledger), "{\"schema_version\":4,\"sandboxes\":[{\"a\":\"new shape\"}]}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
   EXPECT_EQ(error_of([&] { ledger.begin(); }), expected);
   // Also when the version comes after records that this version cannot read.
-  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v3\":[1,2]},\"schema_version\":3}");
+  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":4}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
-  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v3\":[1,2]},\"schema_version\":3}");
+  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":4}");
 }
 
 TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {

@@ -1,11 +1,13 @@
-// The local store: live document + journal segments, migration from schema 1, retention by
+// The local store: live document + journal segments, migration from schemas 1 and 2, retention by
 // segment, and what a SIGKILL at any instant of an append, a rotation or a migration leaves.
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <map>
 #include <random>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -268,7 +270,7 @@ TEST(LedgerStore, AnUnreadableCurrentSegmentIsNotAppendedTo) {
   add_closed(ledger, "a", 0);
   const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
   std::string text = read_file(segment);
-  text.replace(text.find("\"sandboxer_journal\":2"), 21, "\"sandboxer_journal\":9");
+  text.replace(text.find("\"sandboxer_journal\":3"), 21, "\"sandboxer_journal\":9");
   write_file(segment, text);
   const auto b = add_closed(ledger, "b", 0);
   EXPECT_TRUE(ledger.find(b));
@@ -369,6 +371,26 @@ TEST(LedgerStore, PruneDropsWholeSegmentsOnly) {
   EXPECT_EQ(segments(dir / "state"), std::vector<std::string>{"segment-000003.jsonl"});
   EXPECT_EQ(all_closed(ledger).size(), 1u);
   EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+// The latest closing a prune removed is kept in the live document, for reports over older times.
+TEST(LedgerStore, PruneRecordsTheLatestClosingItRemoved) {
+  TempDir dir;
+  Ledger ledger(dir / "state", 1s);
+  add_closed(ledger, "a", 0);
+  add_closed(ledger, "b", 1);
+  add_closed(ledger, "c", 5);
+  EXPECT_FALSE(ledger.read().pruned_before) << "nothing pruned yet";
+  ledger.store().prune(day(0, 6), false);
+  EXPECT_FALSE(ledger.read().pruned_before) << "nothing was old enough";
+  ASSERT_EQ(ledger.store().prune(day(3), false).records.size(), 2u);
+  EXPECT_EQ(ledger.read().pruned_before, day(1));
+  add_closed(ledger, "d", 6);
+  EXPECT_EQ(ledger.read().pruned_before, day(1)) << "a commit keeps it";
+  ledger.store().prune(day(5, 13), false);
+  EXPECT_EQ(ledger.read().pruned_before, day(5));
+  EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["pruned_before"],
+            "2026-11-06T12:00:00Z");
 }
 
 // The journal's chain survives retention: a head kept before a prune is either still checkable
@@ -482,7 +504,8 @@ TEST(LedgerMigration, FirstWriteMigratesAndKeepsTheOldFile) {
 
   ledger.begin().commit();
   EXPECT_EQ(read_file(dir / "state" / "ledger.v1.json"), v1);
-  EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["schema_version"], 2);
+  EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["schema_version"],
+            LedgerData::k_schema_version);
   EXPECT_EQ(segments(dir / "state").size(), 4u) << "one segment per day of closing";
   const auto closed = all_closed(ledger);
   EXPECT_EQ(closed.size(), 20u);
@@ -544,6 +567,229 @@ TEST(LedgerCrash, KilledMigrationLeavesTheOldOrTheNewLedger) {
     EXPECT_EQ(all_closed(ledger).size(), 1500u) << "round " << round;
     EXPECT_TRUE(ledger.store().verify().problems.empty());
     EXPECT_EQ(read_file(state / "ledger.v1.json"), v1);
+  }
+  EXPECT_GT(old_seen + new_seen, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Migration from schema 2
+
+// Turns a ledger this version wrote into what schema 2 wrote: the two differ only in the version
+// numbers of the live document and of each segment's header (same width: no offset moves), as
+// long as no record uses what schema 3 added. Returns the segments' bytes.
+std::map<std::string, std::string> downgrade_to_v2(const fs::path& state) {
+  auto replace_prefix = [](const fs::path& file, const std::string& from, const std::string& to) {
+    std::string text = read_file(file);
+    EXPECT_TRUE(text.starts_with(from)) << file << ": " << text.substr(0, 40);
+    text.replace(0, from.size(), to);
+    write_file(file, text);
+    ::chmod(file.c_str(), 0600);
+  };
+  replace_prefix(state / "ledger.json", R"({"schema_version":3,)", R"({"schema_version":2,)");
+  std::map<std::string, std::string> bytes;
+  for (const auto& name : segments(state)) {
+    replace_prefix(state / "journal" / name, R"({"sandboxer_journal":3,)",
+                   R"({"sandboxer_journal":2,)");
+    bytes[name] = read_file(state / "journal" / name);
+  }
+  fs::remove(state / "ledger.json.bak");
+  return bytes;
+}
+
+// A schema-2 ledger with `live` running records and closed ones in three segments (days 0-2).
+std::map<std::string, std::string> schema2_ledger(const fs::path& state, int live) {
+  Ledger ledger(state, 5s);
+  for (int n = 0; n < 3; ++n) {
+    add_closed(ledger, "closed-" + std::to_string(n) + "a", n);
+    add_closed(ledger, "closed-" + std::to_string(n) + "b", n, State::failed);
+  }
+  auto tx = ledger.begin();
+  for (int i = 0; i < live; ++i) {
+    tx.data().sandboxes.push_back(record("live-" + std::to_string(i), State::running, day(2)));
+  }
+  tx.commit();
+  return downgrade_to_v2(state);
+}
+
+std::map<std::string, std::string> segment_bytes(const fs::path& state) {
+  std::map<std::string, std::string> bytes;
+  for (const auto& name : segments(state)) {
+    bytes[name] = read_file(state / "journal" / name);
+  }
+  return bytes;
+}
+
+TEST(LedgerMigration, Schema2IsReadAsItIsAndVerifies) {
+  TempDir dir;
+  const auto state = dir / "state";
+  const auto v2_segments = schema2_ledger(state, 2);
+  ASSERT_EQ(v2_segments.size(), 3u);
+  const std::string v2 = read_file(state / "ledger.json");
+  Ledger ledger(state, 1s);
+  EXPECT_EQ(ledger.read().sandboxes.size(), 2u);
+  EXPECT_EQ(all_closed(ledger).size(), 6u) << "the schema-2 segments are read";
+  EXPECT_TRUE(ledger.find("closed-0a"));
+  const auto report = ledger.store().verify();
+  EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+  EXPECT_EQ(report.records, 8u);
+  EXPECT_EQ(ledger.store().head().retained_from, 0u) << "the oldest segment's header is read";
+  EXPECT_EQ(read_file(state / "ledger.json"), v2) << "reading never writes";
+  EXPECT_EQ(segment_bytes(state), v2_segments);
+  EXPECT_FALSE(fs::exists(state / "ledger.v2.json"));
+}
+
+// The trap of a version bump: a schema-2 ledger is not a schema-1 one, and its journal is kept
+// byte for byte (docs/ledger-format.md, "Migration from schema 2").
+TEST(LedgerMigration, FirstWriteMigratesSchema2KeepingTheJournal) {
+  TempDir dir;
+  const auto state = dir / "state";
+  const auto v2_segments = schema2_ledger(state, 2);
+  const std::string v2 = read_file(state / "ledger.json");
+  Ledger ledger(state, 1s);
+  const LedgerHead head = ledger.store().head();
+  const auto counts = ledger.read().closed_counts;
+
+  ledger.begin().commit();
+  const json document = json::parse(read_file(state / "ledger.json"));
+  EXPECT_EQ(document["schema_version"], 3);
+  EXPECT_EQ(read_file(state / "ledger.v2.json"), v2);
+  EXPECT_EQ(segment_bytes(state), v2_segments) << "the journal is kept byte for byte";
+  EXPECT_EQ(document["journal"], json::parse(v2)["journal"]);
+  EXPECT_EQ(document["sandboxes"], json::parse(v2)["sandboxes"]) << "no record changes";
+  EXPECT_EQ(ledger.read().closed_counts, counts);
+  EXPECT_EQ(all_closed(ledger).size(), 6u);
+  auto report = ledger.store().verify();
+  EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+  const LedgerHead after = ledger.store().head();
+  EXPECT_EQ(after.ledger_id, head.ledger_id);
+  EXPECT_EQ(after.head.text(), head.head.text());
+  EXPECT_EQ(after.retained_from, head.retained_from);
+
+  // The next closing, on the day of the schema-2 tail segment, opens a schema-3 segment rather
+  // than mixing schemas in one.
+  add_closed(ledger, "after", 2);
+  auto now = segment_bytes(state);
+  ASSERT_EQ(now.size(), 4u);
+  for (const auto& [name, bytes] : v2_segments) {
+    EXPECT_EQ(now.at(name), bytes) << name;
+  }
+  EXPECT_TRUE(now.at("segment-000004.jsonl").starts_with(R"({"sandboxer_journal":3,)"));
+  report = ledger.store().verify(head.head);
+  EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+  EXPECT_EQ(report.records, 9u);
+  EXPECT_EQ(ledger.store().head().head.lines, head.head.lines + 1);
+  EXPECT_TRUE(ledger.find("after"));
+  EXPECT_EQ(ledger.store().migrate(),
+            "ledger " + (state / "ledger.json").string() + " is already at schema_version 3");
+
+  // Retention drops schema-2 segments like any other.
+  EXPECT_EQ(ledger.store().prune(day(1, 13), false).units, 2u);
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+TEST(LedgerMigration, LedgerMigrateTakesSchema2ToSchema3) {
+  TempDir dir;
+  const auto state = dir / "state";
+  const auto v2_segments = schema2_ledger(state, 1);
+  Ledger ledger(state, 1s);
+  const std::string said = ledger.store().migrate();
+  EXPECT_NE(said.find("migrated from schema_version 2 to 3"), std::string::npos) << said;
+  EXPECT_NE(said.find("3 segment(s)"), std::string::npos) << said;
+  EXPECT_NE(said.find("ledger.v2.json"), std::string::npos) << said;
+  EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"], 3);
+  EXPECT_EQ(segment_bytes(state), v2_segments);
+  EXPECT_TRUE(ledger.store().verify().problems.empty());
+}
+
+// Schema 1 goes straight to the current schema, its segments begun at it.
+TEST(LedgerMigration, Schema1GoesStraightToTheCurrentSchema) {
+  TempDir dir;
+  write_file(dir / "state" / "ledger.json", schema1_ledger(1, 4, 2));
+  Ledger ledger(dir / "state", 1s);
+  ledger.begin().commit();
+  EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["schema_version"],
+            LedgerData::k_schema_version);
+  for (const auto& [name, bytes] : segment_bytes(dir / "state")) {
+    EXPECT_TRUE(bytes.starts_with(R"({"sandboxer_journal":3,)")) << name;
+  }
+  EXPECT_FALSE(fs::exists(dir / "state" / "ledger.v2.json"));
+}
+
+// A segment of a newer schema is named and skipped, never taken for damage.
+TEST(LedgerMigration, ANewerSegmentIsNotRead) {
+  TempDir dir;
+  const auto state = dir / "state";
+  Ledger ledger(state, 1s);
+  add_closed(ledger, "a", 0);
+  std::string text = read_file(state / "journal" / "segment-000001.jsonl");
+  text.replace(0, 23, R"({"sandboxer_journal":4,)");
+  write_file(state / "journal" / "segment-000001.jsonl", text);
+  const auto report = ledger.store().verify();
+  bool named = false;
+  for (const auto& problem : report.problems) {
+    named = named || problem.what.find("has schema version 4, newer than this sandboxer "
+                                       "understands (3); its records are not read: upgrade "
+                                       "sandboxer") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << (report.problems.empty() ? "no problem" : report.problems[0].what);
+}
+
+// SIGKILL at random instants of a 2 -> 3 migration: ledger.json is the schema-2 file or the
+// schema-3 one, the journal is untouched either way, and the next write finishes the job.
+TEST(LedgerCrash, KilledSchema2MigrationLeavesTheOldOrTheNewLedger) {
+  TempDir dir;
+  const auto pristine = dir / "pristine";
+  const auto v2_segments = schema2_ledger(pristine, 3000);
+  const std::string v2 = read_file(pristine / "ledger.json");
+  const auto state = dir / "state";
+  auto reset = [&] {
+    fs::remove_all(state);
+    fs::copy(pristine, state, fs::copy_options::recursive);
+  };
+  reset();
+  const auto start = std::chrono::steady_clock::now();
+  Ledger(state, 5s).begin().commit();
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  const unsigned seed = std::random_device()();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<long> delay_us(0, took + 1000);
+  int old_seen = 0, new_seen = 0;
+  for (int round = 0; round < 16; ++round) {
+    reset();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        Ledger(state, 5s).begin().commit();
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
+    ::kill(child, SIGKILL);
+    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+    Ledger ledger(state, 5s);
+    const std::string now = read_file(state / "ledger.json");
+    if (now == v2) {
+      ++old_seen;
+    } else {
+      ++new_seen;
+      EXPECT_EQ(json::parse(now)["schema_version"], 3) << "round " << round;
+      EXPECT_EQ(read_file(state / "ledger.v2.json"), v2) << "round " << round;
+    }
+    EXPECT_EQ(segment_bytes(state), v2_segments) << "round " << round;
+    auto report = ledger.store().verify();
+    EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
+    EXPECT_EQ(report.records, 3006u);
+    ledger.begin().commit(); // finishes (or redoes) the migration
+    EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"], 3);
+    EXPECT_EQ(read_file(state / "ledger.v2.json"), v2);
+    EXPECT_EQ(segment_bytes(state), v2_segments);
+    EXPECT_EQ(all_closed(ledger).size(), 6u) << "round " << round;
+    EXPECT_TRUE(ledger.store().verify().problems.empty());
   }
   EXPECT_GT(old_seen + new_seen, 0);
 }

@@ -395,5 +395,95 @@ TEST_F(Lease, ALeaseUnderASecondIsRefused) {
   EXPECT_THROW(engine.create(load_profile(dir / "p.yaml", {}), {.lease = 0s}), UsageError);
 }
 
+// Pause and resume (docs/pause.md), on the stub: states, entries, events, deadlines.
+TEST_F(Lifecycle, PauseAndResumeRecordEachStepAndKeepTheTtlRunningWithoutPausedMax) {
+  auto created = engine.create(profile(), {}).record;
+  hook.seen.clear();
+  clock.advance(10min);
+  PauseOutcome paused = engine.pause(created.id);
+  EXPECT_FALSE(paused.already);
+  EXPECT_EQ(paused.record.state, State::paused);
+  ASSERT_TRUE(paused.record.pause.has_value());
+  EXPECT_EQ(paused.record.pause->how, "sigstop");
+  EXPECT_TRUE(paused.record.pause->memory);
+  EXPECT_TRUE(paused.record.pause->id.starts_with("pse-"));
+  EXPECT_EQ(paused.record.pause->at, clock.now());
+  EXPECT_FALSE(paused.record.pause->ttl_left.has_value());
+  EXPECT_EQ(paused.record.expires_at, created.expires_at); // the TTL runs on
+  EXPECT_EQ(hook.seen, (std::vector<std::string>{created.id + ":pausing", created.id + ":paused"}));
+  EXPECT_TRUE(std::filesystem::exists(backend(created.id) / "paused.json"));
+  // Again: nothing written.
+  PauseOutcome again = engine.pause(created.id);
+  EXPECT_TRUE(again.already);
+  EXPECT_EQ(again.record.history.size(), paused.record.history.size());
+  // exec refuses with the way out.
+  CollectingIo io;
+  try {
+    engine.exec(created.id, {.argv = {"true"}}, io);
+    FAIL() << "exec of a paused sandbox ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::conflict);
+    EXPECT_NE(std::string(e.what()).find("sandboxer resume " + created.id), std::string::npos);
+  }
+  clock.advance(5min);
+  SandboxRecord resumed = engine.resume(created.id);
+  EXPECT_EQ(resumed.state, State::running);
+  EXPECT_FALSE(resumed.pause.has_value());
+  EXPECT_EQ(resumed.history.back().event, EventKind::resumed);
+  EXPECT_EQ(resumed.history.back().details.value("paused_for", ""), "5m");
+  EXPECT_FALSE(std::filesystem::exists(backend(created.id) / "paused.json"));
+  EXPECT_EQ(engine.resume(created.id).history.size(), resumed.history.size());
+}
+
+TEST_F(Lifecycle, PausedMaxFreezesTheRunningTtlAndResumeGivesItBack) {
+  testing::write_file(dir / "p.yaml", "driver: stub\nttl: { default: 1h, max: 3h, paused_max: 2h "
+                                      "}\npause: { memory: false }\nstub: {}\n");
+  auto created = engine.create(load_profile(dir / "p.yaml", {}), {}).record;
+  EXPECT_EQ(created.policy.paused_max, std::chrono::hours(2));
+  clock.advance(20min);
+  auto paused = engine.pause(created.id).record;
+  EXPECT_EQ(paused.pause->ttl_left, std::chrono::minutes(40));
+  EXPECT_FALSE(paused.pause->memory); // pause: {memory: false}
+  EXPECT_EQ(paused.expires_at, clock.now() + 2h);
+  clock.advance(2h);
+  // Never past ttl.max: 3h after the create.
+  auto again = engine.resume(created.id);
+  EXPECT_EQ(again.expires_at, created.max_expires_at);
+}
+
+TEST_F(Lifecycle, PauseIsRefusedWhenNotRunningOrLeasedAndResumeWhenNotPaused) {
+  auto created = engine.create(profile(), {.lease = Seconds(60)}).record;
+  EXPECT_THROW(engine.pause(created.id), ConflictError);
+  engine.release_lease(created.id, "released");
+  EXPECT_THROW(engine.resume("nosuch"), NotFoundError);
+  engine.destroy(created.id, "test");
+  EXPECT_THROW(engine.pause(created.id), ConflictError);
+}
+
+TEST_F(Lifecycle, AResumeOfAVanishedBackendIsNotFoundAndTheRecordStaysPaused) {
+  auto created = engine.create(profile(), {}).record;
+  engine.pause(created.id);
+  std::filesystem::remove_all(backend(created.id));
+  try {
+    engine.resume(created.id);
+    FAIL() << "resumed a sandbox whose backend is gone";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::not_found);
+    EXPECT_NE(std::string(e.what()).find("vanished while it was paused"), std::string::npos);
+  }
+  auto record = engine.get(created.id);
+  EXPECT_EQ(record.state, State::paused);
+  EXPECT_EQ(record.history.back().event, EventKind::resume_failed);
+}
+
+TEST_F(Lifecycle, AFailedPauseLeavesItRunning) {
+  auto created = engine.create(profile("{fail: {pause: always}}"), {}).record;
+  EXPECT_THROW(engine.pause(created.id), DriverError);
+  auto record = engine.get(created.id);
+  EXPECT_EQ(record.state, State::running);
+  EXPECT_FALSE(record.pause.has_value());
+  EXPECT_EQ(record.history.back().event, EventKind::pause_failed);
+}
+
 } // namespace
 } // namespace sandboxer

@@ -3,6 +3,7 @@
 // ssh's failures. The driver against a real sshd is tests/e2e/test_compose_ssh*.sh.
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sstream>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/proc.hpp>
@@ -298,6 +299,203 @@ TEST(ComposeSshPorts, ComposesShortSyntaxAndReadsTheEnginesChoiceBack) {
   EXPECT_THROW(read_bindings(lines, {{8080, "tcp", std::nullopt, "127.0.0.1"}}, "db", "h"),
                DriverError);
   EXPECT_TRUE(read_bindings("garbage\nweb not-json\n", {}, "web", "h").empty());
+}
+
+// The pause and resume commands (host.cpp), run here against a fake docker and docker-compose
+// that keep their containers' states in files and log each call: what the host would be asked.
+class ComposeSshPause : public ::testing::Test {
+protected:
+  void SetUp() override {
+    fs::create_directories(dir / "bin");
+    fs::create_directories(dir / "state");
+    fs::create_directories(dir / "home" / k_state_dir / "projects" / "sbx-p");
+    // A container is a file state/ID holding its state; its service is its id.
+    write(dir / "bin" / "docker", with_state(R"SH(#!/bin/sh
+S="@S@"
+echo "docker $*" >>"$S/../log"
+case $1 in
+ps)
+  shift; all=; format=; states=
+  while [ $# -gt 0 ]; do
+    case $1 in
+    -a | -aq) all=1 ;;
+    --format) format=$2; shift ;;
+    --filter) case $2 in status=*) states="$states ${2#status=}" ;; esac; shift ;;
+    esac
+    shift
+  done
+  [ -n "$states" ] || { [ -n "$all" ] && states="running paused exited created" || states=running; }
+  for f in "$S"/*; do
+    [ -f "$f" ] || continue
+    id=${f##*/}; st=$(cat "$f")
+    for want in $states; do
+      [ "$st" = "$want" ] || continue
+      if [ -n "$format" ]; then printf '%s\t%s\t%s\t%s\t1.29.2\n' "$id" "$id" "$st" "$st"; else echo "$id"; fi
+    done
+  done ;;
+pause|unpause)
+  verb=$1; shift
+  for id in "$@"; do
+    if [ $verb = pause ]; then echo paused >"$S/$id"; else echo running >"$S/$id"; fi
+  done ;;
+inspect)
+  shift 2; shift
+  for id in "$@"; do
+    printf '%s\t%s\t%s\t\t0\t2023-11-14T22:13:29Z\t1.29.2\t{}\n' "$id" "$id" "$(cat "$S/$id")"
+  done ;;
+compose) [ "$2" != version ] ;;
+esac
+)SH"));
+    write(dir / "bin" / "docker-compose", with_state(R"SH(#!/bin/sh
+S="@S@"
+echo "compose $*" >>"$S/../log"
+for word in "$@"; do
+  case $word in
+  stop) to=exited ;;
+  start) to=running ;;
+  esac
+done
+for f in "$S"/*; do [ "$(cat "$f")" = paused ] || echo "$to" >"$f"; done
+)SH"));
+    fs::permissions(dir / "bin" / "docker", fs::perms::owner_all);
+    fs::permissions(dir / "bin" / "docker-compose", fs::perms::owner_all);
+    set("web", "running");
+    set("db", "running");
+  }
+  static void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+  // The script with @S@ made the state directory.
+  std::string with_state(std::string script) const {
+    script.replace(script.find("@S@"), 3, (dir / "state").string());
+    return script;
+  }
+  void set(const std::string& id, const std::string& state) {
+    write(dir / "state" / id, state + "\n");
+  }
+  std::string state(const std::string& id) {
+    std::ifstream in(dir / "state" / id);
+    std::string word;
+    in >> word;
+    return word;
+  }
+  // Runs argv as ssh would on the host (in the home directory); the log of the calls it made.
+  proc::Result run(const std::vector<std::string>& argv) {
+    fs::remove(dir / "log");
+    proc::Command command;
+    command.argv = argv;
+    command.cwd = dir / "home";
+    command.env_set["PATH"] = (dir / "bin").string() + ":/usr/bin:/bin";
+    command.timeout = std::chrono::seconds(20);
+    return proc::run(command);
+  }
+  std::string log() {
+    std::ifstream in(dir / "log");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  fs::path mark() { return dir / "home" / k_state_dir / "projects" / "sbx-p" / "paused"; }
+  testing::TempDir dir;
+};
+
+TEST_F(ComposeSshPause, FreezeIsOneDockerPauseOfTheRunningOnesAndARepeatDoesNothing) {
+  PauseCall call{.step = PauseStep::freeze, .project = "sbx-p"};
+  auto argv = pause_argv(call);
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[0], "sh");
+  EXPECT_EQ(argv[1], "-c");
+  // sandboxer's values only as positional parameters, never inside the script.
+  EXPECT_EQ(argv[2].find("sbx-p"), std::string::npos);
+  auto result = run(argv);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(log().find("docker pause db web\n"), std::string::npos) << log();
+  EXPECT_NE(log().find("--filter label=com.docker.compose.project=sbx-p --filter status=running"),
+            std::string::npos)
+      << log();
+  EXPECT_EQ(state("web"), "paused");
+  EXPECT_EQ(state("db"), "paused");
+  EXPECT_EQ(log().find("compose -p"), std::string::npos) << "compose is not needed to freeze";
+  ASSERT_EQ(run(argv).exit_code, 0);
+  EXPECT_EQ(log().find("docker pause"), std::string::npos) << "a repeat paused again: " << log();
+
+  // resume: the paused ones unpaused, no compose start (nothing is stopped), then the read.
+  auto resumed = run(pause_argv({.step = PauseStep::resume, .project = "sbx-p"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(log().find("docker unpause db web\n"), std::string::npos) << log();
+  EXPECT_EQ(log().find("compose -p"), std::string::npos) << log();
+  Reading reading = parse_reading(resumed.out);
+  ASSERT_EQ(reading.containers.size(), 2u);
+  EXPECT_EQ(reading.containers[0].state, "running");
+  EXPECT_TRUE(reading.all_up_for) << "the host's clock was read: " << resumed.out;
+  EXPECT_EQ(resumed.out.find("started"), std::string::npos) << "a thaw alone";
+  ASSERT_EQ(run(pause_argv({.step = PauseStep::resume, .project = "sbx-p"})).exit_code, 0);
+  EXPECT_EQ(log().find("unpause"), std::string::npos) << "a repeat unpaused again: " << log();
+}
+
+TEST_F(ComposeSshPause, StopIsComposeStopWithTheGraceAndAMarkThatStartRemoves) {
+  write(dir / "home" / k_state_dir / "projects" / "sbx-p" / "env", "A=1\n");
+  set("db", "paused"); // a frozen container would sit out the whole grace: thawed first
+  PauseCall call{.step = PauseStep::stop,
+                 .project = "sbx-p",
+                 .project_dir = "/srv/app",
+                 .compose = ComposeKind::v1,
+                 .grace = std::chrono::seconds(5),
+                 .pause_id = "pse-aaaabbbbcccc"};
+  auto result = run(pause_argv(call));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string files = std::string(k_state_dir) + "/projects/sbx-p";
+  EXPECT_NE(log().find("docker unpause db\n"), std::string::npos) << log();
+  EXPECT_NE(log().find("compose -p sbx-p --project-directory /srv/app -f " + files +
+                       "/compose.yml -f " + files + "/sandboxer.override.yml --env-file " + files +
+                       "/env stop -t 5\n"),
+            std::string::npos)
+      << log();
+  EXPECT_LT(log().find("docker unpause"), log().find("compose -p"));
+  EXPECT_EQ(state("web"), "exited");
+  std::ifstream in(mark());
+  std::string id;
+  in >> id;
+  EXPECT_EQ(id, "pse-aaaabbbbcccc");
+
+  // status reads the mark: paused, not merely stopped.
+  auto status = run(status_argv("sbx-p"));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("web\tweb\texited"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("\nstopped-by-pause\n"), std::string::npos) << status.out;
+
+  auto resumed = run(pause_argv({.step = PauseStep::resume,
+                                 .project = "sbx-p",
+                                 .project_dir = "/srv/app",
+                                 .compose = ComposeKind::v1}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(log().find("--env-file " + files + "/env start\n"), std::string::npos) << log();
+  EXPECT_EQ(state("web"), "running");
+  EXPECT_FALSE(fs::exists(mark()));
+  EXPECT_EQ(parse_reading(resumed.out).containers.size(), 2u);
+  EXPECT_EQ(resumed.out.rfind("started\n", 0), 0u) << "compose start ran";
+  EXPECT_EQ(run(status_argv("sbx-p")).out.find("stopped-by-pause"), std::string::npos);
+}
+
+TEST_F(ComposeSshPause, ThePluginWhenTheHostHasItAndNothingForAGoneProject) {
+  // Without a known compose the host is asked (this fake has no plugin: v1).
+  PauseCall call{.step = PauseStep::stop, .project = "sbx-p"};
+  ASSERT_EQ(run(pause_argv(call)).exit_code, 0);
+  EXPECT_NE(log().find("docker compose version"), std::string::npos) << log();
+  EXPECT_NE(log().find("compose -p sbx-p --project-directory " + std::string(k_state_dir) +
+                       "/projects/sbx-p -f"),
+            std::string::npos)
+      << log();
+  call.compose = ComposeKind::plugin;
+  call.step = PauseStep::resume;
+  ASSERT_EQ(run(pause_argv(call)).exit_code, 0);
+  EXPECT_NE(log().find("docker compose -p sbx-p"), std::string::npos) << log();
+
+  fs::remove_all(dir / "state");
+  fs::create_directories(dir / "state");
+  for (auto step : {PauseStep::freeze, PauseStep::stop, PauseStep::resume}) {
+    auto result = run(pause_argv({.step = step, .project = "sbx-p"}));
+    EXPECT_EQ(result.exit_code, 0);
+    EXPECT_EQ(result.out, "gone\n");
+  }
 }
 
 } // namespace

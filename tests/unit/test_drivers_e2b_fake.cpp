@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sys/stat.h>
+#include <thread>
 
 #include <sandboxer/error.hpp>
 #include <sandboxer/http.hpp>
@@ -133,7 +134,7 @@ TEST_F(E2bFakeTest, ExecSeparatesStdoutStderrAndExitCode) {
   EXPECT_EQ(driver->exec(sandbox, {.argv = {"sh", "-c", "kill -9 $$"}}, killed), 137);
 }
 
-TEST_F(E2bFakeTest, StatusFollowsPauseAndExecResumesAPausedSandbox) {
+TEST_F(E2bFakeTest, ASandboxE2bPausedAtItsDeadlineIsResumedByExecWithOnExpiryPause) {
   auto driver = open({{"on_expiry", "pause"}});
   auto sandbox = create(*driver, "sbx-pause");
   fake.control("advance", {{"seconds", 31 * 60 + 1}});
@@ -142,6 +143,212 @@ TEST_F(E2bFakeTest, StatusFollowsPauseAndExecResumesAPausedSandbox) {
   EXPECT_EQ(driver->exec(sandbox, {.argv = {"echo", "back"}}, io), 0);
   EXPECT_EQ(io.stdout_text, "back\n");
   EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::running);
+}
+
+// --- sandboxer pause / resume -------------------------------------------------------------------
+
+// What `pid` is doing, from /proc: 'T' stopped, 'Z' a zombie, 'S'/'R' running, '?' gone.
+char e2b_process_state(const std::string& pid) {
+  std::string stat;
+  try {
+    stat = testing::read_file("/proc/" + pid + "/stat");
+  } catch (...) {
+    return '?';
+  }
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+class E2bPauseTest : public E2bFakeTest {
+protected:
+  // A file written before the pause and a counter that ticks every 0.1 s in the background, both
+  // in the test's directory (the fake's commands run on this machine).
+  void start_ticking(Driver& driver, const SandboxHandle& sandbox) {
+    box = dir / "box";
+    std::filesystem::create_directories(box);
+    CollectIo io;
+    const std::string script =
+        "echo kept > state.txt; echo kept > \"$1/state.txt\"; "
+        "(i=0; while :; do i=$((i+1)); echo $i > \"$1/ticks.new\"; mv \"$1/ticks.new\" "
+        "\"$1/ticks\"; sleep 0.1; done) </dev/null >/dev/null 2>&1 & echo $! > \"$1/pid\"";
+    ASSERT_EQ(driver.exec(sandbox, {.argv = {"sh", "-c", script, "sh", box.string()}}, io), 0)
+        << io.stderr_text;
+    pid = testing::read_file(box / "pid");
+    pid.erase(pid.find_last_not_of("\n") + 1);
+    ASSERT_TRUE(wait_for_ticks(2));
+  }
+  long ticks() {
+    try {
+      return std::stol(testing::read_file(box / "ticks"));
+    } catch (...) {
+      return 0;
+    }
+  }
+  bool wait_for_ticks(long at_least) {
+    for (int i = 0; i < 50; ++i) {
+      if (ticks() >= at_least) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  // What the core does with a pause's or resume's info: merged into the record's.
+  static void merge(SandboxHandle& sandbox, const json& info) { sandbox.info.update(info); }
+  int count(const std::string& request_line) {
+    auto requests = fake.requests();
+    return static_cast<int>(std::count(requests.begin(), requests.end(), request_line));
+  }
+
+  std::filesystem::path box;
+  std::string pid;
+};
+
+TEST_F(E2bPauseTest, PauseWithMemoryFreezesTheProcessesAndResumeGoesOn) {
+  auto driver = open();
+  EXPECT_TRUE(testing::builtin_catalog().find("e2b").capabilities().pause);
+  EXPECT_FALSE(testing::builtin_catalog().find("e2b").capabilities().pause_emulated);
+  auto sandbox = create(*driver, "sbx-pause-mem");
+  start_ticking(*driver, sandbox);
+
+  auto paused = driver->pause(sandbox, {.pause_id = "pse-aaaaaaaaaaaa", .memory = true});
+  EXPECT_TRUE(paused.memory_kept);
+  EXPECT_EQ(paused.how, "e2b");
+  EXPECT_EQ(paused.info, json({{"e2b_pause_id", "pse-aaaaaaaaaaaa"}}));
+  merge(sandbox, paused.info);
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::paused);
+  EXPECT_EQ(fake.control("sandboxes")[sandbox.backend_id]["pausedWithMemory"], true);
+  EXPECT_EQ(e2b_process_state(pid), 'T') << "the process is stopped, not gone";
+  long frozen = ticks();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE(ticks() - frozen, 1) << "the counter went on while paused";
+
+  // A repeat (reap's repair, or a lost answer) is a success: E2B's 409, then its state.
+  auto again = driver->pause(sandbox, {.pause_id = "pse-aaaaaaaaaaaa", .memory = true});
+  EXPECT_TRUE(again.memory_kept);
+  EXPECT_EQ(count("POST /sandboxes/" + sandbox.backend_id + "/pause -> 409"), 1);
+  EXPECT_EQ(fake.control("sandboxes")[sandbox.backend_id]["pauses"], 1);
+
+  // exec and cp never resume it behind the ledger's back.
+  CollectIo io;
+  try {
+    driver->exec(sandbox, {.argv = {"true"}}, io);
+    FAIL() << "exec in a paused sandbox";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::conflict);
+    EXPECT_NE(std::string(e.what()).find("is paused: 'sandboxer resume sbx-pause-mem' resumes it"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(driver->stat_path(sandbox, box.string()), DriverError);
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::paused);
+  try {
+    driver->snapshot(sandbox, {.snapshot_id = "snp-x", .name = "snap", .paused = true});
+    FAIL() << "a snapshot of a paused sandbox";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::unsupported);
+  }
+
+  auto resumed = driver->resume(
+      sandbox, {.pause_id = "pse-aaaaaaaaaaaa", .expires_at = clock.now() + std::chrono::hours(1)});
+  EXPECT_FALSE(resumed.backend_id) << "the same sandbox";
+  EXPECT_FALSE(resumed.ports) << "the same URLs";
+  EXPECT_TRUE(resumed.info.contains("e2b_pause_id") && resumed.info["e2b_pause_id"].is_null());
+  merge(sandbox, resumed.info);
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::running);
+  json remote = fake.control("sandboxes")[sandbox.backend_id];
+  EXPECT_NEAR(remote["endAt"].get<double>() - fake.control("now")["now"].get<double>(), 3600 + 60,
+              5)
+      << "E2B's timeout is the running deadline plus the grace";
+  EXPECT_EQ(count("POST /sandboxes/" + sandbox.backend_id + "/connect -> 201"), 1);
+  EXPECT_TRUE(wait_for_ticks(frozen + 3)) << "the same process counts on";
+  EXPECT_NE(e2b_process_state(pid), 'T');
+
+  // Resuming a running sandbox changes nothing.
+  driver->resume(
+      sandbox, {.pause_id = "pse-aaaaaaaaaaaa", .expires_at = clock.now() + std::chrono::hours(1)});
+  EXPECT_EQ(count("POST /sandboxes/" + sandbox.backend_id + "/connect -> 200"), 1);
+  EXPECT_EQ(fake.control("sandboxes")[sandbox.backend_id]["resumes"], 1);
+  for (const auto& line : fake.requests()) {
+    EXPECT_EQ(line.find("/resume"), std::string::npos) << "the deprecated /resume: " << line;
+  }
+
+  CollectIo cat;
+  EXPECT_EQ(driver->exec(sandbox, {.argv = {"cat", "state.txt"}}, cat), 0);
+  EXPECT_EQ(cat.stdout_text, "kept\n");
+  driver->destroy(sandbox);
+  for (int i = 0; i < 50 && e2b_process_state(pid) != '?' && e2b_process_state(pid) != 'Z'; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(e2b_process_state(pid) == '?' || e2b_process_state(pid) == 'Z')
+      << "killing the sandbox kills its processes";
+}
+
+TEST_F(E2bPauseTest, PauseWithoutMemoryKeepsTheFilesOnly) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-pause-disk");
+  start_ticking(*driver, sandbox);
+  auto paused = driver->pause(sandbox, {.pause_id = "pse-bbbbbbbbbbbb", .memory = false});
+  EXPECT_FALSE(paused.memory_kept);
+  merge(sandbox, paused.info);
+  EXPECT_EQ(fake.control("sandboxes")[sandbox.backend_id]["pausedWithMemory"], false);
+  for (int i = 0; i < 50 && e2b_process_state(pid) != '?' && e2b_process_state(pid) != 'Z'; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(e2b_process_state(pid) == '?' || e2b_process_state(pid) == 'Z')
+      << "a pause without memory ends the processes";
+  merge(sandbox, driver
+                     ->resume(sandbox, {.pause_id = "pse-bbbbbbbbbbbb",
+                                        .expires_at = clock.now() + std::chrono::minutes(30)})
+                     .info);
+  CollectIo cat;
+  EXPECT_EQ(driver->exec(sandbox, {.argv = {"cat", "state.txt"}}, cat), 0);
+  EXPECT_EQ(cat.stdout_text, "kept\n") << "the files survive";
+  // No memory asked for either way: E2B's default, a pause that keeps it.
+  auto by_default = driver->pause(sandbox, {.pause_id = "pse-cccccccccccc"});
+  EXPECT_TRUE(by_default.memory_kept);
+  EXPECT_EQ(fake.control("sandboxes")[sandbox.backend_id]["pausedWithMemory"], true);
+}
+
+TEST_F(E2bPauseTest, ASandboxThatVanishedIsNotFound) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-pause-gone");
+  merge(sandbox, driver->pause(sandbox, {.pause_id = "pse-dddddddddddd"}).info);
+  fake.control("vanish", {{"id", sandbox.backend_id}});
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::missing);
+  for (const auto& verb : {"pause", "resume"}) {
+    try {
+      if (std::string(verb) == "pause") {
+        driver->pause(sandbox, {.pause_id = "pse-dddddddddddd"});
+      } else {
+        driver->resume(sandbox, {.pause_id = "pse-dddddddddddd",
+                                 .expires_at = clock.now() + std::chrono::minutes(30)});
+      }
+      FAIL() << verb << " of a vanished sandbox";
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.kind(), DriverError::Kind::not_found) << verb << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("is gone"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(E2bPauseTest, ExecNeverResumesAPausedSandboxWithoutOnExpiryPause) {
+  auto driver = open();
+  auto sandbox = create(*driver, "sbx-paused-elsewhere");
+  // Paused by somebody else (the dashboard, an SDK): no mark of ours in the record.
+  http::Request request;
+  request.method = "POST";
+  request.url = fake.url() + "/sandboxes/" + sandbox.backend_id + "/pause";
+  request.headers = {{"X-API-KEY", k_key}};
+  ASSERT_EQ(http::curl_transport().send(request).status, 204);
+  CollectIo io;
+  try {
+    driver->exec(sandbox, {.argv = {"true"}}, io);
+    FAIL() << "exec resumed a paused sandbox";
+  } catch (const DriverError& e) {
+    EXPECT_EQ(e.kind(), DriverError::Kind::conflict);
+  }
+  EXPECT_EQ(driver->status(sandbox).state, BackendStatus::State::paused);
 }
 
 TEST_F(E2bFakeTest, ExtendMovesTheFakesDeadlineAndDestroyIsIdempotent) {

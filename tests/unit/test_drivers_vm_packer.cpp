@@ -1,9 +1,15 @@
 // The vm-packer driver's parts that need no VM: the guest agent's wire format, the Packer
-// manifest, the spec, QEMU's argv and the serial console's reader (logs). The driver against a
-// real QEMU is tests/e2e/test_vm_*.sh.
+// manifest, the spec, QEMU's argv, the serial console's reader (logs) and pause's record and
+// decisions. The driver against a real QEMU is tests/e2e/test_vm_*.sh and test_pause_vm.sh.
+#include <chrono>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iostream>
+#include <iterator>
+#include <thread>
+#include <unistd.h>
 
 #include <sandboxer/error.hpp>
 
@@ -11,7 +17,9 @@
 #include "drivers/vm-packer/agent/wire.hpp"
 #include "drivers/vm-packer/console_log.hpp"
 #include "drivers/vm-packer/manifest.hpp"
+#include "drivers/vm-packer/pause_state.hpp"
 #include "drivers/vm-packer/qemu_process.hpp"
+#include "drivers/vm-packer/qmp.hpp"
 #include "drivers/vm-packer/spec.hpp"
 #include "drivers/vm-packer/vm_driver.hpp"
 #include "support/temp_dir.hpp"
@@ -497,6 +505,252 @@ TEST(VmPackerLogs, ReadsTheSerialLogOfTheVmDirectory) {
   } catch (const DriverError& e) {
     EXPECT_EQ(e.kind(), DriverError::Kind::not_found);
   }
+}
+
+} // namespace
+} // namespace sandboxer::drivers::vm_packer
+
+// Pause and resume (docs/drivers/vm-packer.md): the record a paused VM keeps, the decisions a
+// repeat takes, QEMU's argv for a resume, and the driver on a paused VM's directory (no QEMU).
+namespace sandboxer::drivers::vm_packer {
+namespace {
+
+PausedVm checkpoint_record() {
+  PausedVm paused;
+  paused.pause_id = "pse-abc";
+  paused.memory = true;
+  paused.tag = pause_tag("pse-abc");
+  paused.kvm = false;
+  paused.cpus = 1;
+  paused.memory_mb = 256;
+  paused.bytes = 99639778;
+  paused.forwards = {{22, 40022}};
+  paused.exposed = {{"udp", "127.0.0.1", 40053, 53}};
+  return paused;
+}
+
+TEST(VmPackerPause, TheRecordReadsBackAndRefusesWhatItCannotResume) {
+  const PausedVm paused = checkpoint_record();
+  EXPECT_EQ(paused.tag, "sandboxer-pause-pse-abc");
+  json file = to_json(paused);
+  EXPECT_EQ(file["accel"], "tcg");
+  EXPECT_EQ(file["tag"], "sandboxer-pause-pse-abc");
+  EXPECT_EQ(file["ports"], json({{"22", "127.0.0.1:40022"}}));
+  EXPECT_EQ(paused_vm_of(file), paused);
+  EXPECT_EQ(paused_vm_of(json::parse(file.dump())), paused) << "through its text";
+
+  PausedVm cold = paused;
+  cold.memory = false;
+  cold.tag.clear();
+  cold.bytes.reset();
+  EXPECT_TRUE(to_json(cold)["tag"].is_null());
+  EXPECT_EQ(paused_vm_of(to_json(cold)), cold);
+
+  auto without = [&](const std::string& key) {
+    json copy = file;
+    copy.erase(key);
+    return copy;
+  };
+  EXPECT_EQ(paused_vm_of(json()), std::nullopt);
+  EXPECT_EQ(paused_vm_of(json::array()), std::nullopt);
+  EXPECT_EQ(paused_vm_of(without("pause_id")), std::nullopt);
+  EXPECT_EQ(paused_vm_of(without("accel")), std::nullopt) << "the accelerator is never guessed";
+  EXPECT_EQ(paused_vm_of(without("tag")), std::nullopt) << "a checkpoint without its name";
+  EXPECT_EQ(paused_vm_of(without("memory_mb")), std::nullopt);
+  json other_accel = file;
+  other_accel["accel"] = "hvf";
+  EXPECT_EQ(paused_vm_of(other_accel), std::nullopt);
+  json foreign_tag = file;
+  foreign_tag["tag"] = "snp-1"; // a user's snapshot is never deleted as a pause's
+  EXPECT_EQ(paused_vm_of(foreign_tag), std::nullopt);
+  json no_bytes = file;
+  no_bytes["bytes"] = nullptr;
+  EXPECT_EQ(paused_vm_of(no_bytes)->bytes, std::nullopt);
+
+  EXPECT_TRUE(is_pause_tag("sandboxer-pause-pse-1"));
+  EXPECT_FALSE(is_pause_tag("sandboxer-pause-"));
+  EXPECT_FALSE(is_pause_tag("snp-0123"));
+}
+
+TEST(VmPackerPause, StatusDetailSaysWhatIsHeld) {
+  PausedVm paused = checkpoint_record();
+  EXPECT_EQ(paused_detail(paused), "checkpoint 95 MiB on disk (TCG): resume loads it");
+  paused.bytes.reset();
+  EXPECT_EQ(paused_detail(paused),
+            "checkpoint sandboxer-pause-pse-abc on disk (TCG): resume loads it");
+  paused.memory = false;
+  EXPECT_EQ(paused_detail(paused), "stopped for a pause: its disk is kept, resume boots it again");
+}
+
+TEST(VmPackerPause, ARepeatFinishesWhereTheLastOneStopped) {
+  EXPECT_EQ(qemu_seen_of("running"), QemuSeen::running);
+  EXPECT_EQ(qemu_seen_of("paused"), QemuSeen::stopped);
+  EXPECT_EQ(qemu_seen_of("inmigrate"), QemuSeen::other);
+
+  // Paused already: answered from pause.json, no QEMU touched.
+  EXPECT_EQ(pause_step(true, QemuSeen::none, false), PauseStep::already_paused);
+  // QEMU there: running (a first pause), stopped (one interrupted before or during its save), or
+  // running with pause.json (a resume that had started QEMU): saved and quit.
+  EXPECT_EQ(pause_step(false, QemuSeen::running, false), PauseStep::save);
+  EXPECT_EQ(pause_step(false, QemuSeen::stopped, true), PauseStep::save);
+  EXPECT_EQ(pause_step(true, QemuSeen::running, false), PauseStep::save);
+  // QEMU gone, no record: it quit after the save (the tag is there), or without one.
+  EXPECT_EQ(pause_step(false, QemuSeen::none, true), PauseStep::record_checkpoint);
+  EXPECT_EQ(pause_step(false, QemuSeen::none, false), PauseStep::record_stop);
+
+  EXPECT_EQ(resume_step(true, QemuSeen::none), ResumeStep::launch);
+  EXPECT_EQ(resume_step(false, QemuSeen::none), ResumeStep::launch);
+  EXPECT_EQ(resume_step(false, QemuSeen::running), ResumeStep::running);
+  EXPECT_EQ(resume_step(true, QemuSeen::running), ResumeStep::finish);
+  EXPECT_EQ(resume_step(false, QemuSeen::stopped), ResumeStep::cont);
+  EXPECT_EQ(resume_step(true, QemuSeen::stopped), ResumeStep::cont);
+  EXPECT_EQ(resume_step(true, QemuSeen::other), ResumeStep::refuse);
+}
+
+TEST(VmPackerPause, ResumeLoadsTheCheckpointUnderTheRecordedAccelerator) {
+  Spec spec;
+  spec.image = "/images/tiny.qcow2";
+  spec.accel = Spec::Accel::kvm; // what the profile asks now does not matter: the record does
+  spec.restricted_network = true;
+  PausedVm paused = checkpoint_record();
+  Launch launch = launch_of(paused, "sbx-p");
+  auto argv = qemu_argv(spec, launch);
+  auto has = [&](const std::string& a, const std::string& b) {
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == a && argv[i + 1] == b) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("-accel", "tcg"));
+  EXPECT_TRUE(has("-cpu", "max"));
+  EXPECT_TRUE(has("-loadvm", "sandboxer-pause-pse-abc"));
+  EXPECT_TRUE(has("-netdev", "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:40022-:22,"
+                             "hostfwd=udp:127.0.0.1:40053-:53"));
+  EXPECT_NE(launch.accel_reason.find("TCG"), std::string::npos) << launch.accel_reason;
+
+  paused.kvm = true;
+  argv = qemu_argv(spec, launch_of(paused, "sbx-p"));
+  EXPECT_TRUE(has("-accel", "kvm"));
+  EXPECT_TRUE(has("-cpu", "host"));
+
+  paused.memory = false; // a pause without memory boots the disk
+  argv = qemu_argv(spec, launch_of(paused, "sbx-p"));
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "-loadvm"), argv.end());
+}
+
+TEST(VmPackerPause, PortsFromTheBindingsSameHostPortsWhereFree) {
+  std::vector<PortBinding> bindings = {
+      {.port = 8080, .protocol = "tcp", .host = "127.0.0.1", .host_port = 41080},
+      {.port = 8080, .protocol = "udp", .host = "0.0.0.0", .host_port = 41081},
+      {.port = 9000, .protocol = "tcp", .host = "127.0.0.1", .host_port = 41090},
+      {.port = 7000, .protocol = "tcp", .host = "127.0.0.1", .host_port = std::nullopt}};
+  // 9000/tcp is a forward of vm.ports (in info.ports), not one of the profile's ports:.
+  auto exposed = exposed_of_bindings(bindings, {9000});
+  ASSERT_EQ(exposed.size(), 2u);
+  EXPECT_EQ(exposed[0], (Exposed{"tcp", "127.0.0.1", 41080, 8080}));
+  EXPECT_EQ(exposed[1], (Exposed{"udp", "0.0.0.0", 41081, 8080}));
+
+  EXPECT_EQ(forwards_of_info({{"22", "127.0.0.1:40022"}, {"x", "1"}, {"80", "nohost"}}),
+            (std::map<int, int>{{22, 40022}}));
+  EXPECT_EQ(forwards_info({{22, 40022}}), json({{"22", "127.0.0.1:40022"}}));
+
+  Launch launch;
+  launch.forwards = {{22, 40022}, {9000, 41090}};
+  launch.exposed = exposed;
+  std::vector<std::string> asked;
+  auto taken = [&](const std::string& protocol, const std::string& address, int port) {
+    asked.push_back(fmt::format("{}/{}:{}", protocol, address, port));
+    return port == 41090 || port == 41081;
+  };
+  int next = 50000;
+  auto pick = [&](const std::string&, const std::string&) { return next++; };
+  EXPECT_TRUE(repick_taken_ports(launch, taken, pick));
+  EXPECT_EQ(launch.forwards, (std::map<int, int>{{22, 40022}, {9000, 50000}}));
+  EXPECT_EQ(launch.exposed[0].host_port, 41080);
+  EXPECT_EQ(launch.exposed[1].host_port, 50001);
+  EXPECT_EQ(asked, (std::vector<std::string>{"tcp/127.0.0.1:40022", "tcp/127.0.0.1:41090",
+                                             "tcp/127.0.0.1:41080", "udp/0.0.0.0:41081"}));
+  EXPECT_FALSE(repick_taken_ports(
+      launch, [](const std::string&, const std::string&, int) { return false; }, pick));
+}
+
+// The driver on a paused VM's directory: pause.json and no QEMU. Nothing here starts a process.
+class VmPackerPausedDir : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::ofstream(m_dir / "disk.qcow2") << "x";
+    json spec = {{"image", (m_dir / "disk.qcow2").string()},
+                 {"image_sha256", std::string(64, '0')},
+                 {"memory", 256}};
+    m_context.data_dir = m_dir / "data";
+    m_context.progress = &m_progress;
+    m_driver = m_factory.open(m_factory.parse_spec(spec), m_context);
+    fs::create_directories(vm_dir());
+    std::ofstream(vm_dir() / "labels.json")
+        << json({{"sandbox", "sbx-p"}, {"labels", {{"sandboxer.id", "sbx-p"}}}}).dump();
+    std::ofstream(vm_dir() / "pause.json") << to_json(checkpoint_record()).dump();
+  }
+  fs::path vm_dir() const { return m_dir / "data/vms/sbx-p"; }
+
+  const DriverFactory& m_factory = vm_packer_factory();
+  testing::TempDir m_dir;
+  struct : Progress {
+    void update(std::string_view) override {}
+  } m_progress;
+  DriverContext m_context;
+  std::unique_ptr<Driver> m_driver;
+  SandboxHandle m_vm{.sandbox_id = "sbx-p", .backend_id = "sbx-p"};
+};
+
+TEST_F(VmPackerPausedDir, IsPausedForStatusAndList) {
+  EXPECT_TRUE(m_factory.capabilities().pause);
+  EXPECT_FALSE(m_factory.capabilities().pause_emulated);
+  BackendStatus status = m_driver->status(m_vm);
+  EXPECT_EQ(status.state, BackendStatus::State::paused);
+  EXPECT_EQ(status.detail, "checkpoint 95 MiB on disk (TCG): resume loads it");
+  auto found = m_driver->list_remote({{"sandboxer.id", "sbx-p"}});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].state, "paused");
+
+  std::ofstream(vm_dir() / "pause.json") << "{not json";
+  status = m_driver->status(m_vm);
+  EXPECT_EQ(status.state, BackendStatus::State::unknown);
+  EXPECT_NE(status.detail.find("pause.json"), std::string::npos) << status.detail;
+}
+
+TEST_F(VmPackerPausedDir, APauseOfAPausedVmAnswersItsRecord) {
+  // A new pause id: the VM is paused already, the first pause stands.
+  PauseResult result = m_driver->pause(m_vm, {.pause_id = "pse-other"});
+  EXPECT_TRUE(result.memory_kept);
+  EXPECT_EQ(result.how, "checkpoint");
+  EXPECT_EQ(result.held_bytes, 99639778u);
+  EXPECT_TRUE(result.info["pid"].is_null()) << result.info;
+  EXPECT_EQ(result.info["pause"]["tag"], "sandboxer-pause-pse-abc");
+  EXPECT_EQ(result.info["pause"]["accel"], "tcg");
+  EXPECT_EQ(paused_vm_of(json::parse(std::ifstream(vm_dir() / "pause.json"))), checkpoint_record())
+      << "unchanged";
+}
+
+TEST_F(VmPackerPausedDir, GoneWhilePausedIsNotFoundAndDestroyRemovesIt) {
+  SandboxHandle gone{.sandbox_id = "sbx-gone", .backend_id = "sbx-gone"};
+  for (auto verb : {"pause", "resume"}) {
+    try {
+      if (std::string(verb) == "pause") {
+        m_driver->pause(gone, {.pause_id = "pse-1"});
+      } else {
+        m_driver->resume(gone, {.pause_id = "pse-1"});
+      }
+      ADD_FAILURE() << verb << " of a vanished VM answered";
+    } catch (const DriverError& e) {
+      EXPECT_EQ(e.kind(), DriverError::Kind::not_found) << verb;
+      EXPECT_NE(std::string(e.what()).find("sbx-gone"), std::string::npos) << e.what();
+    }
+  }
+  m_driver->destroy(m_vm); // no QEMU to stop
+  EXPECT_FALSE(fs::exists(vm_dir()));
+  EXPECT_EQ(m_driver->status(m_vm).state, BackendStatus::State::missing);
 }
 
 } // namespace

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Pause and resume against their peers, in one run (docs/pause.md, "Speed"):
+#   1. docker: `sandboxer pause A && sandboxer resume A` against `docker pause B && docker unpause
+#      B`, alternating, on two sandboxes of the same profile (target ratio <= 1.1);
+#   2. vm-packer (when SANDBOXER_TINY_VM_DIR names the tiny VM image and qemu is there): a resume to
+#      a ready guest agent against a cold create to the same readiness (target <= 0.5), and what a
+#      paused VM holds: its QEMU process is gone (no RAM), the checkpoint's bytes on disk.
+# Needs a Docker Engine with sandboxer/busybox:local (scripts/start-docker.sh).
+# Usage: bench/pause.sh [path/to/sandboxer] [rounds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-build/sandboxer}")
+ROUNDS=${2:-20}
+docker image inspect sandboxer/busybox:local >/dev/null
+WORK=$(mktemp -d)
+SBX=("$BIN" --state-dir "$WORK/state" --profiles-dir "$WORK/profiles")
+trap '"${SBX[@]}" destroy --all --yes >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+. bench/lib.sh
+write_docker_bench_profile "$WORK"
+"${SBX[@]}" create --profile bench --name ours --quiet >/dev/null
+"${SBX[@]}" create --profile bench --name theirs --quiet >/dev/null
+THEIRS=$("${SBX[@]}" status theirs -o json | jq -r .backend_id)
+
+/usr/bin/python3 - "$ROUNDS" "$THEIRS" "${SBX[@]}" <<'PY'
+import os, statistics, subprocess, sys, time
+rounds, theirs, sbx = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+
+def timed(*argvs):
+    start = time.perf_counter()
+    for argv in argvs:
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+ours, peer = [], []
+for i in range(rounds):
+    pair = [("s", (sbx + ["pause", "ours"], sbx + ["resume", "ours"])),
+            ("d", (["docker", "pause", theirs], ["docker", "unpause", theirs]))]
+    for who, argvs in (pair if i % 2 == 0 else pair[::-1]):
+        (ours if who == "s" else peer).append(timed(*argvs))
+s, d = statistics.median(ours), statistics.median(peer)
+print(f"docker pause+resume, {rounds} rounds (load average {os.getloadavg()[0]:.1f} on "
+      f"{os.cpu_count()} cpus)")
+print(f"  sandboxer {s:6.3f} s (min {min(ours):.3f})   docker pause+unpause {d:6.3f} s "
+      f"(min {min(peer):.3f})   ratio {s / d:.2f}  (target <= 1.10)")
+PY
+
+if [ -n "${SANDBOXER_TINY_VM_DIR:-}" ] && [ -f "$SANDBOXER_TINY_VM_DIR/disk.qcow2" ] && command -v qemu-system-x86_64 >/dev/null; then
+  . tests/e2e/lib.sh 2>/dev/null || true
+fi
