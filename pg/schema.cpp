@@ -100,9 +100,9 @@ UPDATE sandboxer.ledger_meta SET chain_since = coalesce((SELECT max(position) FR
 -- Records of ledger schema 3 (pause and resume): a paused sandbox has a deadline (ttl.paused_max)
 -- that reap must find due like a running one's; the meta row keeps the latest closing that
 -- `ledger prune` removed, so that a report over older times can say its history is partial.
-DROP INDEX sandboxer.sandboxes_due;
+DROP INDEX IF EXISTS sandboxer.sandboxes_due;
 CREATE INDEX sandboxes_due ON sandboxer.sandboxes (expires_at) WHERE state IN ('running', 'expired', 'paused');
-ALTER TABLE sandboxer.ledger_meta ADD COLUMN pruned_before bigint;
+ALTER TABLE sandboxer.ledger_meta ADD COLUMN IF NOT EXISTS pruned_before bigint;
 )sql"};
 
 // Any number, as long as every sandboxer agrees on it: the lock that serialises migrations.

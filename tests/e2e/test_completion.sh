@@ -73,7 +73,7 @@ expect_bash "sandboxer drivers test -p d" dev
 expect_bash "sandboxer -o " table wide json yaml
 expect_bash "sandboxer list -o j" json
 expect_bash "sandboxer --state-dir $STATE list --state " creating running snapshotting destroying \
-  destroyed failed expired orphaned
+  destroyed failed expired orphaned paused pausing resuming
 expect_bash "sandboxer --state-dir $STATE l" list ledger logs
 expect_bash "sandboxer snapshots rm web:" s1
 expect_bash "sandboxer restore web:" s1
@@ -82,7 +82,7 @@ expect_bash "sandboxer completion " bash fish zsh
 expect_bash "sandboxer list --all " # flags take no value, and list has no positional
 expect_bash "sandboxer destroy --fo" --force --forget
 expect_bash "sandboxer rm --forc" --force # an alias completes as its command
-expect_bash "sandboxer r" reap restore run # aliases only where no command begins so
+expect_bash "sandboxer r" reap restore resume run # aliases only where no command begins so
 expect_bash "sandboxer rm" rm
 expect_bash "sandboxer wait web --for " running gone
 expect_bash "sandboxer snapshots r" rm
