@@ -539,6 +539,7 @@ private:
       }
     }
     const long before_pause = m_caps.exec ? ticks() : 0;
+    const auto counted_from = std::chrono::steady_clock::now();
     PauseOutcome paused = m_engine.pause(id);
     const SandboxRecord& record = paused.record;
     expect(record.state == State::paused && record.pause && record.pause->at &&
@@ -568,7 +569,9 @@ private:
     again.pause_id = record.pause->id;
     again.memory = record.policy.pause_memory;
     m_opened.driver->pause(handle, again); // a repeat (reap's repair) is done, not an error
-    interrupt::sleep_for(std::chrono::seconds(2));
+    // Paused for at least this long: from pause's return (frozen) to resume's call.
+    constexpr std::chrono::seconds k_paused_for{4};
+    interrupt::sleep_for(k_paused_for);
     SandboxRecord resumed = m_engine.resume(id);
     m_record = resumed; // a resume may bring a new backend id (an emulated pause)
     // `resumed`, then `ports.exposed` when the ports moved.
@@ -591,9 +594,16 @@ private:
     detail += fmt::format("; {} is intact", k_pause_file);
     if (record.pause->memory) {
       const long after_resume = ticks();
-      expect(after_resume < before_pause + 5,
-             fmt::format("the counter went from {} to {} over a 2 s pause: it was not paused",
-                         before_pause, after_resume));
+      // The counter ticks at most 5 times a second (it sleeps 0.2 s each time): frozen for
+      // k_paused_for, it can have counted only over the rest of the time since it was read.
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - counted_from).count();
+      const long bound =
+          static_cast<long>((elapsed - static_cast<double>(k_paused_for.count())) * 5) + 2;
+      expect(after_resume - before_pause <= bound,
+             fmt::format("the counter went from {} to {} in {:.1f} s with a {} s pause (at most "
+                         "{} while it ran): it was not paused",
+                         before_pause, after_resume, elapsed, k_paused_for.count(), bound));
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (ticks() <= after_resume) {
         expect(std::chrono::steady_clock::now() < until,
