@@ -52,8 +52,13 @@ nlohmann::json time_or_null(const std::optional<TimePoint>& time) {
   return time ? nlohmann::json(format_time(*time)) : nlohmann::json();
 }
 
-std::string seconds_text(Seconds seconds) {
-  return format_duration(seconds);
+// Where the backend stands after a failed pause or resume; unknown when it cannot say either.
+BackendStatus::State backend_state_or_unknown(Driver& driver, const SandboxRecord& record) {
+  try {
+    return driver.status(handle_of(record)).state;
+  } catch (const Error&) {
+    return BackendStatus::State::unknown;
+  }
 }
 
 } // namespace
@@ -152,11 +157,7 @@ SandboxRecord Engine::run_pause(const SandboxRecord& record, Opened& opened,
   } catch (const Error& e) {
     // Where the backend is now decides the record: still running (the pause did nothing), or left
     // `pausing` for reap's repair to settle.
-    BackendStatus::State now = BackendStatus::State::unknown;
-    try {
-      now = opened.driver->status(handle_of(record)).state;
-    } catch (const Error&) {
-    }
+    const BackendStatus::State now = backend_state_or_unknown(*opened.driver, record);
     const bool runs = now == BackendStatus::State::running;
     const std::string message = log::redact(e.what());
     try {
@@ -229,7 +230,7 @@ SandboxRecord Engine::run_resume(const SandboxRecord& record, Opened& opened,
       details["pause_id"] = request.pause_id;
       if (r.pause && r.pause->at) {
         details["paused_for"] =
-            seconds_text(std::chrono::duration_cast<Seconds>(now - *r.pause->at));
+            format_duration(std::chrono::duration_cast<Seconds>(now - *r.pause->at));
       }
       if (result.backend_id && *result.backend_id != r.backend_id) {
         details["backend_id"] = {{"before", r.backend_id}, {"now", *result.backend_id}};
@@ -282,11 +283,7 @@ SandboxRecord Engine::run_resume(const SandboxRecord& record, Opened& opened,
 // runs after all.
 void Engine::settle_failed_resume(const SandboxRecord& record, Opened& opened, const Error& error,
                                   const std::string& pause_id, const std::string& actor) {
-  BackendStatus::State now = BackendStatus::State::unknown;
-  try {
-    now = opened.driver->status(handle_of(record)).state;
-  } catch (const Error&) {
-  }
+  const BackendStatus::State now = backend_state_or_unknown(*opened.driver, record);
   if (now == BackendStatus::State::running) {
     record_failure(record.id, error, EventKind::resume_failed, State::resuming, actor,
                    "resume failed, though the backend runs; 'sandboxer reap' settles it: ",
