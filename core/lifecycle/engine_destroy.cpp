@@ -153,8 +153,7 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
 }
 
 ExpiredDestroy Engine::destroy_expired(
-    const std::string& id,
-    const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
+    const std::string& id, const std::function<EndVerdict(const SandboxRecord&)>& judge,
     const RetryPolicy& retry, const std::string& actor) {
   ExpiredDestroy result;
   try {
@@ -168,8 +167,7 @@ ExpiredDestroy Engine::destroy_expired(
     spdlog::debug("{}: claim pre-check: {}", id, e.what()); // the transaction below decides
   }
   SandboxRecord claimed;
-  bool leased = false;
-  std::string ended_by; // what ended it, when not the TTL or a lease (ttl.paused_max)
+  std::string ended_by;
   {
     // Claim it under the lock: a user (or, without the reaper lock, another reaper) may have
     // changed it since it was planned.
@@ -179,8 +177,9 @@ ExpiredDestroy Engine::destroy_expired(
       result.message = "no longer in the ledger";
       return result;
     }
-    if (auto reason = blocker(*r)) {
-      result.message = *reason;
+    EndVerdict verdict = judge(*r);
+    if (verdict.blocked) {
+      result.message = *verdict.blocked;
       return result;
     }
     // The engine's actor names this process (user@host pid): the claim's holder.
@@ -190,16 +189,8 @@ ExpiredDestroy Engine::destroy_expired(
     }
     result.attempt = failed_attempts(*r) + 1;
     size_t before = r->history.size();
-    std::string reason = deadline_reason(*r);
-    if (r->state == State::paused && r->pause && r->pause->at && r->policy.paused_max) {
-      ended_by = fmt::format("ttl.paused_max {} ran out", format_duration(*r->policy.paused_max));
-      reason = fmt::format("paused since {}; ttl.paused_max {} ran out at {}",
-                           format_time(*r->pause->at), format_duration(*r->policy.paused_max),
-                           r->expires_at ? format_time(*r->expires_at) : "-");
-    } else if (r->state == State::paused) {
-      reason += " while paused";
-    }
-    leased = r->lease.has_value();
+    std::string reason = verdict.reason;
+    ended_by = verdict.ended_by;
     if (result.attempt > 1) {
       reason += fmt::format(" (attempt {})", result.attempt);
     }
@@ -209,19 +200,17 @@ ExpiredDestroy Engine::destroy_expired(
                     lease_summary(*r->lease, m_clock.now(), "lapsed"));
       r->lease.reset();
     }
-    r->transition(EventKind::expired, State::expired, m_clock.now(), actor, reason,
-                  {{"attempt", result.attempt}});
+    nlohmann::json details = std::move(verdict.details);
+    details["attempt"] = result.attempt;
+    details["ended_by"] = ended_by; // a retry after a failed destroy says the same
+    r->transition(EventKind::expired, State::expired, m_clock.now(), actor, reason, details);
     commit(tx, *r, before);
     claimed = *r;
   }
   m_events.deliver();
   TimePoint next = m_clock.now() + backoff_after(result.attempt, retry.base, retry.max);
   try {
-    destroy_one(claimed, actor,
-                !ended_by.empty() ? ended_by
-                : leased          ? "lease lapsed"
-                                  : "ttl expired",
-                State::expired,
+    destroy_one(claimed, actor, ended_by, State::expired,
                 {{"attempt", result.attempt}, {"next_attempt_at", format_time(next)}});
     result.outcome = ExpiredDestroy::Outcome::destroyed;
   } catch (const Error& e) {

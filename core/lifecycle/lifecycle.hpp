@@ -99,6 +99,14 @@ struct PauseOutcome {
   bool already = false; // it was paused already: nothing was done
 };
 
+// Reap's verdict on a sandbox it would end, given under the lock with the current record.
+struct EndVerdict {
+  std::optional<std::string> blocked; // why not now (changed since planned, not due any more)
+  std::string reason;   // the `expired` entry's: "ttl expired at T", "idle since T (...)"
+  std::string ended_by; // the `destroyed` entry's: "ttl expired", "lease lapsed", "idle"
+  nlohmann::json details = nlohmann::json::object(); // merged into the `expired` entry's
+};
+
 struct ExpiredDestroy {
   enum class Outcome { destroyed, skipped, failed };
   Outcome outcome = Outcome::skipped;
@@ -195,13 +203,12 @@ public:
   // reap's primitives (core/reap/ decides when to call them). Each runs like every other
   // operation: lock -> intent -> unlock -> driver -> lock -> outcome -> event.
   //
-  // Claims `id` as expired unless `blocker` (called under the lock with the current record) gives
-  // a reason not to, then destroys it. A failure leaves it expired, with the error, the attempt
-  // number and the next attempt's time in the history entry's details.
-  ExpiredDestroy
-  destroy_expired(const std::string& id,
-                  const std::function<std::optional<std::string>(const SandboxRecord&)>& blocker,
-                  const RetryPolicy& retry, const std::string& actor);
+  // Claims `id` as expired unless `judge` (called under the lock with the current record) blocks
+  // it, then destroys it, with the judge's reasons. A failure leaves it expired, with the error,
+  // the attempt number and the next attempt's time in the history entry's details.
+  ExpiredDestroy destroy_expired(const std::string& id,
+                                 const std::function<EndVerdict(const SandboxRecord&)>& judge,
+                                 const RetryPolicy& retry, const std::string& actor);
   // Applies `change` to record `id` only if its history still has `expected_history_size`
   // entries (nothing happened to it since it was read); returns the record, or none.
   std::optional<SandboxRecord> settle(const std::string& id, size_t expected_history_size,

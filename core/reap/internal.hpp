@@ -24,11 +24,22 @@ struct Run {
   LedgerData seen;
 };
 
-// One destroy to run in the worker pool: an expired sandbox, or an orphan.
+// One item to run in the worker pool: an expired or idle sandbox's destroy, pause or
+// snapshot+destroy, or an orphan's destroy.
 struct Work {
   ReapItem item;
   std::optional<OrphanTarget> orphan;
+  bool snapshotted = false; // snapshot+destroy: its snapshot was taken this run
 };
+
+// Whether an item's action is run by the pool (the others are reported only).
+inline bool executes(const std::string& action) {
+  return action == "destroy" || action == "pause" || action == "snapshot+destroy";
+}
+// Whether it ends the sandbox (counted against --max-destroy).
+inline bool destroys(const std::string& action) {
+  return action == "destroy" || action == "snapshot+destroy";
+}
 
 // The item of a record, as planned: its identity, state, deadline, history length and attempts.
 ReapItem item_of(const SandboxRecord& record, std::string action);

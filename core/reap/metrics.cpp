@@ -74,6 +74,11 @@ std::string format_metrics(const ReapReport& report, const std::string& previous
   metric(out, "sandboxer_reap_refused", "gauge",
          "1 when the last reap destroyed nothing because of --max-destroy.",
          report.refused ? 1 : 0);
+  metric(out, "sandboxer_reap_paused", "gauge",
+         "Idle sandboxes paused by the last reap (ttl.on_idle: pause).", report.paused);
+  metric(out, "sandboxer_reap_snapshotted", "gauge",
+         "Snapshots the last reap took before a destroy (on_idle or on_paused_max: snapshot).",
+         report.snapshotted);
   metric(out, "sandboxer_reap_expiring", "gauge",
          "Sandboxes warned by the last reap that their deadline is near.", report.expiring);
   metric(out, "sandboxer_events_delivered_total", "counter",

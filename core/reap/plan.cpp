@@ -5,6 +5,7 @@
 #include <sandboxer/error.hpp>
 
 #include "core/errors.hpp"
+#include "core/owner.hpp"
 #include "core/reap/internal.hpp"
 #include "core/reap/reap.hpp"
 
@@ -33,8 +34,9 @@ T plan_field(const nlohmann::json& item, size_t index, const char* key, const ch
 
 // One record's place in the plan, if it has one.
 void plan_destroy(const SandboxRecord& record, TimePoint now, const ReapOptions& options,
-                  std::vector<ReapItem>& items) {
-  if (!is_due(record, now, options.grace, options.skew)) {
+                  const std::string& this_host, std::vector<ReapItem>& items) {
+  auto decision = decide(record, now, options, this_host);
+  if (!decision) {
     return;
   }
   auto next = next_attempt_at(record);
@@ -46,9 +48,9 @@ void plan_destroy(const SandboxRecord& record, TimePoint now, const ReapOptions&
     items.push_back(std::move(item));
     return;
   }
-  ReapItem item = reap::item_of(record, "destroy");
+  ReapItem item = reap::item_of(record, decision->action);
   item.outcome = "planned";
-  item.reason = deadline_reason(record);
+  item.reason = decision->reason;
   items.push_back(std::move(item));
 }
 
@@ -72,9 +74,10 @@ ReapItem reap::item_of(const SandboxRecord& record, std::string action) {
 std::vector<ReapItem> plan_destroys(const LedgerData& data, TimePoint now,
                                     const ReapOptions& options) {
   std::vector<ReapItem> items;
+  const std::string this_host = host_name();
   for (const auto& record : data.sandboxes) {
     try {
-      plan_destroy(record, now, options, items);
+      plan_destroy(record, now, options, this_host, items);
     } catch (const std::exception& e) {
       // One odd record is reported (exit 6) and the others are still planned.
       ReapItem item = reap::item_of(record, "check");
@@ -114,6 +117,8 @@ nlohmann::json to_json(const ReapReport& report) {
           {"grace", report.grace ? nlohmann::json(format_duration(*report.grace)) : nullptr},
           {"items", std::move(items)},
           {"destroyed", report.destroyed},
+          {"paused", report.paused},
+          {"snapshotted", report.snapshotted},
           {"failures", report.failures},
           {"repaired", report.repaired},
           {"orphans", report.orphans},
@@ -175,8 +180,9 @@ ReapReport plan_from_json(const nlohmann::json& plan) {
 
 std::optional<std::string> plan_item_blocker(const ReapItem& item, const SandboxRecord* record,
                                              TimePoint now, const ReapOptions& options) {
-  if (item.action != "destroy") {
-    return fmt::format("only the destroy items of a plan are executed (this one is \"{}\")",
+  if (!reap::executes(item.action)) {
+    return fmt::format("only the destroy, pause and snapshot+destroy items of a plan are executed "
+                       "(this one is \"{}\")",
                        item.action);
   }
   if (!record) {
@@ -186,8 +192,12 @@ std::optional<std::string> plan_item_blocker(const ReapItem& item, const Sandbox
     return fmt::format("changed since the plan (now {}, {} history entries; the plan saw {})",
                        to_string(record->state), record->history.size(), item.history_size);
   }
-  if (!is_due(*record, now, options.grace, options.skew)) {
-    return std::string("not expired any more");
+  auto decision = decide(*record, now, options, host_name());
+  if (!decision) {
+    return std::string("neither expired nor idle any more");
+  }
+  if (decision->action != item.action) {
+    return fmt::format("now due for {}, not {}", decision->action, item.action);
   }
   if (auto next = next_attempt_at(*record); next && now < *next) {
     return "next attempt not before " + format_time(*next);

@@ -55,7 +55,9 @@ struct ReapItem {
   std::string driver;
   std::string state; // the record's state when planned
   std::optional<TimePoint> expires_at;
-  std::string action;  // destroy, wait, repair, orphan, vanished, prune
+  // destroy, pause (idle), snapshot+destroy (idle, ttl.paused_max), wait, repair, orphan,
+  // vanished, prune, expiring
+  std::string action;
   std::string outcome; // planned, destroyed, failed, skipped, waiting, reported, running, ...
   std::string reason;  // why: "ttl expired at ...", the backend's error, "changed since the plan"
   size_t history_size = 0; // the record's history length when planned: "unchanged" in --plan
@@ -74,6 +76,8 @@ struct ReapReport {
   std::optional<Seconds> grace;
   std::vector<ReapItem> items;
   int destroyed = 0;
+  int paused = 0;      // idle sandboxes paused (ttl.on_idle: pause)
+  int snapshotted = 0; // snapshots taken before a destroy (on_idle / on_paused_max: snapshot)
   int failures = 0;
   int repaired = 0;
   int orphans = 0; // found (reported or destroyed)
@@ -91,8 +95,8 @@ struct ReapReport {
 
 // --- rules (core/reap/rules.cpp): pure functions of a record and the time, unit-tested alone ---
 
-// A sandbox is due when it is running (or expired from an earlier run) and
-// now >= expires_at + grace + skew.
+// A sandbox is due when it is running or paused and now >= expires_at + grace + skew, or when an
+// earlier run claimed it (expired) and its destroy failed: that one is retried whatever its deadline.
 bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew);
 // Whether `record` (running, with a deadline within `window` of `now`) has not been warned yet
 // about its current deadline.
@@ -100,21 +104,52 @@ bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds 
 // Whether the process that put `record` in its transitional state may still be working on it:
 // its actor names this host and a live sandboxer pid.
 bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host);
+// The same for one actor ("alice@build-7 pid 4242"): none when it names no pid on this host (another
+// host's process, or no pid), so that only the age of what it did can tell.
+std::optional<bool> actor_may_be_alive(const std::string& actor, const std::string& this_host);
 // A transitional record (creating, destroying, snapshotting) left longer than `stuck_after` by a
 // process that is gone.
 bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
               const std::string& this_host);
 
+// --- idle (core/reap/idle.cpp): activity is what the history records, so the judgement can be
+// made again from the ledger alone (docs/pause.md, "Idle") ---
+
+struct Activity {
+  TimePoint last;   // the newest activity, or when the sandbox last started running
+  std::string what; // exec, cp, forward, lease, resume, or start (no activity since)
+  bool busy = false; // an exec or forward still open by a process that may be alive
+};
+// An exec or a forward that another host's process opened counts as busy for this long at most:
+// the driver protocol's exec deadline.
+inline constexpr Seconds k_open_elsewhere_max{24 * 3600};
+Activity last_activity(const SandboxRecord& record, TimePoint now, const std::string& this_host);
+// "idle since T (last exec at T); ttl.idle 2h" when `record` is running, unleased, has ttl.idle,
+// nothing open, and its last activity is older than ttl.idle (+ skew); else none.
+std::optional<std::string> idle_reason(const SandboxRecord& record, TimePoint now, Seconds skew,
+                                       const std::string& this_host);
+
+// What reap does with one record now, and why: the plan's item, the history's reasons.
+struct Decision {
+  std::string action;   // destroy, pause, snapshot+destroy
+  std::string reason;   // the `expired` (or `pausing`) entry's: "ttl expired at T", "idle since .."
+  std::string ended_by; // the `destroyed` entry's: "ttl expired", "lease lapsed", "idle", ...
+  std::string snapshot_name; // snapshot+destroy: the snapshot's name (one per cause)
+  nlohmann::json details = nlohmann::json::object(); // for the history entry: {"idle": {...}}
+};
+std::optional<Decision> decide(const SandboxRecord& record, TimePoint now,
+                               const ReapOptions& options, const std::string& this_host);
+
 // --- plans (core/reap/plan.cpp) ---
 
-// The destroy (and backoff wait) items for `data` at `now`.
+// The destroy, pause and snapshot+destroy items (and backoff waits) for `data` at `now`.
 std::vector<ReapItem> plan_destroys(const LedgerData& data, TimePoint now,
                                     const ReapOptions& options);
 nlohmann::json to_json(const ReapItem& item);
 nlohmann::json to_json(const ReapReport& report);
 // Reads the items of a saved `reap --dry-run -o json`; throws UsageError naming what is wrong.
 ReapReport plan_from_json(const nlohmann::json& plan);
-// Why a destroy item of a saved plan must not run now, or none if it may.
+// Why an item of a saved plan must not run now, or none if it may.
 std::optional<std::string> plan_item_blocker(const ReapItem& item, const SandboxRecord* record,
                                              TimePoint now, const ReapOptions& options);
 

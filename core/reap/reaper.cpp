@@ -23,14 +23,22 @@ namespace {
 using reap::Run;
 using reap::Work;
 
-// Whether the live record may be claimed now, checked under the ledger lock.
-std::optional<std::string> due_blocker(const SandboxRecord& record, TimePoint now,
-                                       const ReapOptions& options) {
-  if (!is_due(record, now, options.grace, options.skew)) {
-    return fmt::format("no longer due (now {})", to_string(record.state));
+// Why a planned item must not run on the live record now, checked under the ledger lock: it
+// changed since, it is neither due nor idle any more, it lives elsewhere, or its backoff holds.
+std::optional<std::string> item_blocker(const Run& run, const ReapItem& item,
+                                        const SandboxRecord& record, TimePoint now) {
+  const ReapOptions& options = run.options;
+  if (options.plan) {
+    if (auto blocked = plan_item_blocker(item, &record, now, options)) {
+      return blocked;
+    }
+  } else if (auto decision = decide(record, now, options, host_name()); !decision) {
+    return fmt::format("neither due nor idle any more (now {})", to_string(record.state));
+  } else if (decision->action != item.action) {
+    return fmt::format("now due for {}, not {}", decision->action, item.action);
   }
   if (!record.home_host.empty() && record.home_host != host_name()) {
-    return fmt::format("lives on host {}, whose reaper destroys it", record.home_host);
+    return fmt::format("lives on host {}, whose reaper ends it", record.home_host);
   }
   if (auto next = next_attempt_at(record); next && now < *next) {
     return "next attempt not before " + format_time(*next);
@@ -38,10 +46,127 @@ std::optional<std::string> due_blocker(const SandboxRecord& record, TimePoint no
   return std::nullopt;
 }
 
+EndVerdict verdict_of(const Decision& decision) {
+  return {std::nullopt, decision.reason, decision.ended_by, decision.details};
+}
+
+// The destroy of `work`, judged under the lock by `judge`, into its item.
+void destroy_item(Run& run, Work& work, const std::function<EndVerdict(const SandboxRecord&)>& judge) {
+  ReapItem& item = work.item;
+  const ReapOptions& options = run.options;
+  ExpiredDestroy result = run.engine.destroy_expired(
+      item.id, judge, {options.backoff_base, options.backoff_max, options.claim_lease}, run.actor);
+  item.attempt = result.attempt;
+  item.next_attempt_at = result.next_attempt_at;
+  switch (result.outcome) {
+  case ExpiredDestroy::Outcome::destroyed:
+    item.outcome = "destroyed";
+    break;
+  case ExpiredDestroy::Outcome::skipped:
+    item.outcome = "skipped";
+    item.reason = result.message;
+    break;
+  case ExpiredDestroy::Outcome::failed:
+    item.outcome = "failed";
+    item.reason = fmt::format("{} (attempt {}; next attempt at {})", result.message, result.attempt,
+                              format_time(*result.next_attempt_at));
+    break;
+  }
+}
+
+// The judge of a plain destroy: the item may still run, and the reasons are the record's now.
+EndVerdict judge_now(const Run& run, const ReapItem& item, const SandboxRecord& record) {
+  TimePoint now = run.clock.now();
+  if (auto blocked = item_blocker(run, item, record, now)) {
+    return {blocked};
+  }
+  return verdict_of(*decide(record, now, run.options, host_name()));
+}
+
+// The decision for a live item, read afresh (outside the lock: the engine's own transaction checks
+// again), or the item's skip.
+std::optional<std::pair<SandboxRecord, Decision>> fresh_decision(Run& run, Work& work) {
+  auto record = run.ledger.find(work.item.id);
+  if (!record) {
+    work.item.outcome = "skipped";
+    work.item.reason = "no longer in the ledger";
+    return std::nullopt;
+  }
+  TimePoint now = run.clock.now();
+  if (auto blocked = item_blocker(run, work.item, *record, now)) {
+    work.item.outcome = "skipped";
+    work.item.reason = *blocked;
+    return std::nullopt;
+  }
+  auto decision = decide(*record, now, run.options, host_name());
+  return std::pair{std::move(*record), std::move(*decision)};
+}
+
+// ttl.on_idle: pause. The engine's pause, blocked under its lock if the sandbox was used since.
+void pause_item(Run& run, Work& work) {
+  auto fresh = fresh_decision(run, work);
+  if (!fresh) {
+    return;
+  }
+  PauseOptions pause;
+  pause.reason = fresh->second.reason;
+  pause.cause = "idle";
+  pause.actor = run.actor;
+  pause.details = fresh->second.details;
+  pause.blocker = [&](const SandboxRecord& record) {
+    return item_blocker(run, work.item, record, run.clock.now());
+  };
+  try {
+    run.engine.pause(work.item.id, pause);
+    work.item.outcome = "paused";
+  } catch (const ConflictError& e) {
+    work.item.outcome = "skipped";
+    work.item.reason = e.what();
+  }
+}
+
+// on_idle / on_paused_max: snapshot. The snapshot first (one per cause: a retry after a failed
+// destroy finds it taken), then the destroy, refused if anything but our own steps happened in
+// between. A driver that cannot snapshot a paused sandbox gets it resumed for the snapshot.
+void snapshot_then_destroy(Run& run, Work& work) {
+  auto fresh = fresh_decision(run, work);
+  if (!fresh) {
+    return;
+  }
+  auto& [record, decision] = *fresh;
+  const std::string& name = decision.snapshot_name;
+  SandboxRecord after = record;
+  bool taken = std::any_of(record.snapshots.begin(), record.snapshots.end(),
+                           [&](const SnapshotRecord& s) { return s.name == name; });
+  if (!taken && !name.empty()) {
+    try {
+      after = run.engine.snapshot(record.id, name);
+    } catch (const DriverError& e) {
+      if (e.kind() != DriverError::Kind::unsupported || record.state != State::paused) {
+        throw;
+      }
+      spdlog::info("reap {}: its driver cannot snapshot it paused: resuming it for the snapshot",
+                   record.id);
+      run.engine.resume(record.id, "resume for the snapshot before its destroy (" +
+                                       decision.reason + ")");
+      after = run.engine.snapshot(record.id, name);
+    }
+    work.snapshotted = true;
+  }
+  const size_t expected = after.history.size();
+  destroy_item(run, work, [&](const SandboxRecord& now_record) -> EndVerdict {
+    if (now_record.history.size() != expected) {
+      return {fmt::format("changed after its snapshot {} ({} history entries, {} expected)", name,
+                          now_record.history.size(), expected)};
+    }
+    return verdict_of(decision);
+  });
+}
+
 void run_one_unguarded(Run& run, Work& work);
 
-// A destroy that throws anything fails its own item, never the worker thread (an exception
-// escaping a std::thread would terminate the whole run).
+// A step that throws anything fails its own item, never the worker thread (an exception escaping
+// a std::thread would terminate the whole run).
 void run_one(Run& run, Work& work) {
   try {
     run_one_unguarded(run, work);
@@ -67,30 +192,13 @@ void run_one_unguarded(Run& run, Work& work) {
     }
     return;
   }
-  const ReapOptions& options = run.options;
-  auto blocker = [&](const SandboxRecord& record) {
-    TimePoint now = run.clock.now();
-    return options.plan ? plan_item_blocker(item, &record, now, options)
-                        : due_blocker(record, now, options);
-  };
-  ExpiredDestroy result = run.engine.destroy_expired(
-      item.id, blocker, {options.backoff_base, options.backoff_max, options.claim_lease},
-      run.actor);
-  item.attempt = result.attempt;
-  item.next_attempt_at = result.next_attempt_at;
-  switch (result.outcome) {
-  case ExpiredDestroy::Outcome::destroyed:
-    item.outcome = "destroyed";
-    break;
-  case ExpiredDestroy::Outcome::skipped:
-    item.outcome = "skipped";
-    item.reason = result.message;
-    break;
-  case ExpiredDestroy::Outcome::failed:
-    item.outcome = "failed";
-    item.reason = fmt::format("{} (attempt {}; next attempt at {})", result.message, result.attempt,
-                              format_time(*result.next_attempt_at));
-    break;
+  if (item.action == "pause") {
+    pause_item(run, work);
+  } else if (item.action == "snapshot+destroy") {
+    snapshot_then_destroy(run, work);
+  } else {
+    destroy_item(run, work,
+                 [&](const SandboxRecord& record) { return judge_now(run, item, record); });
   }
 }
 
@@ -121,12 +229,16 @@ void execute(Run& run, std::vector<Work>& work) {
       }
       const ReapItem& item = work[i].item;
       std::lock_guard lock(report_mutex);
+      run.report.snapshotted += work[i].snapshotted ? 1 : 0;
       if (item.outcome == "destroyed") {
         ++run.report.destroyed;
         spdlog::info("reap {}: destroyed ({}: {})", item.id, item.action, item.reason);
+      } else if (item.outcome == "paused") {
+        ++run.report.paused;
+        spdlog::info("reap {}: paused ({})", item.id, item.reason);
       } else if (item.outcome == "failed") {
         ++run.report.failures;
-        spdlog::error("reap {}: destroy failed: {}", item.id, item.reason);
+        spdlog::error("reap {}: {} failed: {}", item.id, item.action, item.reason);
       } else {
         spdlog::info("reap {}: skipped: {}", item.id, item.reason);
       }
@@ -226,7 +338,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
                                    report.ledger_id.empty() ? "(none)" : report.ledger_id));
     }
     for (auto& item : plan->items) {
-      if (item.action == "destroy") {
+      if (reap::executes(item.action)) {
         work.push_back({std::move(item), std::nullopt});
       } else {
         item.outcome = "skipped";
@@ -246,7 +358,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
         ++report.failures;
         spdlog::error("reap {}: cannot plan its destroy: {}", item.id, item.reason);
       }
-      if (item.action == "destroy") {
+      if (reap::executes(item.action)) {
         work.push_back({std::move(item), std::nullopt});
       } else {
         report.items.push_back(std::move(item));
@@ -257,11 +369,14 @@ ReapReport Reaper::run(const ReapOptions& options) {
     }
   }
 
-  if (options.max_destroy && static_cast<int>(work.size()) > *options.max_destroy) {
+  const auto destroying = std::count_if(work.begin(), work.end(), [](const Work& w) {
+    return w.orphan || reap::destroys(w.item.action);
+  });
+  if (options.max_destroy && destroying > *options.max_destroy) {
     report.refused = fmt::format("{} sandboxes would be destroyed, more than --max-destroy {}; "
                                  "nothing was destroyed (see the plan with 'sandboxer reap "
                                  "--dry-run')",
-                                 work.size(), *options.max_destroy);
+                                 destroying, *options.max_destroy);
     for (auto& w : work) {
       w.item.outcome = "refused";
     }

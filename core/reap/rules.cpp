@@ -4,6 +4,7 @@
 #include <charconv>
 #include <csignal>
 #include <fstream>
+#include <fmt/format.h>
 #include <regex>
 
 #include "core/reap/reap.hpp"
@@ -11,8 +12,10 @@
 namespace sandboxer {
 
 bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew) {
-  bool reapable = record.state == State::running || record.state == State::expired ||
-                  record.state == State::paused;
+  if (record.state == State::expired) {
+    return true; // claimed by an earlier run (its TTL, or idle): the backoff alone paces it
+  }
+  bool reapable = record.state == State::running || record.state == State::paused;
   return reapable && record.expires_at && now >= *record.expires_at + grace + skew;
 }
 
@@ -34,15 +37,16 @@ bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds 
 }
 
 bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host) {
-  if (record.history.empty()) {
-    return false;
-  }
+  return !record.history.empty() &&
+         actor_may_be_alive(record.history.back().actor, this_host).value_or(false);
+}
+
+std::optional<bool> actor_may_be_alive(const std::string& actor, const std::string& this_host) {
   // Actors read "alice@build-7 pid 4242" or "reaper (alice@build-7 pid 4242)".
   static const std::regex actor_pattern(R"(@([^ ()]+) pid ([0-9]+))");
   std::smatch match;
-  const std::string& actor = record.history.back().actor;
   if (!std::regex_search(actor, match, actor_pattern) || match[1] != this_host) {
-    return false; // another host, or no pid: only the age tells
+    return std::nullopt; // another host, or no pid: only the age tells
   }
   // A pid too large for pid_t (an edited or corrupted record) names no live process.
   const std::string digits = match[2];
@@ -69,6 +73,81 @@ bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
     return false;
   }
   return record.history.back().time + stuck_after <= now && !owner_may_be_alive(record, this_host);
+}
+
+namespace {
+
+// A claimed sandbox whose destroy failed keeps the reason it was claimed for: the last `expired`
+// entry's, without its attempt number.
+Decision retry_decision(const SandboxRecord& record) {
+  Decision decision{"destroy", deadline_reason(record), "ttl expired", {}, {}};
+  for (auto it = record.history.rbegin(); it != record.history.rend(); ++it) {
+    if (it->event == EventKind::expired) {
+      static const std::regex attempt(R"( \(attempt [0-9]+\)$)");
+      decision.reason = std::regex_replace(it->reason, attempt, "");
+      if (it->details.is_object()) {
+        decision.ended_by = it->details.value("ended_by", decision.ended_by);
+      }
+      break;
+    }
+  }
+  return decision;
+}
+
+Decision due_decision(const SandboxRecord& record) {
+  if (record.state == State::expired) {
+    return retry_decision(record);
+  }
+  Decision decision{"destroy", deadline_reason(record),
+                    record.lease ? "lease lapsed" : "ttl expired", {}, {}};
+  if (record.state != State::paused) {
+    return decision;
+  }
+  const auto& paused_max = record.policy.paused_max;
+  const auto& pause = record.pause;
+  // ttl.max caps a paused deadline too: only a deadline that paused_max set is its to end.
+  if (paused_max && pause && pause->at && record.expires_at &&
+      *record.expires_at >= *pause->at + *paused_max) {
+    decision.ended_by = fmt::format("ttl.paused_max {} ran out", format_duration(*paused_max));
+    decision.reason =
+        fmt::format("paused since {}; ttl.paused_max {} ran out at {}", format_time(*pause->at),
+                    format_duration(*paused_max), format_time(*record.expires_at));
+    if (record.policy.on_paused_max == "snapshot") {
+      decision.action = "snapshot+destroy";
+      decision.snapshot_name = "reap-paused-max";
+    }
+  } else {
+    decision.reason += " while paused";
+  }
+  return decision;
+}
+
+} // namespace
+
+std::optional<Decision> decide(const SandboxRecord& record, TimePoint now,
+                               const ReapOptions& options, const std::string& this_host) {
+  if (is_due(record, now, options.grace, options.skew)) {
+    return due_decision(record);
+  }
+  auto idle = idle_reason(record, now, options.skew, this_host);
+  if (!idle) {
+    return std::nullopt;
+  }
+  Activity activity = last_activity(record, now, this_host);
+  Decision decision{"destroy", *idle, "idle", {}, {}};
+  decision.details = {{"idle",
+                       {{"since", format_time(activity.last)},
+                        {"last", activity.what},
+                        {"ttl_idle", format_duration(*record.policy.idle)},
+                        {"on_idle", record.policy.on_idle.empty() ? std::string("destroy")
+                                                                  : record.policy.on_idle}}}};
+  if (record.policy.on_idle == "pause") {
+    decision.action = "pause";
+  } else if (record.policy.on_idle == "snapshot") {
+    decision.action = "snapshot+destroy";
+    decision.snapshot_name = "reap-idle";
+  }
+  return decision;
 }
 
 } // namespace sandboxer

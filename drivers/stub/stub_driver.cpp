@@ -30,6 +30,9 @@ struct Spec {
   std::optional<std::string> root;
   std::map<std::string, std::chrono::milliseconds> latency;
   std::map<std::string, long> fail; // op -> the Nth call fails; 0 means every call
+  // false: a snapshot of a paused sandbox is unsupported, as e2b's is (reap then resumes it for
+  // the snapshot: docs/pause.md).
+  bool snapshot_paused = true;
 };
 
 // A mapping of operation: value, each value read with `item`.
@@ -98,6 +101,7 @@ const spec::Table<Spec>& spec_table() {
         spec::field("root", &Spec::root, root),
         spec::field("latency", &Spec::latency, per_op(k_latency), "", spec::Write::if_not_empty),
         spec::field("fail", &Spec::fail, per_op(k_failing_call), "", spec::Write::if_not_empty),
+        spec::field("snapshot_paused", &Spec::snapshot_paused, spec::boolean()),
     };
     return t;
   }();
@@ -276,6 +280,11 @@ public:
   SnapshotResult snapshot(const SandboxHandle& sandbox, const SnapshotRequest& request) override {
     const std::string& name = request.name;
     enter("snapshot");
+    if (request.paused && !m_spec.snapshot_paused) {
+      throw DriverError(DriverError::Kind::unsupported,
+                        fmt::format("stub: sandbox {} is paused; snapshot_paused: false",
+                                    sandbox.backend_id));
+    }
     fs::path source = sandbox_dir(sandbox.backend_id) / "fs";
     if (!fs::is_directory(source)) {
       throw DriverError(DriverError::Kind::not_found,

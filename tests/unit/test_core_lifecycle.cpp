@@ -374,7 +374,11 @@ TEST_F(Lease, ALapsedLeaseIsCollectedWithItsStory) {
   engine.renew_lease(id);
   clock.advance(3min);
   auto outcome = other.destroy_expired(
-      id, [](const SandboxRecord&) { return std::nullopt; }, {}, "reaper");
+      id,
+      [](const SandboxRecord& r) {
+        return EndVerdict{std::nullopt, deadline_reason(r), "lease lapsed"};
+      },
+      {}, "reaper");
   EXPECT_EQ(outcome.outcome, ExpiredDestroy::Outcome::destroyed);
   auto record = engine.get(id);
   EXPECT_EQ(record.state, State::destroyed);

@@ -108,6 +108,139 @@ TEST(ReapRules, StuckNeedsAgeAndAGoneProcess) {
       record_in(State::creating, k_noon, old, fmt::format("x@{} pid 1", host)), host));
 }
 
+// Idle (docs/pause.md, "Idle"): the judgement comes from the history alone.
+SandboxRecord idle_record(Seconds idle, const std::string& on_idle = "") {
+  SandboxRecord r;
+  r.id = "sbx-bbbbbbbbbbbb";
+  r.state = State::running;
+  r.created_at = k_noon;
+  r.expires_at = k_noon + 24h;
+  r.policy.idle = idle;
+  r.policy.on_idle = on_idle;
+  r.transition(EventKind::created, State::creating, k_noon, "tester", "create");
+  r.transition(EventKind::ready, State::running, k_noon + 1min, "tester", "ready");
+  return r;
+}
+
+TEST(ReapIdle, ActivityIsTheNewestUseInTheHistory) {
+  const std::string host = current_owner().host;
+  auto r = idle_record(2h);
+  auto a = last_activity(r, k_noon + 3h, host);
+  EXPECT_EQ(a.what, "start");
+  EXPECT_EQ(a.last, k_noon + 1min);
+  r.transition(EventKind::exec_started, State::running, k_noon + 10min, "tester", "exec sh");
+  r.transition(EventKind::exec_finished, State::running, k_noon + 11min, "tester", "exited 0");
+  // A snapshot, an extend or an expiring warning is not use.
+  r.transition(EventKind::snapshotted, State::running, k_noon + 20min, "tester", "snap");
+  r.transition(EventKind::extended, State::running, k_noon + 21min, "tester", "extend");
+  a = last_activity(r, k_noon + 3h, host);
+  EXPECT_EQ(a.what, "exec");
+  EXPECT_EQ(a.last, k_noon + 11min);
+  EXPECT_FALSE(a.busy);
+  r.transition(EventKind::files_copied, State::running, k_noon + 30min, "tester", "cp");
+  EXPECT_EQ(last_activity(r, k_noon + 3h, host).what, "cp");
+  r.transition(EventKind::lease_ended, State::running, k_noon + 31min, "tester", "lease");
+  EXPECT_EQ(last_activity(r, k_noon + 3h, host).what, "lease");
+  r.transition(EventKind::resumed, State::running, k_noon + 32min, "tester", "resumed");
+  EXPECT_EQ(last_activity(r, k_noon + 3h, host).what, "resume");
+
+  // An exec still open by a live sandboxer here (this test binary) keeps it busy; by a pid that
+  // is gone, not; by another host's process, for at most a day.
+  auto open = r;
+  open.transition(EventKind::exec_started, State::running, k_noon + 40min,
+                  fmt::format("alice@{} pid {}", host, ::getpid()), "exec sleep");
+  EXPECT_TRUE(last_activity(open, k_noon + 3h, host).busy);
+  auto dead = r;
+  dead.transition(EventKind::ports_forwarded, State::running, k_noon + 40min,
+                  fmt::format("alice@{} pid 999999999", host), "forward");
+  EXPECT_FALSE(last_activity(dead, k_noon + 3h, host).busy);
+  EXPECT_EQ(last_activity(dead, k_noon + 3h, host).what, "forward");
+  auto elsewhere = r;
+  elsewhere.transition(EventKind::exec_started, State::running, k_noon + 40min,
+                       "bob@elsewhere pid 7", "exec make");
+  EXPECT_TRUE(last_activity(elsewhere, k_noon + 24h, host).busy);
+  EXPECT_FALSE(last_activity(elsewhere, k_noon + 40min + 24h, host).busy);
+  // Closed by the same process: not open any more.
+  elsewhere.transition(EventKind::exec_finished, State::running, k_noon + 50min,
+                       "bob@elsewhere pid 7", "exited 0");
+  EXPECT_FALSE(last_activity(elsewhere, k_noon + 51min, host).busy);
+}
+
+TEST(ReapIdle, TheReasonNamesTheLastActivity) {
+  const std::string host = current_owner().host;
+  auto r = idle_record(2h);
+  r.transition(EventKind::exec_finished, State::running, k_noon + 11min, "tester", "exited 0");
+  EXPECT_FALSE(idle_reason(r, k_noon + 2h + 11min - 1s, 0s, host));
+  EXPECT_FALSE(idle_reason(r, k_noon + 2h + 11min, 30s, host)); // the skew waits too
+  EXPECT_EQ(idle_reason(r, k_noon + 2h + 11min, 0s, host).value_or(""),
+            "idle since 2026-12-02T12:11:00Z (last exec at 2026-12-02T12:11:00Z); ttl.idle 2h");
+  EXPECT_EQ(idle_reason(idle_record(1h), k_noon + 5h, 0s, host).value_or(""),
+            "idle since 2026-12-02T12:01:00Z (no activity since it started); ttl.idle 1h");
+  auto leased = r;
+  leased.lease = sandboxer::Lease{};
+  EXPECT_FALSE(idle_reason(leased, k_noon + 5h, 0s, host));
+  auto paused = r;
+  paused.state = State::paused;
+  EXPECT_FALSE(idle_reason(paused, k_noon + 5h, 0s, host));
+  auto no_rule = r;
+  no_rule.policy.idle.reset();
+  EXPECT_FALSE(idle_reason(no_rule, k_noon + 5h, 0s, host));
+}
+
+TEST(ReapIdle, TheDecisionFollowsOnIdleAndOnPausedMax) {
+  const std::string host = current_owner().host;
+  ReapOptions o;
+  o.skew = 0s;
+  auto destroy = decide(idle_record(1h), k_noon + 2h, o, host);
+  ASSERT_TRUE(destroy);
+  EXPECT_EQ(destroy->action, "destroy");
+  EXPECT_EQ(destroy->ended_by, "idle");
+  EXPECT_EQ(destroy->details["idle"]["since"], "2026-12-02T12:01:00Z");
+  EXPECT_EQ(destroy->details["idle"]["on_idle"], "destroy");
+  EXPECT_EQ(decide(idle_record(1h, "pause"), k_noon + 2h, o, host)->action, "pause");
+  auto snap = decide(idle_record(1h, "snapshot"), k_noon + 2h, o, host);
+  EXPECT_EQ(snap->action, "snapshot+destroy");
+  EXPECT_EQ(snap->snapshot_name, "reap-idle");
+  EXPECT_FALSE(decide(idle_record(1h), k_noon + 1h, o, host));
+
+  // Paused past ttl.paused_max: destroyed, or snapshotted first.
+  SandboxRecord p = idle_record(1h);
+  p.policy.idle.reset();
+  p.state = State::paused;
+  p.policy.paused_max = 1h;
+  p.policy.on_paused_max = "snapshot";
+  p.pause = PauseState{};
+  p.pause->at = k_noon + 2h;
+  p.expires_at = k_noon + 3h;
+  EXPECT_FALSE(decide(p, k_noon + 3h - 1s, o, host));
+  auto parked = decide(p, k_noon + 3h, o, host);
+  ASSERT_TRUE(parked);
+  EXPECT_EQ(parked->action, "snapshot+destroy");
+  EXPECT_EQ(parked->snapshot_name, "reap-paused-max");
+  EXPECT_EQ(parked->reason, "paused since 2026-12-02T14:00:00Z; ttl.paused_max 1h ran out at "
+                            "2026-12-02T15:00:00Z");
+  EXPECT_EQ(parked->ended_by, "ttl.paused_max 1h ran out");
+  // ttl.max came first: that is the TTL's end, not paused_max's, and no snapshot is taken.
+  p.expires_at = k_noon + 2h + 30min;
+  auto capped = decide(p, k_noon + 3h, o, host);
+  EXPECT_EQ(capped->action, "destroy");
+  EXPECT_EQ(capped->reason, "ttl expired at 2026-12-02T14:30:00Z while paused");
+
+  // A claimed one whose destroy failed is retried for the reason it was claimed, whatever its
+  // deadline.
+  auto claimed = idle_record(1h);
+  claimed.transition(EventKind::expired, State::expired, k_noon + 2h, "reaper",
+                     "idle since 2026-12-02T12:01:00Z (no activity since it started); ttl.idle 1h "
+                     "(attempt 2)",
+                     {{"attempt", 2}, {"ended_by", "idle"}});
+  auto retry = decide(claimed, k_noon + 2h, o, host);
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->action, "destroy");
+  EXPECT_EQ(retry->ended_by, "idle");
+  EXPECT_EQ(retry->reason,
+            "idle since 2026-12-02T12:01:00Z (no activity since it started); ttl.idle 1h");
+}
+
 TEST(ReapMetrics, StatesAndTotalsCarriedOver) {
   ReapReport report;
   report.now = k_noon;
@@ -140,6 +273,19 @@ protected:
   }
   std::string create(std::chrono::seconds ttl, const std::string& stub_section = "{}") {
     return engine.create(profile(stub_section), {.ttl = ttl}).record.id;
+  }
+  // A sandbox of a profile whose ttl mapping is `ttl` (the pause and idle rules).
+  std::string create_with(const std::string& ttl, const std::string& stub_section = "{}") {
+    testing::write_file(dir / "q.yaml",
+                        "driver: stub\nttl: " + ttl + "\nstub: " + stub_section + "\n");
+    return engine.create(load_profile(dir / "q.yaml", {}), {}).record.id;
+  }
+  std::vector<EventKind> kinds(const std::string& id) {
+    std::vector<EventKind> out;
+    for (const auto& entry : engine.get(id).history) {
+      out.push_back(entry.event);
+    }
+    return out;
   }
   std::filesystem::path backend(const std::string& id) {
     return dir / "state" / "drivers" / "stub" / "sandboxes" / id;
@@ -306,7 +452,7 @@ TEST_F(Reap, APlanRunsExactlyWhatItListed) {
             std::string::npos);
   EXPECT_EQ(item(report, gone, "destroy")->outcome, "skipped");
   EXPECT_EQ(item(report, later, "prune")->outcome, "skipped");
-  EXPECT_NE(item(report, later, "prune")->reason.find("only the destroy items"), std::string::npos);
+  EXPECT_NE(item(report, later, "prune")->reason.find("only the destroy, pause and snapshot+destroy items"), std::string::npos);
   EXPECT_EQ(engine.get(later).state, State::running);
   EXPECT_EQ(engine.get(extended).state, State::running);
 
@@ -493,6 +639,94 @@ TEST_F(Reap, DestroyedRecordsArePrunedAfterKeepHistory) {
   EXPECT_NE(ledger.find(recent), std::nullopt);
   EXPECT_NE(ledger.find(live), std::nullopt);
   EXPECT_EQ(ledger.read().closed_counts["destroyed"], 1u);
+}
+
+TEST_F(Reap, AnIdleSandboxIsPausedDestroyedOrSnapshottedAsItsProfileSays) {
+  auto paused = create_with("{ default: 8h, max: 1d, idle: 1h, on_idle: pause }");
+  auto destroyed = create_with("{ default: 8h, max: 1d, idle: 1h }");
+  auto snapshotted = create_with("{ default: 8h, max: 1d, idle: 1h, on_idle: snapshot }");
+  auto used = create_with("{ default: 8h, max: 1d, idle: 1h, on_idle: pause }");
+  auto no_rule = create(8h);
+  clock.advance(50min);
+  edit(used, [&](SandboxRecord& r) {
+    r.transition(EventKind::exec_finished, r.state, clock.now(), "tester", "exec true exited 0");
+  });
+  clock.advance(10min);
+
+  ReapOptions dry = options();
+  dry.dry_run = true;
+  auto plan = reaper.run(dry);
+  ASSERT_EQ(plan.items.size(), 3u);
+  EXPECT_EQ(item(plan, paused, "pause")->reason,
+            "idle since 2026-12-02T12:00:00Z (no activity since it started); ttl.idle 1h");
+  EXPECT_TRUE(item(plan, destroyed, "destroy"));
+  EXPECT_TRUE(item(plan, snapshotted, "snapshot+destroy"));
+  EXPECT_EQ(engine.get(paused).state, State::running);
+
+  auto report = reaper.run(options());
+  EXPECT_EQ(report.paused, 1);
+  EXPECT_EQ(report.destroyed, 2);
+  EXPECT_EQ(report.snapshotted, 1);
+  EXPECT_EQ(report.failures, 0);
+  auto p = engine.get(paused);
+  EXPECT_EQ(p.state, State::paused);
+  ASSERT_TRUE(p.pause);
+  EXPECT_EQ(p.pause->cause, "idle");
+  const HistoryEntry* pausing = nullptr;
+  for (const auto& e : p.history) {
+    pausing = e.event == EventKind::pausing ? &e : pausing;
+  }
+  ASSERT_TRUE(pausing);
+  EXPECT_EQ(pausing->actor, "reaper");
+  EXPECT_EQ(pausing->details["idle"]["last"], "start");
+  auto d = engine.get(destroyed);
+  EXPECT_EQ(d.state, State::destroyed);
+  EXPECT_EQ(d.history.back().reason, "idle");
+  EXPECT_EQ(d.history[d.history.size() - 2].reason,
+            "idle since 2026-12-02T12:00:00Z (no activity since it started); ttl.idle 1h");
+  EXPECT_EQ(d.history[d.history.size() - 2].details["ended_by"], "idle");
+  auto s = engine.get(snapshotted);
+  EXPECT_EQ(s.state, State::destroyed);
+  ASSERT_EQ(s.snapshots.size(), 1u);
+  EXPECT_EQ(s.snapshots[0].name, "reap-idle");
+  EXPECT_TRUE(std::filesystem::exists(dir / "state" / "drivers" / "stub" / "snapshots" /
+                                      s.snapshots[0].backend_ref));
+  EXPECT_EQ(engine.get(used).state, State::running);
+  EXPECT_EQ(engine.get(no_rule).state, State::running);
+
+  // The one used 10 minutes in goes an hour after that use; the paused one is not judged again.
+  clock.advance(50min);
+  auto later = reaper.run(options());
+  EXPECT_EQ(later.paused, 1);
+  EXPECT_EQ(engine.get(used).state, State::paused);
+  EXPECT_EQ(engine.get(paused).history.size(), p.history.size());
+}
+
+TEST_F(Reap, PausedMaxSnapshotsFirstResumingForADriverThatCannotSnapshotPaused) {
+  const std::string ttl = "{ default: 8h, max: 1d, paused_max: 1h, on_paused_max: snapshot }";
+  auto frozen = create_with(ttl, "{ snapshot_paused: false }");
+  auto plain = create_with(ttl);
+  engine.pause(frozen);
+  engine.pause(plain);
+  clock.advance(1h);
+  auto report = reaper.run(options());
+  EXPECT_EQ(report.failures, 0);
+  EXPECT_EQ(report.destroyed, 2);
+  EXPECT_EQ(report.snapshotted, 2);
+  for (const auto& id : {frozen, plain}) {
+    auto r = engine.get(id);
+    EXPECT_EQ(r.state, State::destroyed);
+    ASSERT_EQ(r.snapshots.size(), 1u) << id;
+    EXPECT_EQ(r.snapshots[0].name, "reap-paused-max");
+    EXPECT_EQ(r.history.back().reason, "ttl.paused_max 1h ran out");
+  }
+  auto resumed_for_it = kinds(frozen);
+  for (EventKind k : {EventKind::snapshot_failed, EventKind::resumed, EventKind::snapshotted}) {
+    EXPECT_NE(std::find(resumed_for_it.begin(), resumed_for_it.end(), k), resumed_for_it.end())
+        << to_string(k);
+  }
+  auto as_it_was = kinds(plain);
+  EXPECT_EQ(std::find(as_it_was.begin(), as_it_was.end(), EventKind::resumed), as_it_was.end());
 }
 
 TEST_F(Reap, InParallelEachIsDestroyedOnce) {
