@@ -230,7 +230,8 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer resume scratch && sandboxer exec scratch -- cat /work/notes.txt"},
       {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend,
        "sandboxer extend scratch --by 30m\nsandboxer extend scratch --to 2026-12-24T18:00:00Z"},
-      {"reap", "Destroy every expired sandbox (for cron)", &setup_reap,
+      {"reap", "Destroy every expired sandbox, and pause, snapshot or destroy idle ones (for cron)",
+       &setup_reap,
        "sandboxer reap --no-wait --metrics-file /var/lib/node_exporter/sandboxer.prom\n"
        "sandboxer reap --dry-run -o json > plan.json && sandboxer reap --plan plan.json\n"
        "sandboxer reap --orphans=destroy\n"

@@ -254,7 +254,8 @@ void setup_reap(CLI::App& app, Runner& runner) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--plan", args->plan,
-                 "Execute exactly the destroys of a saved 'reap --dry-run -o json'");
+                 "Execute exactly the destroys, pauses and snapshot+destroys of a saved "
+                 "'reap --dry-run -o json'");
   auto* wait = app.add_option("--wait", args->wait,
                               "Wait this long for another reaper to finish (default 1m)");
   app.add_flag("--no-wait", args->no_wait, "Exit at once (code 5) if another reaper runs")

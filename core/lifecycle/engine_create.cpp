@@ -127,11 +127,10 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   const auto& pause = profile.pause;
   if ((pause.on_idle == "snapshot" || pause.on_paused_max == "snapshot") &&
       !m_drivers.find(record.driver).capabilities().snapshot) {
-    throw PolicyError(fmt::format("profile {}: ttl.{}: snapshot, but driver {} cannot snapshot; "
-                                  "use destroy",
-                                  profile.name,
-                                  pause.on_idle == "snapshot" ? "on_idle" : "on_paused_max",
-                                  record.driver));
+    throw PolicyError(fmt::format(
+        "profile {}: ttl.{}: snapshot, but driver {} cannot snapshot; "
+        "use destroy",
+        profile.name, pause.on_idle == "snapshot" ? "on_idle" : "on_paused_max", record.driver));
   }
   record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
   return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));

@@ -152,9 +152,9 @@ SandboxRecord Engine::destroy_one(const SandboxRecord& record, const std::string
   }
 }
 
-ExpiredDestroy Engine::destroy_expired(
-    const std::string& id, const std::function<EndVerdict(const SandboxRecord&)>& judge,
-    const RetryPolicy& retry, const std::string& actor) {
+ExpiredDestroy Engine::destroy_expired(const std::string& id,
+                                       const std::function<EndVerdict(const SandboxRecord&)>& judge,
+                                       const RetryPolicy& retry, const std::string& actor) {
   ExpiredDestroy result;
   try {
     // Several reapers go through the same due sandboxes: one that another has is passed over

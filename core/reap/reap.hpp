@@ -96,7 +96,8 @@ struct ReapReport {
 // --- rules (core/reap/rules.cpp): pure functions of a record and the time, unit-tested alone ---
 
 // A sandbox is due when it is running or paused and now >= expires_at + grace + skew, or when an
-// earlier run claimed it (expired) and its destroy failed: that one is retried whatever its deadline.
+// earlier run claimed it (expired) and its destroy failed: that one is retried whatever its
+// deadline.
 bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds skew);
 // Whether `record` (running, with a deadline within `window` of `now`) has not been warned yet
 // about its current deadline.
@@ -104,8 +105,8 @@ bool needs_expiring_warning(const SandboxRecord& record, TimePoint now, Seconds 
 // Whether the process that put `record` in its transitional state may still be working on it:
 // its actor names this host and a live sandboxer pid.
 bool owner_may_be_alive(const SandboxRecord& record, const std::string& this_host);
-// The same for one actor ("alice@build-7 pid 4242"): none when it names no pid on this host (another
-// host's process, or no pid), so that only the age of what it did can tell.
+// The same for one actor ("alice@build-7 pid 4242"): none when it names no pid on this host
+// (another host's process, or no pid), so that only the age of what it did can tell.
 std::optional<bool> actor_may_be_alive(const std::string& actor, const std::string& this_host);
 // A transitional record (creating, destroying, snapshotting) left longer than `stuck_after` by a
 // process that is gone.
@@ -116,8 +117,8 @@ bool is_stuck(const SandboxRecord& record, TimePoint now, Seconds stuck_after,
 // made again from the ledger alone (docs/pause.md, "Idle") ---
 
 struct Activity {
-  TimePoint last;   // the newest activity, or when the sandbox last started running
-  std::string what; // exec, cp, forward, lease, resume, or start (no activity since)
+  TimePoint last;    // the newest activity, or when the sandbox last started running
+  std::string what;  // exec, cp, forward, lease, resume, or start (no activity since)
   bool busy = false; // an exec or forward still open by a process that may be alive
 };
 // An exec or a forward that another host's process opened counts as busy for this long at most:

@@ -51,7 +51,8 @@ EndVerdict verdict_of(const Decision& decision) {
 }
 
 // The destroy of `work`, judged under the lock by `judge`, into its item.
-void destroy_item(Run& run, Work& work, const std::function<EndVerdict(const SandboxRecord&)>& judge) {
+void destroy_item(Run& run, Work& work,
+                  const std::function<EndVerdict(const SandboxRecord&)>& judge) {
   ReapItem& item = work.item;
   const ReapOptions& options = run.options;
   ExpiredDestroy result = run.engine.destroy_expired(
@@ -147,8 +148,8 @@ void snapshot_then_destroy(Run& run, Work& work) {
       }
       spdlog::info("reap {}: its driver cannot snapshot it paused: resuming it for the snapshot",
                    record.id);
-      run.engine.resume(record.id, "resume for the snapshot before its destroy (" +
-                                       decision.reason + ")");
+      run.engine.resume(record.id,
+                        "resume for the snapshot before its destroy (" + decision.reason + ")");
       after = run.engine.snapshot(record.id, name);
     }
     work.snapshotted = true;

@@ -3,8 +3,8 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
-#include <fstream>
 #include <fmt/format.h>
+#include <fstream>
 #include <regex>
 
 #include "core/reap/reap.hpp"
@@ -98,8 +98,8 @@ Decision due_decision(const SandboxRecord& record) {
   if (record.state == State::expired) {
     return retry_decision(record);
   }
-  Decision decision{"destroy", deadline_reason(record),
-                    record.lease ? "lease lapsed" : "ttl expired", {}, {}};
+  Decision decision{
+      "destroy", deadline_reason(record), record.lease ? "lease lapsed" : "ttl expired", {}, {}};
   if (record.state != State::paused) {
     return decision;
   }

@@ -281,9 +281,9 @@ public:
     const std::string& name = request.name;
     enter("snapshot");
     if (request.paused && !m_spec.snapshot_paused) {
-      throw DriverError(DriverError::Kind::unsupported,
-                        fmt::format("stub: sandbox {} is paused; snapshot_paused: false",
-                                    sandbox.backend_id));
+      throw DriverError(
+          DriverError::Kind::unsupported,
+          fmt::format("stub: sandbox {} is paused; snapshot_paused: false", sandbox.backend_id));
     }
     fs::path source = sandbox_dir(sandbox.backend_id) / "fs";
     if (!fs::is_directory(source)) {

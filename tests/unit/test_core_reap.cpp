@@ -452,7 +452,9 @@ TEST_F(Reap, APlanRunsExactlyWhatItListed) {
             std::string::npos);
   EXPECT_EQ(item(report, gone, "destroy")->outcome, "skipped");
   EXPECT_EQ(item(report, later, "prune")->outcome, "skipped");
-  EXPECT_NE(item(report, later, "prune")->reason.find("only the destroy, pause and snapshot+destroy items"), std::string::npos);
+  EXPECT_NE(item(report, later, "prune")
+                ->reason.find("only the destroy, pause and snapshot+destroy items"),
+            std::string::npos);
   EXPECT_EQ(engine.get(later).state, State::running);
   EXPECT_EQ(engine.get(extended).state, State::running);
 
