@@ -115,7 +115,7 @@ ExitCode run_destroy(Context& context, const DestroyArgs& args) {
   }
   nlohmann::json results = nlohmann::json::array();
   Table table{{"ID", "STATE"}, {}};
-  int failures = 0;
+  size_t failures = 0;
   ExitCode last_error = ExitCode::ok;
   for (const auto& id : *ids) {
     try {
@@ -134,12 +134,7 @@ ExitCode run_destroy(Context& context, const DestroyArgs& args) {
   if (context.out().format() != Format::table || (!context.out().quiet() && !table.rows.empty())) {
     context.out().print(results, [&] { return table; });
   }
-  if (failures == 0) {
-    return ExitCode::ok;
-  }
-  // One id: its own error's code. Several with some failed: partial failure.
-  return ids->size() == 1 || failures == static_cast<int>(ids->size()) ? last_error
-                                                                       : ExitCode::partial;
+  return exit_of_each(ids->size(), failures, last_error);
 }
 
 } // namespace

@@ -263,6 +263,13 @@ Table record_table(const SandboxRecord& record, TimePoint now) {
   return table;
 }
 
+ExitCode exit_of_each(size_t asked, size_t failures, ExitCode last_error) {
+  if (failures == 0) {
+    return ExitCode::ok;
+  }
+  return asked == 1 || failures == asked ? last_error : ExitCode::partial;
+}
+
 std::string human_bytes(std::uint64_t bytes) {
   static const char* const k_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   if (bytes < 1024) {

@@ -60,4 +60,8 @@ std::string to_yaml(const nlohmann::json& value);
 // "1.9 MiB", "512 B": sizes in tables (JSON keeps bytes).
 std::string human_bytes(std::uint64_t bytes);
 
+// The exit code of a verb applied to `asked` sandboxes one by one (destroy, pause, resume): 0, or
+// with one asked (or all failed) the last error's own code, else partial failure (6).
+ExitCode exit_of_each(size_t asked, size_t failures, ExitCode last_error);
+
 } // namespace sandboxer::commands

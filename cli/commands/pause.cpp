@@ -52,7 +52,7 @@ ExitCode run_each(Context& context, const PauseArgs& args, bool pausing) {
   const char* verb = pausing ? "pause" : "resume";
   nlohmann::json results = nlohmann::json::array();
   Table table{{"ID", "STATE"}, {}};
-  int failures = 0;
+  size_t failures = 0;
   ExitCode last_error = ExitCode::ok;
   for (const auto& id : args.ids) {
     try {
@@ -79,11 +79,7 @@ ExitCode run_each(Context& context, const PauseArgs& args, bool pausing) {
   if (context.out().format() != Format::table || (!context.out().quiet() && !table.rows.empty())) {
     context.out().print(results, [&] { return table; });
   }
-  if (failures == 0) {
-    return ExitCode::ok;
-  }
-  return args.ids.size() == 1 || failures == static_cast<int>(args.ids.size()) ? last_error
-                                                                               : ExitCode::partial;
+  return exit_of_each(args.ids.size(), failures, last_error);
 }
 
 } // namespace

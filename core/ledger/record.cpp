@@ -117,6 +117,10 @@ TimePoint lease_deadline(const Lease& lease, TimePoint now) {
   return lease.ttl_expires_at ? std::min(deadline, *lease.ttl_expires_at) : deadline;
 }
 
+bool paused_without_resource(const SandboxRecord& record) {
+  return record.state == State::paused && record.pause && record.pause->emulated;
+}
+
 std::string deadline_reason(const SandboxRecord& record) {
   const std::string at = record.expires_at ? format_time(*record.expires_at) : "-";
   if (record.lease) {

@@ -216,6 +216,9 @@ TimePoint lease_deadline(const Lease& lease, TimePoint now);
 // Why expires_at ends the sandbox, for reap's plan and history: "ttl expired at T", or "lease of
 // HOLDER lapsed at T (renewed N times)".
 std::string deadline_reason(const SandboxRecord& record);
+// Paused by a driver without a native pause (modal): its backend resource was ended on purpose and
+// only its snapshot remains, so neither a listing nor an orphan sweep may take it for gone.
+bool paused_without_resource(const SandboxRecord& record);
 // A lease as a history entry's details, when it ends (`lease.ended`): `how` is "released" or
 // "lapsed".
 nlohmann::json lease_summary(const Lease& lease, TimePoint now, const std::string& how);

@@ -36,10 +36,7 @@ std::map<std::string, BackendStatus>
 Engine::backend_states(const std::vector<SandboxRecord>& records, const std::string& ledger_id) {
   std::map<std::string, std::vector<const SandboxRecord*>> groups;
   for (const auto& record : records) {
-    // An emulated pause ended its resource on purpose: the listing cannot tell it from gone.
-    const bool emulated_pause =
-        record.state == State::paused && record.pause && record.pause->emulated;
-    if (!is_live(record.state) || record.backend_id.empty() || emulated_pause ||
+    if (!is_live(record.state) || record.backend_id.empty() || paused_without_resource(record) ||
         !m_drivers.find(record.driver).capabilities().list_by_label) {
       continue;
     }

@@ -92,9 +92,8 @@ const SandboxRecord* find_by_id(const LedgerData& data, const std::string& id) {
 
 // Only records that have (or had) a settled resource: transitional ones belong to repair.
 bool can_vanish(const SandboxRecord& record) {
-  // An emulated pause (modal) ended its resource on purpose: only its snapshot remains.
   const bool paused_with_resource =
-      record.state == State::paused && !(record.pause && record.pause->emulated);
+      record.state == State::paused && !paused_without_resource(record);
   return (record.state == State::running || record.state == State::expired ||
           record.state == State::orphaned || paused_with_resource) &&
          !record.backend_id.empty();
