@@ -714,6 +714,70 @@ void PgStore::scan(Records which, ReadScope scope,
   }
 }
 
+std::optional<TimePoint>
+PgStore::scan_window(TimePoint from, TimePoint to,
+                     const std::function<bool(SandboxRecord&)>& visit) const {
+  constexpr int k_page = 500;
+  auto deadline = std::chrono::steady_clock::now() + m_options.lock_timeout;
+  auto query = [&](const std::string& sql, const std::vector<Param>& params) {
+    return with_reconnects(*this, deadline, [&] { return ready().query(sql, params); });
+  };
+  std::optional<TimePoint> pruned_before;
+  auto meta = query("SELECT pruned_before FROM sandboxer.ledger_meta", {});
+  if (!meta.values.empty() && meta.values[0][0]) {
+    pruned_before = TimePoint(std::chrono::seconds(std::stoll(*meta.values[0][0])));
+  }
+  // Keyset pages, each served by a partial index: the resident records by position, then the
+  // closed ones by last_time from `from` on (sandboxes_closed), so that records closed before
+  // the window are never read. A record that closes between the two passes was seen resident
+  // and is skipped among the closed.
+  std::set<std::string> resident;
+  auto pages = [&](const std::string& sql, auto params_after, auto&& keep) {
+    std::string position = "0";
+    std::string last_time = unix_seconds(from);
+    while (true) {
+      auto rows = query(sql, params_after(last_time, position));
+      for (const auto& row : rows.values) {
+        position = row.at(5).value_or("0");
+        last_time = row.at(6).value_or(last_time);
+        SandboxRecord record = decode(location(), row, ReadScope::whole);
+        if (keep(record) && may_overlap(record, from, to) && !visit(record)) {
+          return false;
+        }
+      }
+      if (rows.values.size() < static_cast<size_t>(k_page)) {
+        return true;
+      }
+    }
+  };
+  const std::string select = fmt::format(
+      "SELECT {}, s.position, s.last_time FROM sandboxer.sandboxes s ", k_whole_columns);
+  const bool more = pages(
+      select + fmt::format("WHERE s.resident AND s.created_at < $1 AND s.position > $2 ORDER BY "
+                           "s.position LIMIT {}",
+                           k_page),
+      [&](const std::string&, const std::string& position) {
+        return std::vector<Param>{unix_seconds(to), position};
+      },
+      [&](const SandboxRecord& record) {
+        resident.insert(record.id);
+        return true;
+      });
+  if (more) {
+    // `s.last_time >= $2` bounds the index range; the row comparison orders the ties.
+    pages(
+        select + fmt::format("WHERE NOT s.resident AND s.created_at < $1 AND s.last_time >= $2 "
+                             "AND (s.last_time, s.position) > ($2, $3) ORDER BY s.last_time, "
+                             "s.position LIMIT {}",
+                             k_page),
+        [&](const std::string& last_time, const std::string& position) {
+          return std::vector<Param>{unix_seconds(to), last_time, position};
+        },
+        [&](const SandboxRecord& record) { return !resident.contains(record.id); });
+  }
+  return pruned_before;
+}
+
 std::optional<SandboxRecord> PgStore::find(const std::string& id_or_name) const {
   auto deadline = std::chrono::steady_clock::now() + m_options.lock_timeout;
   auto rows = with_reconnects(*this, deadline, [&] {

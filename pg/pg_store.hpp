@@ -53,6 +53,9 @@ public:
   LedgerData read(ReadScope scope) const override;
   void scan(Records which, ReadScope scope,
             const std::function<bool(SandboxRecord&)>& visit) const override;
+  std::optional<TimePoint>
+  scan_window(TimePoint from, TimePoint to,
+              const std::function<bool(SandboxRecord&)>& visit) const override;
   std::optional<SandboxRecord> find(const std::string& id_or_name) const override;
   std::unique_ptr<Transaction> begin() const override;
   PruneReport prune(TimePoint cutoff, bool dry_run) const override;

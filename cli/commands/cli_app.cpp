@@ -32,8 +32,9 @@ void build_app(CLI::App& app, GlobalOptions& global, Runners& runners,
                  "Directory of the ledger (default $SANDBOXER_STATE_DIR, "
                  "$XDG_STATE_HOME/sandboxer)");
   app.add_option("--profiles-dir", global.profiles_dir, "Directory searched first for profiles");
-  app.add_option("-o,--output", global.output, "Output format: table, wide, json or yaml")
-      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
+  app.add_option("-o,--output", global.output,
+                 "Output format: table, wide, json, yaml, or csv (usage only)")
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml", "csv"}));
   app.add_flag("-q,--quiet", global.quiet, "Print only what was done (and errors)");
   app.add_flag("-v,--verbose", global.verbose, "More logging on stderr (-vv for trace)");
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn, error or off")

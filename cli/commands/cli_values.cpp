@@ -101,6 +101,10 @@ const std::vector<Entry>& table() {
       {"reap", "metrics-file", K::file},
       {"history", "id", K::sandbox},
       {"evidence", "id", K::sandbox},
+      {"usage", "since", K::duration, "DURATION|TIME"},
+      {"usage", "from", K::time},
+      {"usage", "to", K::time},
+      {"usage", "by", K::grouping},
       {"ledger verify", "head", K::text, "HEAD"},
       {"ledger export", "output", K::file},
       {"ledger import", "file", K::file},
@@ -150,6 +154,8 @@ std::string_view name_of(ValueKind kind) {
     return "MODE";
   case ValueKind::wait_condition:
     return "CONDITION";
+  case ValueKind::grouping:
+    return "GROUP";
   case ValueKind::key_value:
     return "KEY=VALUE";
   case ValueKind::count:

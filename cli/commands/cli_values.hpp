@@ -31,6 +31,7 @@ enum class ValueKind {
   shell,
   orphans_mode,   // report, destroy
   wait_condition, // running, gone (`wait --for`)
+  grouping,       // profile, driver, owner, label:KEY (`usage --by`)
   key_value,      // KEY=VALUE
   count,          // a whole number
   command,        // one of sandboxer's commands (`sandboxer help COMMAND`)

@@ -127,6 +127,35 @@ Seconds duration_option(const std::string& option, const std::string& text) {
   return *parsed;
 }
 
+TimePoint time_option(const std::string& option, const std::string& text) {
+  auto time = parse_time(text);
+  if (!time) {
+    throw UsageError(fmt::format(
+        "{} \"{}\": expected an RFC 3339 time such as 2026-12-02T18:00:00Z", option, text));
+  }
+  return *time;
+}
+
+TimePoint since_option(const std::string& option, const std::string& text, TimePoint now) {
+  if (auto duration = parse_duration(text)) {
+    return now - *duration;
+  }
+  if (auto time = parse_time(text)) {
+    return *time;
+  }
+  throw UsageError(fmt::format("{} \"{}\": expected a duration back from now (10m, 2h) or an "
+                               "RFC 3339 time (2026-12-06T18:00:00Z)",
+                               option, text));
+}
+
+void check_output_format(const CommandEntry& command, const std::string& format) {
+  if (format == "csv" && !command.csv) {
+    throw UsageError(fmt::format("-o csv: {} does not print CSV (only usage does); use -o table, "
+                                 "wide, json or yaml",
+                                 command.name));
+  }
+}
+
 Context::Context(const GlobalOptions& global)
     : m_global(global), m_config(load_config_if_any()),
       m_ledger(open_ledger(global.ledger, m_config, resolve_state_dir(global.state_dir),
@@ -240,6 +269,17 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer history scratch -o json"},
       {"evidence", "Print one self-contained, checkable document about a sandbox", &setup_evidence,
        "sandboxer evidence scratch -o json > evidence.json"},
+      {"usage",
+       "Where the hours went: running and paused hours, counts and cost over a window",
+       &setup_usage,
+       "sandboxer usage   # the last 7 days\n"
+       "sandboxer usage --since 30d --by profile\n"
+       "sandboxer usage --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --by label:team "
+       "-o csv > november.csv\n"
+       "sandboxer usage --since 1d --by owner -o json | jq '.groups[] | {key, total_seconds, "
+       "cost}'",
+       {},
+       true},
       {"ledger",
        "Verify the ledger's hash chains, print its head, migrate it, or say which one is in use",
        &setup_ledger,

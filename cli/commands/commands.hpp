@@ -82,7 +82,12 @@ struct CommandEntry {
   // Other names that run it (CLI11 alias()): docker's and kubectl's words for it. Shown in --help
   // ("list, ls, ps"), the man page and completion (docs/completion.md).
   std::vector<std::string> aliases = {};
+  // Whether it prints -o csv (its table as CSV); every other command refuses it, before it runs.
+  bool csv = false;
 };
+
+// Throws UsageError when `format` (-o) is one `command` does not print.
+void check_output_format(const CommandEntry& command, const std::string& format);
 
 // Commands that describe the CLI itself (completion scripts, the man page): they read the parsed
 // definitions of `root` (they are still handed a Context, which they do not use).
@@ -121,6 +126,11 @@ void print_created(Context& context, const CreateOutcome& outcome);
 
 // Parses a duration option, or throws UsageError naming `option`.
 Seconds duration_option(const std::string& option, const std::string& text);
+// Parses an RFC 3339 time option, or throws UsageError naming `option`.
+TimePoint time_option(const std::string& option, const std::string& text);
+// A `--since` value: a duration back from `now` ("10m") or a time ("2026-12-06T18:00:00Z");
+// throws UsageError naming `option` otherwise.
+TimePoint since_option(const std::string& option, const std::string& text, TimePoint now);
 // Parses repeated KEY=VALUE options (--label, --env), or throws UsageError naming `option`.
 std::map<std::string, std::string> key_value_options(const std::string& option,
                                                      const std::vector<std::string>& items);
@@ -172,6 +182,7 @@ void setup_drivers(CLI::App& app, Runner& runner);
 void setup_version(CLI::App& app, Runner& runner);
 void setup_events(CLI::App& app, Runner& runner);
 void setup_history(CLI::App& app, Runner& runner);
+void setup_usage(CLI::App& app, Runner& runner);
 void setup_evidence(CLI::App& app, Runner& runner);
 void setup_ledger(CLI::App& app, Runner& runner);
 

@@ -152,7 +152,14 @@ Completions values_of(ValueKind kind, const std::string& typed, const CLI::App& 
     return {words_of({{"table", "columns for people (the default)"},
                       {"wide", "the table with every column"},
                       {"json", "for scripts and jq"},
-                      {"yaml", "for people and config"}})};
+                      {"yaml", "for people and config"},
+                      {"csv", "for spreadsheets (usage only)"}})};
+  case ValueKind::grouping:
+    return {words_of({{"profile", "by profile name"},
+                      {"driver", "by driver"},
+                      {"owner", "by the user who created it"},
+                      {"label:", "by the value of a label: label:KEY"}}),
+            typed.starts_with("l") ? Directive::nospace : Directive::none};
   case ValueKind::log_level:
     return {words_of(
         {{"trace", ""}, {"debug", ""}, {"info", ""}, {"warn", ""}, {"error", ""}, {"off", ""}})};

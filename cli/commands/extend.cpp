@@ -24,11 +24,7 @@ ExitCode run_extend(Context& context, const ExtendArgs& args) {
     options.by = duration_option("--by", *args.by);
   }
   if (args.to) {
-    options.to = parse_time(*args.to);
-    if (!options.to) {
-      throw UsageError(fmt::format(
-          "--to \"{}\": expected an RFC 3339 time such as 2026-12-02T18:00:00Z", *args.to));
-    }
+    options.to = time_option("--to", *args.to);
   }
   ExtendOutcome outcome = context.engine().extend(args.id, options);
   TimePoint now = context.clock().now();

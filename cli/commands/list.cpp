@@ -159,6 +159,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     return ExitCode::ok;
   }
   case Format::table:
+  case Format::csv: // refused before any command runs (CommandEntry::csv)
     break;
   }
   if (context.out().quiet()) {

@@ -58,25 +58,12 @@ private:
   Format m_format;
 };
 
-// --since: a duration back from now ("10m") or a time ("2026-12-06T18:00:00Z").
-TimePoint since_of(const std::string& text, TimePoint now) {
-  if (auto duration = parse_duration(text)) {
-    return now - *duration;
-  }
-  if (auto time = parse_time(text)) {
-    return *time;
-  }
-  throw UsageError(fmt::format("--since \"{}\": expected a duration back from now (10m, 2h) or an "
-                               "RFC 3339 time (2026-12-06T18:00:00Z)",
-                               text));
-}
-
 ExitCode run_logs(Context& context, const LogsArgs& args) {
   LogsRequest request;
   request.follow = args.follow;
   request.tail = args.tail;
   if (args.since) {
-    request.since = since_of(*args.since, context.clock().now());
+    request.since = since_option("--since", *args.since, context.clock().now());
   }
   PrintingSink sink(context.out().format());
   try {

@@ -13,6 +13,34 @@
 namespace sandboxer::commands {
 namespace {
 
+// RFC 4180 (lines end in LF): a cell with a comma, a quote or a line break is quoted, its quotes
+// doubled.
+void print_csv(const Table& table, bool headers) {
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string& cell = cells[i];
+      out += i > 0 ? "," : "";
+      if (cell.find_first_of(",\"\r\n") == std::string::npos) {
+        out += cell;
+        continue;
+      }
+      out += '"';
+      for (char c : cell) {
+        out += c == '"' ? std::string("\"\"") : std::string(1, c);
+      }
+      out += '"';
+    }
+    std::cout << out << "\n";
+  };
+  if (headers && !table.headers.empty()) {
+    line(table.headers);
+  }
+  for (const auto& row : table.rows) {
+    line(row);
+  }
+}
+
 void print_table(const Table& raw, bool headers) {
   // Names, labels and errors come from users and backends: a newline or an escape sequence in one
   // must not forge rows or rewrite the terminal. Cells that need it are escaped once, here.
@@ -191,7 +219,11 @@ Format parse_format(const std::string& text) {
   if (text == "yaml") {
     return Format::yaml;
   }
-  throw UsageError(fmt::format("unknown output format \"{}\" (use table, json or yaml)", text));
+  if (text == "csv") {
+    return Format::csv;
+  }
+  throw UsageError(
+      fmt::format("unknown output format \"{}\" (use table, wide, json, yaml or csv)", text));
 }
 
 void Output::print(const nlohmann::json& data, const std::function<Table()>& table) const {
@@ -207,6 +239,9 @@ void Output::print(const nlohmann::json& data, const std::function<Table()>& tab
     break;
   case Format::table:
     print_table(table(), m_headers);
+    break;
+  case Format::csv:
+    print_csv(table(), m_headers);
     break;
   }
   std::cout.flush();

@@ -11,9 +11,10 @@
 
 namespace sandboxer::commands {
 
-enum class Format { table, json, yaml };
+// csv: a table as comma-separated values, offered only by commands that say so (CommandEntry::csv).
+enum class Format { table, json, yaml, csv };
 
-// Reads "table", "json" or "yaml"; throws UsageError otherwise.
+// Reads "table", "wide", "json", "yaml" or "csv"; throws UsageError otherwise.
 Format parse_format(const std::string& text);
 
 struct Table {
@@ -36,7 +37,7 @@ public:
   // table does not start in the middle of it.
   void set_before_print(std::function<void()> before) { m_before_print = std::move(before); }
 
-  // JSON and YAML print `data`; table format prints what `table` builds (only called then).
+  // JSON and YAML print `data`; table and CSV print what `table` builds (only called then).
   void print(const nlohmann::json& data, const std::function<Table()>& table) const;
   // A line of text for humans, printed in table format unless --quiet.
   void note(const std::string& text) const;

@@ -263,6 +263,12 @@ int commands::run_main(int argc, char** argv, const MainOptions& options) {
 
   log::init(log_level_of(global));
   try {
+    for (size_t i = 0; i < runners.size(); ++i) {
+      if (runners[i].first->parsed()) {
+        // Before the ledger is opened: a format the command cannot print must not cost a create.
+        commands::check_output_format(commands::all_commands()[i], global.output);
+      }
+    }
     commands::Context context(global);
     for (auto& [sub, runner] : runners) {
       if (sub->parsed()) {

@@ -141,6 +141,13 @@ public:
   // false to stop. Memory stays flat however long the history is.
   virtual void scan(Records which, ReadScope scope,
                     const std::function<bool(SandboxRecord&)>& visit) const = 0;
+  // As scan(all, whole), but only the records that may have lived in [from, to) (may_overlap),
+  // reading what the window needs: records closed long before `from` are not read, so the cost
+  // grows with the window, not with the whole history (`sandboxer usage`, docs/usage.md).
+  // Returns LedgerData::pruned_before, as the scan found it.
+  virtual std::optional<TimePoint>
+  scan_window(TimePoint from, TimePoint to,
+              const std::function<bool(SandboxRecord&)>& visit) const = 0;
   // By id, else by name (the live record of that name, else the newest that bore it), among all
   // records, live and closed.
   virtual std::optional<SandboxRecord> find(const std::string& id_or_name) const = 0;

@@ -174,10 +174,41 @@ LedgerData LocalStore::read(ReadScope scope) const {
 
 void LocalStore::scan(Records which, ReadScope scope,
                       const std::function<bool(SandboxRecord&)>& visit) const {
+  scan_from(
+      which, scope, [](const Header& header) { return header.journal.first; }, visit);
+}
+
+std::optional<TimePoint>
+LocalStore::scan_window(TimePoint from, TimePoint to,
+                        const std::function<bool(SandboxRecord&)>& visit) const {
+  // Segments are in closing order, one UTC day each (or less): a segment of a day before the
+  // day of `from` holds records closed before `from`, which had no time in the window. The
+  // newest such segment is read all the same: a commit files all the records it closes under
+  // the day of the first one, so another may have closed a little later.
+  const std::string from_day = format_time(from).substr(0, 10);
+  auto first = [&](const Header& header) {
+    for (auto s = header.journal.segment; s > header.journal.first; --s) {
+      const std::string day = m_journal.day_of(s, header.ledger_id);
+      if (!day.empty() && day < from_day) {
+        return s;
+      }
+    }
+    return header.journal.first;
+  };
+  auto header = scan_from(Records::all, ReadScope::whole, first, [&](SandboxRecord& record) {
+    return !may_overlap(record, from, to) || visit(record);
+  });
+  return header ? header->pruned_before : std::nullopt;
+}
+
+std::optional<Header>
+LocalStore::scan_from(Records which, ReadScope scope,
+                      const std::function<std::uint64_t(const Header&)>& first,
+                      const std::function<bool(SandboxRecord&)>& visit) const {
   const auto path = file();
   ledger_files::FileText text;
   if (!text.load(path)) {
-    return;
+    return std::nullopt;
   }
   // The live document first: its resident records, and (schema 1) its closed ones.
   std::unordered_set<std::string> resident;
@@ -194,13 +225,14 @@ void LocalStore::scan(Records which, ReadScope scope,
         }
       });
   if (stopped || which == Records::resident || header.schema_version < 2) {
-    return;
+    return header;
   }
   // Each closed record once, its newest readable copy: a record reopened and closed again has
   // two. Such ids are rare, so only their copies are held until the end; the others are visited
   // as they come.
+  const std::uint64_t start = first(header);
   std::unordered_map<std::string, unsigned> copies;
-  for (auto s = header.journal.first; s <= header.journal.segment; ++s) {
+  for (auto s = start; s <= header.journal.segment; ++s) {
     m_journal.read_segment(
         s, header.journal, header.ledger_id,
         [&](const Line& line) {
@@ -211,7 +243,7 @@ void LocalStore::scan(Records which, ReadScope scope,
   }
   std::vector<SandboxRecord> held;
   std::unordered_map<std::string, size_t> held_at;
-  for (auto s = header.journal.first; s <= header.journal.segment && !stopped; ++s) {
+  for (auto s = start; s <= header.journal.segment && !stopped; ++s) {
     m_journal.read_segment(
         s, header.journal, header.ledger_id,
         [&](const Line& line) {
@@ -242,6 +274,7 @@ void LocalStore::scan(Records which, ReadScope scope,
       break;
     }
   }
+  return header;
 }
 
 std::optional<SandboxRecord> LocalStore::find_closed(const JournalTail& tail,

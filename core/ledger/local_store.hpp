@@ -31,6 +31,9 @@ public:
   LedgerData read(ReadScope scope) const override;
   void scan(Records which, ReadScope scope,
             const std::function<bool(SandboxRecord&)>& visit) const override;
+  std::optional<TimePoint>
+  scan_window(TimePoint from, TimePoint to,
+              const std::function<bool(SandboxRecord&)>& visit) const override;
   std::optional<SandboxRecord> find(const std::string& id_or_name) const override;
   std::unique_ptr<Transaction> begin() const override;
   PruneReport prune(TimePoint cutoff, bool dry_run) const override;
@@ -57,6 +60,12 @@ public:
                                            const std::string& id_or_name) const;
 
 private:
+  // scan(), reading the journal from the segment `first` picks (given the live document's
+  // header) on. Returns that header; nothing when there is no ledger.
+  std::optional<ledger_format::Header>
+  scan_from(Records which, ReadScope scope,
+            const std::function<std::uint64_t(const ledger_format::Header&)>& first,
+            const std::function<bool(SandboxRecord&)>& visit) const;
   LockFile::Guard lock_for_writing() const;
   std::filesystem::path m_dir;
   LockFile m_lock;

@@ -145,6 +145,14 @@ bool is_resident(const SandboxRecord& record) {
   return is_live(record.state) || !record.snapshots.empty();
 }
 
+TimePoint last_entry_time(const SandboxRecord& record) {
+  return record.history.empty() ? record.created_at : record.history.back().time;
+}
+
+bool may_overlap(const SandboxRecord& record, TimePoint from, TimePoint to) {
+  return record.created_at < to && (is_live(record.state) || last_entry_time(record) >= from);
+}
+
 void SandboxRecord::transition(EventKind event, State to, TimePoint time, std::string actor,
                                std::string reason, json details) {
   HistoryEntry entry;

@@ -208,6 +208,13 @@ struct SandboxRecord {
 // ledger, which every command reads. Other records are closed history.
 bool is_resident(const SandboxRecord& record);
 
+// When the record last changed: its last history entry (its creation when it has none); for a
+// closed record, when it was closed.
+TimePoint last_entry_time(const SandboxRecord& record);
+// Whether the record may have lived in [from, to): created before `to`, and live or last changed
+// at or after `from`. What LedgerStore::scan_window hands out.
+bool may_overlap(const SandboxRecord& record, TimePoint from, TimePoint to);
+
 // The deadline the TTL alone gives: under a lease, the lease's cap (what the backend and its labels
 // are told, and what extend moves); else expires_at.
 std::optional<TimePoint> ttl_deadline(const SandboxRecord& record);

@@ -1,6 +1,6 @@
 # The store conformance suite: one set of checks of what a user sees of the ledger (`history`,
-# `evidence`, `ledger verify`, `list`/`list --all`/`status` and their -o json, the errors of an
-# unknown id, idempotency keys, live names, closed records, tampering), run unchanged against each
+# `evidence`, `ledger verify`, `list`/`list --all`/`status`, `usage` and their -o json, the errors
+# of an unknown id, idempotency keys, live names, closed records, tampering), run unchanged on each
 # ledger store: the local files (test_store_conformance_local.sh) and PostgreSQL
 # (test_store_conformance_pg.sh). docs/fleet.md promises that `ledger verify`, `history` and
 # `evidence` "work unchanged" on the shared store; this is where that promise is checked. Not a
@@ -294,6 +294,17 @@ conformance_scenario() {
     fail "list --all --name agent: $OUT"
   keep list-ids.txt 0 list --all -q
   [ "$(sort <<<"$OUT")" = "$(jq -r '.[].id' <<<"$ALL" | sort)" ] || fail "list -a -q: $OUT"
+
+  # --- usage (docs/usage.md) over the intervals above, read through the store's window scan:
+  # agent 0-11, copy 5-30 (now), idem 9-21, short 10-20, idem2 21-30, agent2 22-30 running; gone,
+  # broken, twin and twin closed the minute they were made (counted, no time).
+  keep usage.json 0 usage --from 2026-12-02T12:00:00Z --to 2026-12-02T13:00:00Z -o json
+  [ "$(jq -c '.total | [.count, .running_seconds, .paused_seconds, .uncosted, .cost]' <<<"$OUT")" = \
+    '[10,4500,0,10,{}]' ] || fail "usage: $OUT"
+  # Clipped to 12:15-12:25: agent, gone and broken closed before it.
+  keep usage-clipped.json 0 usage --from 2026-12-02T12:15:00Z --to 2026-12-02T12:25:00Z --by profile -o json
+  [ "$(jq -c '[.total.count, .total.running_seconds, [.groups[] | [.key, .count]]]' <<<"$OUT")" = \
+    '[7,1680,[["dev",7]]]' ] || fail "usage from 12:15 to 12:25: $OUT"
 
   keep status-agent.json 0 status "$AGENT" -o json
   expect_keys "status -o json" "$OUT" "$STATUS_KEYS"

@@ -70,7 +70,7 @@ expect_bash "sandboxer exec " "$WEB" web
 expect_bash "sandboxer create --profile " ci dev
 expect_bash "sandboxer profiles show " ci dev
 expect_bash "sandboxer drivers test -p d" dev
-expect_bash "sandboxer -o " table wide json yaml
+expect_bash "sandboxer -o " table wide json yaml csv
 expect_bash "sandboxer list -o j" json
 expect_bash "sandboxer --state-dir $STATE list --state " creating running snapshotting destroying \
   destroyed failed expired orphaned paused pausing resuming

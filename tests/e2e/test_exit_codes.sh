@@ -23,6 +23,10 @@ expect_contains "$ERR" "typo.yaml:4:3: driver.stub.latncy: unknown key \"latncy\
 expect_code 2 sbx create --profile dev --ttl 3x
 expect_contains "$ERR" "--ttl: invalid duration \"3x\""
 expect_code 2 sbx profiles validate "$PROFILES/typo.yaml" "$PROFILES/dev.yaml"
+expect_code 2 sbx usage --by team
+expect_contains "$ERR" '--by "team": expected profile, driver, owner or label:KEY'
+expect_code 2 sbx list -o csv
+expect_contains "$ERR" "-o csv: list does not print CSV"
 
 # 3: not found (sandbox, profile)
 expect_code 3 sbx destroy sbx-aaaaaaaaaaaa

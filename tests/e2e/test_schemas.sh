@@ -157,6 +157,7 @@ out ledger-verify ledger verify
 out ledger-head ledger head
 out ledger-info ledger info
 out events-list events list
+out usage usage --by label:team
 out events-flush events flush
 out profiles-list profiles list
 out profiles-show profiles show dev

@@ -72,4 +72,23 @@ order() { grep -E '^[0-9]+\.id = ' "$1/list-all.json" | cut -d'"' -f2 | paste -s
 [ "$(order "$WORK/json-local")" = "$(order "$WORK/json-pg")" ] ||
   echo "list --all -o json, in order: local files: $(order "$WORK/json-local"); PostgreSQL: $(order "$WORK/json-pg")" >&2
 compare_normalized "$WORK/json-local" "$WORK/json-pg"
+# usage reads the rows in keyset pages of 500: 1200 more closed copies of idem (9-21, 720 s
+# running), all closed at the same instant, are each counted once across the pages and the ties.
+usage_at() { SANDBOXER_FAKE_NOW=2026-12-02T12:30:00Z on_store usage --from 2026-12-02T12:00:00Z --to 2026-12-02T13:00:00Z -o json; }
+expect_code 0 usage_at
+BEFORE=$(jq -c '[.total.count, .total.running_seconds]' <<<"$OUT")
+COPIES="(SELECT 'sbx-' || translate(lpad(g::text, 12, '0'), '0123456789', 'abcdefghij') AS id
+  FROM generate_series(1, 1200) g) n"
+psql_at "INSERT INTO sandboxer.sandboxes (id, name, state, driver, home_host, created_at,
+    expires_at, last_time, resident, history_length, record)
+  SELECT n.id, s.name, s.state, s.driver, s.home_host, s.created_at, s.expires_at, s.last_time,
+    s.resident, s.history_length, jsonb_set(s.record::jsonb, '{id}', to_jsonb(n.id))::json
+  FROM sandboxer.sandboxes s, $COPIES WHERE s.id = '$IDEM';
+  INSERT INTO sandboxer.history (sandbox_id, idx, event_id, entry)
+  SELECT n.id, h.idx, h.event_id, h.entry FROM sandboxer.history h, $COPIES
+  WHERE h.sandbox_id = '$IDEM'" >/dev/null
+expect_code 0 usage_at
+[ "$(jq -c '[.total.count, .total.running_seconds]' <<<"$OUT")" = \
+  "$(jq -c '[.[0] + 1200, .[1] + 1200 * 720]' <<<"$BEFORE")" ] ||
+  fail "usage over 1200 more rows: $(jq -c .total <<<"$OUT"), before $BEFORE"
 echo "ok: store conformance on PostgreSQL, the same as on the local files"

@@ -114,7 +114,7 @@ TEST_F(CompleteTest, APositionalOffersItsValuesAndNoOptions) {
 }
 
 TEST_F(CompleteTest, AnOptionsValueByItsKind) {
-  EXPECT_EQ(values({"-o", ""}), (Values{"json", "table", "wide", "yaml"}));
+  EXPECT_EQ(values({"-o", ""}), (Values{"csv", "json", "table", "wide", "yaml"}));
   EXPECT_EQ(values({"list", "-o", "j"}), (Values{"json"}));
   EXPECT_EQ(values({"create", "--profile", ""}), (Values{"ci", "dev"}));
   EXPECT_EQ(values({"list", "--driver", ""}), (Values{"docker", "stub"}));
@@ -124,6 +124,10 @@ TEST_F(CompleteTest, AnOptionsValueByItsKind) {
   EXPECT_EQ(values({"restore", "web:"}), (Values{"web:s1"}));
   EXPECT_EQ(values({"create", "--ttl", ""}), Values{}); // a duration: nothing to offer
   EXPECT_EQ(last.directive, Directive::none);
+  EXPECT_EQ(values({"usage", "--by", ""}), (Values{"driver", "label:", "owner", "profile"}));
+  EXPECT_EQ(last.directive, Directive::none);
+  EXPECT_EQ(values({"usage", "--by", "la"}), (Values{"label:"}));
+  EXPECT_EQ(last.directive, Directive::nospace) << "label:KEY goes on";
 }
 
 TEST_F(CompleteTest, FilesAndDirectoriesAreTheShellsToComplete) {
