@@ -1,5 +1,7 @@
 // `sandboxer usage`: where the hours went (docs/usage.md). Running and paused hours, counts and
 // cost over a window, by profile, driver, owner or a label. Read-only: no history entry, no event.
+#include "core/usage/usage.hpp"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -10,7 +12,6 @@
 
 #include "cli/commands/commands.hpp"
 #include "core/errors.hpp"
-#include "core/usage/usage.hpp"
 
 namespace sandboxer::commands {
 namespace {
@@ -102,8 +103,13 @@ Table report_table(const UsageReport& report, bool csv) {
   } else {
     std::string key = report.by.text();
     std::transform(key.begin(), key.end(), key.begin(), ::toupper);
-    table.headers = {key.empty() ? "GROUP" : key, "SANDBOXES", "RUNNING (h)", "PAUSED (h)",
-                     "TOTAL (h)", "UNCOSTED", "COST"};
+    table.headers = {key.empty() ? "GROUP" : key,
+                     "SANDBOXES",
+                     "RUNNING (h)",
+                     "PAUSED (h)",
+                     "TOTAL (h)",
+                     "UNCOSTED",
+                     "COST"};
   }
   auto add = [&](const std::string& key, const UsageRow& row) {
     std::vector<std::string> cells = {key,

@@ -55,8 +55,8 @@ struct UsageBy {
 struct UsageRow {
   std::optional<std::string> key; // the group; none: records without the label (and the total)
   StateTime time;
-  std::uint64_t count = 0;    // sandboxes that lived in the window
-  std::uint64_t uncosted = 0; // of them, those whose profile declared no `cost`
+  std::uint64_t count = 0;            // sandboxes that lived in the window
+  std::uint64_t uncosted = 0;         // of them, those whose profile declared no `cost`
   std::map<std::string, double> cost; // by currency
 };
 

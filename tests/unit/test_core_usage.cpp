@@ -81,7 +81,8 @@ TEST(Usage, IntervalsAreClippedToTheWindow) {
   const StateTime time = time_in_window(paused_two_hours(), {at(30min), at(210min)}, at(10h));
   EXPECT_EQ(time.running, 30min + 30min);
   EXPECT_EQ(time.paused, 120min);
-  const StateTime inside_pause = time_in_window(paused_two_hours(), {at(90min), at(100min)}, at(10h));
+  const StateTime inside_pause =
+      time_in_window(paused_two_hours(), {at(90min), at(100min)}, at(10h));
   EXPECT_EQ(inside_pause.running, 0s);
   EXPECT_EQ(inside_pause.paused, 10min);
   const StateTime after = time_in_window(paused_two_hours(), {at(5h), at(6h)}, at(10h));
@@ -91,7 +92,8 @@ TEST(Usage, IntervalsAreClippedToTheWindow) {
 TEST(Usage, AnOpenIntervalEndsNow) {
   const auto running = made({});
   EXPECT_EQ(time_in_window(running, k_whole_day, at(2h)).running, 2h);
-  EXPECT_EQ(time_in_window(running, {at(-1h), at(1h)}, at(2h)).running, 1h) << "the window ends first";
+  EXPECT_EQ(time_in_window(running, {at(-1h), at(1h)}, at(2h)).running, 1h)
+      << "the window ends first";
   const auto paused = made({{60, EventKind::paused, State::paused}});
   const StateTime time = time_in_window(paused, k_whole_day, at(150min));
   EXPECT_EQ(time.running, 1h);
@@ -126,8 +128,9 @@ TEST(Usage, CountsEverySandboxThatLivedInTheWindowEvenAnInstant) {
 TEST(Usage, CostIsRunningTimesPerHourPlusPausedTimesPausedPerHourByCurrency) {
   auto a = paused_two_hours(); // 2h running, 2h paused
   a.policy.cost = {{"per_hour", 0.5}, {"paused_per_hour", 0.1}, {"currency", "USD"}};
-  auto b = made({{60, EventKind::paused, State::paused}, {120, EventKind::destroyed, State::destroyed}});
-  b.policy.cost = {{"per_hour", 2.0}, {"currency", "EUR"}}; // paused_per_hour left out: 0
+  auto b =
+      made({{60, EventKind::paused, State::paused}, {120, EventKind::destroyed, State::destroyed}});
+  b.policy.cost = {{"per_hour", 2.0}, {"currency", "EUR"}};      // paused_per_hour left out: 0
   auto c = made({{60, EventKind::destroyed, State::destroyed}}); // no cost
   auto d = made({{30, EventKind::destroyed, State::destroyed}});
   d.policy.cost = {{"per_hour", 0.5}, {"currency", "USD"}};
@@ -269,9 +272,9 @@ TEST(UsageScan, TheLocalStoreVisitsWhatMayHaveLivedInTheWindowOnce) {
   TenDays ledger;
   EXPECT_EQ(ledger.window_ids(day(8, 0), day(10, 0)),
             (std::set<std::string>{ledger.closed[8], ledger.closed[9], ledger.live}));
-  EXPECT_EQ(ledger.window_ids(day(3, 11), day(5, 11)),
-            (std::set<std::string>{ledger.closed[3], ledger.closed[4], ledger.closed[5],
-                                   ledger.live}));
+  EXPECT_EQ(
+      ledger.window_ids(day(3, 11), day(5, 11)),
+      (std::set<std::string>{ledger.closed[3], ledger.closed[4], ledger.closed[5], ledger.live}));
   EXPECT_EQ(ledger.window_ids(day(-2, 0), day(-1, 0)), std::set<std::string>{})
       << "before anything was created";
 }
