@@ -10,7 +10,7 @@
 namespace sandboxer::ledger::pg {
 
 // The schema version this binary writes and understands.
-constexpr int k_schema_version = 4;
+constexpr int k_schema_version = 5;
 
 // The version the database is at: 0 when it has no sandboxer schema yet.
 int schema_version(Connection& connection);

@@ -257,6 +257,10 @@ const std::vector<CommandEntry>& all_commands() {
       {"resume", "Resume paused sandboxes", &setup_resume,
        "sandboxer resume scratch\n"
        "sandboxer resume scratch && sandboxer exec scratch -- cat /work/notes.txt"},
+      {"pool", "Fill warm pools now, or show them (reap refills them too)", &setup_pool,
+       "sandboxer pool fill --profile ci\n"
+       "sandboxer pool status -o json | jq '.[] | {pool, ready, size}'\n"
+       "sandboxer create --profile ci   # claims a ready member; --no-pool creates it cold"},
       {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend,
        "sandboxer extend scratch --by 30m\nsandboxer extend scratch --to 2026-12-24T18:00:00Z"},
       {"reap", "Destroy every expired sandbox, and pause, snapshot or destroy idle ones (for cron)",

@@ -8,6 +8,7 @@
 
 #include <sandboxer/clock.hpp>
 #include <sandboxer/error.hpp>
+#include <sandboxer/lock_file.hpp>
 
 #include "cli/commands/output.hpp"
 #include "cli/ledger_select.hpp"
@@ -142,6 +143,7 @@ struct CreateFlags {
   std::optional<std::string> ttl;
   std::optional<std::string> idempotency_key;
   std::vector<std::string> labels;
+  bool no_pool = false;
 };
 void add_create_flags(CLI::App& app, CreateFlags& flags, const char* ttl_help);
 Profile profile_of(Context& context, const CreateFlags& flags);
@@ -185,5 +187,13 @@ void setup_history(CLI::App& app, Runner& runner);
 void setup_usage(CLI::App& app, Runner& runner);
 void setup_evidence(CLI::App& app, Runner& runner);
 void setup_ledger(CLI::App& app, Runner& runner);
+void setup_pool(CLI::App& app, Runner& runner);
+
+// The reaper lock (<state>/reap.lock), held by reap and pool fill: an empty guard with `no_wait`
+// when another holds it, else a wait of `wait` (a duration option's text).
+LockFile::Guard lock_reaper(Context& context, bool no_wait, const std::string& wait);
+// The profiles named (each must have a pool), or every profile on the search path with a pool
+// (one that does not load is a warning: reap's refill must go on for the others).
+std::vector<Profile> pool_profiles(Context& context, const std::vector<std::string>& names);
 
 } // namespace sandboxer::commands

@@ -18,7 +18,7 @@ std::vector<Candidate> words_of(std::initializer_list<Candidate> list) {
 
 std::vector<Candidate> states() {
   std::vector<Candidate> out;
-  for (int s = 0; s <= static_cast<int>(State::resuming); ++s) { // the last State
+  for (int s = 0; s <= static_cast<int>(State::pooled); ++s) { // the last State
     out.push_back({to_string(static_cast<State>(s)), ""});
   }
   return out;

@@ -74,6 +74,8 @@ void add_create_flags(CLI::App& app, CreateFlags& flags, const char* ttl_help) {
                  "Return the live sandbox created with this key instead of a second one");
   app.add_option("-l,--label", flags.labels, "Extra label KEY=VALUE (repeatable)")
       ->allow_extra_args(false);
+  app.add_flag("--no-pool", flags.no_pool,
+               "Create it cold even when the profile has a warm pool (docs/pools.md)");
 }
 
 Profile profile_of(Context& context, const CreateFlags& flags) {
@@ -89,6 +91,7 @@ CreateOptions create_options_of(const CreateFlags& flags) {
   }
   options.idempotency_key = flags.idempotency_key;
   options.labels = key_value_options("--label", flags.labels);
+  options.no_pool = flags.no_pool;
   return options;
 }
 

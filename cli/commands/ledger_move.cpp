@@ -17,8 +17,9 @@ namespace sandboxer::commands {
 namespace {
 
 // 2: records of ledger schema 3 (paused ones, pause policies), which a reader of version 1 would
-// take for corrupt. Version 1 exports hold records of schema 2, which this reader still reads.
-constexpr int k_export_version = 2;
+// take for corrupt; 3: of schema 4 (pool members). Versions 1 and 2 hold records of schemas 2 and
+// 3, which this reader still reads.
+constexpr int k_export_version = 3;
 constexpr int k_oldest_export_version = 1;
 
 struct ExportHeader {

@@ -57,7 +57,7 @@ ExitCode run_list(Context& context, const ListArgs& args) {
     if (!state) {
       throw UsageError(fmt::format("--state \"{}\": not a state (creating, running, snapshotting, "
                                    "destroying, destroyed, failed, expired, orphaned, paused, "
-                                   "pausing, resuming)",
+                                   "pausing, resuming, pooled)",
                                    text));
     }
     wanted.push_back(*state);
@@ -73,8 +73,10 @@ ExitCode run_list(Context& context, const ListArgs& args) {
   };
   const TimePoint now = context.clock().now();
   auto keep = [&](const SandboxRecord& record) {
-    // Destroyed and failed sandboxes are history: shown with -a or when asked for by --state.
-    const bool settled = record.state == State::destroyed || record.state == State::failed;
+    // Destroyed and failed sandboxes are history, pool members nobody's yet: shown with -a or
+    // when asked for by --state.
+    const bool settled = record.state == State::destroyed || record.state == State::failed ||
+                         record.state == State::pooled;
     const bool state_ok =
         wanted.empty() ? (args.all || !settled)
                        : std::find(wanted.begin(), wanted.end(), record.state) != wanted.end();
@@ -219,7 +221,8 @@ ExitCode run_list(Context& context, const ListArgs& args) {
 
 void setup_list(CLI::App& app, Runner& runner) {
   auto args = std::make_shared<ListArgs>();
-  app.add_flag("-a,--all", args->all, "Include destroyed and failed sandboxes (kept as history)");
+  app.add_flag("-a,--all", args->all,
+               "Include destroyed and failed sandboxes (kept as history) and pool members");
   app.add_option("-l,--label", args->labels,
                  "Only sandboxes with this label KEY=VALUE, or KEY "
                  "(repeatable: all must match)")

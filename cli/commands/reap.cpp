@@ -83,22 +83,26 @@ std::vector<Profile> named_profiles(Context& context, const std::vector<std::str
 
 // Takes the reaper lock: a file beside the ledger, not the ledger lock, so that creates and
 // destroys go on while a reap runs.
-LockFile::Guard lock_reaper(Context& context, const ReapArgs& args) {
+} // namespace
+
+LockFile::Guard lock_reaper(Context& context, bool no_wait, const std::string& wait_text) {
   auto dir = context.ledger().state_dir();
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
     ::chmod(dir.c_str(), 0700);
   }
-  Seconds wait = args.no_wait ? Seconds(0) : duration_option("--wait", args.wait);
+  Seconds wait = no_wait ? Seconds(0) : duration_option("--wait", wait_text);
   LockFile lock(dir / "reap.lock", wait, "the reaper lock " + (dir / "reap.lock").string(),
                 "reap --wait");
-  if (args.no_wait) {
+  if (no_wait) {
     // Empty when another reaper runs: the caller says so, as news rather than an error.
     return lock.try_acquire();
   }
   return lock.acquire();
 }
+
+namespace {
 
 // --quiet: only what was done, not what was skipped, planned or waited for.
 bool was_done(const ReapItem& item) {
@@ -153,7 +157,7 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
   }
   LockFile::Guard guard;
   if (!args.dry_run) {
-    guard = lock_reaper(context, args);
+    guard = lock_reaper(context, args.no_wait, args.wait);
     if (!guard.held()) {
       // Expected under cron with overlapping runs: not an error, but exit 5 so a script can tell.
       spdlog::info("another reaper holds {} (--no-wait): it does this run's work; exiting with "
@@ -161,6 +165,9 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
                    (context.ledger().state_dir() / "reap.lock").string());
       return ExitCode::lock_timeout;
     }
+  }
+  if (!args.dry_run && !args.plan) {
+    options.pools = pool_profiles(context, {});
   }
   Reaper reaper(context.engine(), context.ledger(), context.clock(),
                 "reaper (" + describe(current_owner()) + ")");

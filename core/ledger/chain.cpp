@@ -69,6 +69,11 @@ void seal(SandboxRecord& record) {
     --first;
   }
   for (size_t i = first; i < history.size(); ++i) {
+    if (i > 0 && history[i].event == EventKind::claimed && history[i].details.is_object()) {
+      // A pool member's claim fixes its owner, labels and policy anew (docs/pools.md): sealed
+      // again here, on the chain after the first seal, so both stay provable.
+      history[i].details["sealed"] = sealed_fields(record);
+    }
     if (i == 0) {
       // The first entry carries the fields fixed at creation: an edit of the record's owner,
       // labels, profile, policy, spec or created_at then disagrees with its own chain.
@@ -97,15 +102,21 @@ std::optional<std::string> unsealed_change(const SandboxRecord& record) {
     return fmt::format("its state is {}, but its history ends in {}: the state was edited",
                        to_string(record.state), to_string(history.back().to));
   }
-  const json& details = history.front().details;
-  if (!details.is_object() || !details.contains("sealed")) {
+  // The last seal: the first entry's, or a pool member's claim's.
+  const json* sealed_at = nullptr;
+  for (auto it = history.rbegin(); it != history.rend() && !sealed_at; ++it) {
+    if (it->details.is_object() && it->details.contains("sealed")) {
+      sealed_at = &it->details["sealed"];
+    }
+  }
+  if (!sealed_at) {
     return std::nullopt; // sealed before the fields were (docs/evidence.md)
   }
-  const json& sealed = details["sealed"];
+  const json& sealed = *sealed_at;
   const json now = sealed_fields(record);
   for (const char* field : k_sealed_fields) {
     if (!sealed.contains(field) || sealed[field] != now[field]) {
-      return fmt::format("its {} differs from the value sealed in its first entry: it was edited",
+      return fmt::format("its {} differs from the value sealed in its history: it was edited",
                          field);
     }
   }

@@ -81,6 +81,16 @@ template <> struct Fields<PauseState> {
   };
 };
 
+template <> struct Fields<PoolMembership> {
+  static constexpr std::array fields = {
+      field<&PoolMembership::key>("key", k_required),
+      field<&PoolMembership::spec_hash>("spec_hash"),
+      field<&PoolMembership::pooled_at>("pooled_at", k_nonempty),
+      field<&PoolMembership::claimed_at>("claimed_at", k_nonempty),
+      field<&PoolMembership::claimed_by>("claimed_by", k_nonempty),
+  };
+};
+
 template <> struct Fields<PortBinding> {
   static constexpr std::array fields = {
       field<&PortBinding::port>("port", k_required),
@@ -128,6 +138,7 @@ template <> struct Fields<SandboxRecord> {
       field<&SandboxRecord::max_expires_at>("max_expires_at"),
       field<&SandboxRecord::lease>("lease", k_nonempty),
       field<&SandboxRecord::pause>("pause", k_nonempty),
+      field<&SandboxRecord::pool>("pool", k_nonempty),
       field<&SandboxRecord::ports>("ports", k_nonempty | k_listed),
       field<&SandboxRecord::labels>("labels"),
       field<&SandboxRecord::env>("env", k_detail | k_private),

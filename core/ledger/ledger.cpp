@@ -1,5 +1,7 @@
 #include "core/ledger/ledger.hpp"
 
+#include <algorithm>
+
 #include "core/ledger/local_store.hpp"
 
 namespace sandboxer {
@@ -14,6 +16,19 @@ void Ledger::scan(ReadScope scope, const std::function<void(SandboxRecord&)>& vi
     visit(record);
     return true;
   });
+}
+
+std::vector<SandboxRecord*> LedgerStore::Transaction::pool_members(const std::string& key) {
+  std::vector<SandboxRecord*> members;
+  for (auto& record : data().sandboxes) {
+    if (record.pool && record.pool->key == key && !record.pool->claimed_at &&
+        (record.state == State::pooled || record.state == State::creating)) {
+      members.push_back(&record);
+    }
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [](const auto* a, const auto* b) { return a->created_at < b->created_at; });
+  return members;
 }
 
 std::string Ledger::ensure_id() const {

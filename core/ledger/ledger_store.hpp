@@ -22,7 +22,7 @@ namespace sandboxer {
 
 // The live part of the ledger: the resident records (is_resident) and the document's own fields.
 struct LedgerData {
-  static constexpr int k_schema_version = 3;
+  static constexpr int k_schema_version = 4;
   std::string ledger_id; // stable random id, written on the ownership label sandboxer.ledger
   // The sequence number of the last event given out: events are numbered in commit order.
   std::uint64_t event_seq = 0;
@@ -171,6 +171,10 @@ public:
     find_snapshot(const std::string& ref) = 0;
     // Adds a new record; the reference stays valid until the transaction ends.
     virtual SandboxRecord& insert(SandboxRecord record) = 0;
+    // The unclaimed members of pool `key` (pooled, or still creating), oldest first
+    // (docs/pools.md). The pointers stay valid until the next lookup or insert. By default from
+    // the whole live part.
+    virtual std::vector<SandboxRecord*> pool_members(const std::string& key);
     // The ledger's id (minted by the first commit of a new ledger) and the next event number.
     virtual const std::string& ledger_id() = 0;
     virtual std::uint64_t next_event_seq() = 0;

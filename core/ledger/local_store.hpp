@@ -75,8 +75,9 @@ private:
 // Migrations on disk, under the lock (migration.cpp). Each returns what it did.
 // Schema 1 -> current: seals every history and moves closed records to the journal.
 std::string migrate_from_v1(const LocalStore& store);
-// Schema 2 -> 3: the document's version only; the journal's segments are kept byte for byte.
-std::string migrate_from_v2(const LocalStore& store);
+// Schema 2 or 3 -> current: the document's version only; the journal's segments are kept byte for
+// byte.
+std::string migrate_header_only(const LocalStore& store, int from);
 // The one for `version`; throws LedgerError for a version it cannot start from.
 std::string migrate_to_current(const LocalStore& store, int version);
 

@@ -183,13 +183,15 @@ std::string migrate_from_v1(const LocalStore& store) {
                      journal_dir.string(), tail.offset == 0 ? 0 : tail.segment, kept.string());
 }
 
-std::string migrate_from_v2(const LocalStore& store) {
+// From 2 or 3: each added states, kinds and fields a newer reader knows and an older one takes
+// for corruption, and changed no record, so only the header's version moves.
+std::string migrate_header_only(const LocalStore& store, int from) {
   LocalStore::Live live = store.load(ReadScope::whole, true);
-  if (live.header.schema_version != 2) {
-    throw LedgerError(fmt::format("cannot migrate ledger {} from schema_version 2: it is at {}",
-                                  store.file().string(), live.header.schema_version));
+  if (live.header.schema_version != from) {
+    throw LedgerError(fmt::format("cannot migrate ledger {} from schema_version {}: it is at {}",
+                                  store.file().string(), from, live.header.schema_version));
   }
-  const fs::path kept = keep_old_file(store, 2);
+  const fs::path kept = keep_old_file(store, from);
   std::uint64_t segments = 0;
   const auto& tail = live.header.journal;
   if (!(tail.first == tail.segment && tail.offset == 0)) {
@@ -197,10 +199,10 @@ std::string migrate_from_v2(const LocalStore& store) {
   }
   live.header.schema_version = LedgerData::k_schema_version;
   store.write_document(live.header, live.records);
-  return fmt::format("ledger {} migrated from schema_version 2 to {}: {} resident record(s) and "
+  return fmt::format("ledger {} migrated from schema_version {} to {}: {} resident record(s) and "
                      "the journal ({} segment(s) in {}) kept as they were; the old file is kept "
                      "as {}",
-                     store.file().string(), LedgerData::k_schema_version, live.records.size(),
+                     store.file().string(), from, LedgerData::k_schema_version, live.records.size(),
                      segments, store.journal().dir().string(), kept.string());
 }
 
@@ -209,7 +211,8 @@ std::string migrate_to_current(const LocalStore& store, int version) {
   case 1:
     return migrate_from_v1(store);
   case 2:
-    return migrate_from_v2(store);
+  case 3:
+    return migrate_header_only(store, version);
   default:
     throw LedgerError(fmt::format("ledger {} has schema_version {}: no migration from it to {}",
                                   store.file().string(), version, LedgerData::k_schema_version));

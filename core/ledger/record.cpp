@@ -18,13 +18,13 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::array<std::string_view, 11> k_state_names = {
+constexpr std::array<std::string_view, 12> k_state_names = {
     "creating", "running",  "snapshotting", "destroying", "destroyed", "failed",
-    "expired",  "orphaned", "paused",       "pausing",    "resuming",
+    "expired",  "orphaned", "paused",       "pausing",    "resuming",  "pooled",
 };
 
 // In EventKind's order.
-constexpr std::array<std::string_view, 32> k_event_names = {
+constexpr std::array<std::string_view, 34> k_event_names = {
     "created",          "ready",
     "restoring",        "restored",
     "restore.failed",   "exec.started",
@@ -41,6 +41,7 @@ constexpr std::array<std::string_view, 32> k_event_names = {
     "pausing",          "paused",
     "pause.failed",     "resuming",
     "resumed",          "resume.failed",
+    "pooled",           "claimed",
 };
 
 template <typename Enum, size_t N>

@@ -31,6 +31,7 @@ enum class State {
   paused,   // Driver::pause succeeded: live, nothing runs (or, emulated, nothing exists but files)
   pausing,  // Driver::pause is being called (transitional)
   resuming, // Driver::resume is being called (transitional)
+  pooled,   // a warm pool member, made ahead of demand: claimed (-> running) once, never back
 };
 const char* to_string(State state);
 std::optional<State> state_from_string(std::string_view text);
@@ -75,6 +76,8 @@ enum class EventKind {
   resuming,            // `sandboxer resume` (or exec with resume: {on_exec: true})
   resumed,             // it runs again
   resume_failed,       // the resume failed: it stays paused (or its backend vanished)
+  pooled,              // a pool member is ready in its pool (docs/pools.md)
+  claimed,             // a create took this pool member: pooled -> running, by whom, when
 };
 // "exec.started", "snapshot.removed", ...: the suffix of the CloudEvents type.
 const char* to_string(EventKind kind);
@@ -169,6 +172,16 @@ struct PauseState {
   std::optional<std::uint64_t> held_bytes; // what the paused state holds on disk, if known
 };
 
+// A warm pool's member (docs/pools.md): from its `creating` on while it waits in its pool, and
+// after its claim as the proof of where it came from.
+struct PoolMembership {
+  std::string key;       // the pool: the profile's name, "@host" for a host-local driver's
+  std::string spec_hash; // "sha256:..." of the driver and resolved spec it was made with
+  std::optional<TimePoint> pooled_at;  // ready in the pool since
+  std::optional<TimePoint> claimed_at; // taken by a create
+  std::string claimed_by;              // that create's actor
+};
+
 struct SandboxRecord {
   std::string id; // sbx- + 12 base32 chars
   std::string name;
@@ -183,6 +196,7 @@ struct SandboxRecord {
   std::optional<TimePoint> max_expires_at; // created_at + ttl.max
   std::optional<Lease> lease;              // held by a process (`run`): expires_at is its deadline
   std::optional<PauseState> pause;         // from `pausing` until `resumed` (docs/pause.md)
+  std::optional<PoolMembership> pool;      // a pool member, or one claimed from a pool
   std::vector<PortBinding> ports;          // where its exposed ports are reached (docs/ports.md)
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;

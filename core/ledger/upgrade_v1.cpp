@@ -50,7 +50,8 @@ EventKind guess_event_kind(const SandboxRecord& record, size_t index) {
   case State::paused:
   case State::pausing:
   case State::resuming:
-    return EventKind::updated; // schema 1 had no pause: never reached
+  case State::pooled:
+    return EventKind::updated; // schema 1 had no pause nor pools: never reached
   }
   if (from == State::creating) {
     return has("snapshot") ? EventKind::restored : EventKind::ready;

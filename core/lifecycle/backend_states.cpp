@@ -71,7 +71,7 @@ std::optional<std::string> backend_disagrees(State recorded, BackendStatus::Stat
                ? std::optional<std::string>(to_string(backend))
                : std::nullopt;
   }
-  if (recorded != State::running && recorded != State::expired) {
+  if (recorded != State::running && recorded != State::expired && recorded != State::pooled) {
     return std::nullopt;
   }
   switch (backend) {

@@ -89,6 +89,24 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   for (const auto& warning : profile.warnings) {
     spdlog::warn("{}", warning);
   }
+  SandboxRecord record = record_from(profile);
+  auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
+  set_ttl_policy(record.policy, decision, options.ttl);
+  if (profile.pool && !options.no_pool) {
+    check_create_options(options);
+    if (auto claimed = claim_from_pool(profile, record, options, decision)) {
+      return std::move(*claimed);
+    }
+    spdlog::info("pool {} has no ready member: a cold create", pool_key_of(record));
+  }
+  if (!record.home_host.empty()) {
+    check_local_ports(profile);
+  }
+  record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
+  return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
+}
+
+SandboxRecord Engine::record_from(const Profile& profile) const {
   SandboxRecord record;
   // Absolute: the record outlives the directory this command ran in (cron, another shell).
   std::error_code absolute_error;
@@ -99,13 +117,10 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
   record.spec = m_drivers.check_profile(profile);
   if (m_drivers.find(record.driver).host_local(record.spec)) {
     record.home_host = host_name();
-    check_local_ports(profile);
   }
   record.labels = profile.labels;
   record.env = profile.env;
   record.secret_refs = secret_refs_of(profile);
-  auto decision = decide_ttl(profile.ttl, options.ttl, profile.name);
-  set_ttl_policy(record.policy, decision, options.ttl);
   if (profile.snapshots_keep) {
     record.policy.snapshots_keep = *profile.snapshots_keep;
   }
@@ -132,14 +147,23 @@ CreateOutcome Engine::create(const Profile& profile, const CreateOptions& option
         "use destroy",
         profile.name, pause.on_idle == "snapshot" ? "on_idle" : "on_paused_max", record.driver));
   }
-  record.transition(EventKind::created, State::creating, m_clock.now(), m_actor, "create");
-  return run_create(std::move(record), options, std::nullopt, std::move(decision.notices));
+  return record;
 }
 
-CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& options,
-                                 const std::optional<std::string>& from_snapshot,
-                                 std::vector<std::string> notices) {
-  const auto started = Stopwatch::now();
+nlohmann::json engine_internal::lease_at_create(SandboxRecord& record, Seconds duration,
+                                                TimePoint now, const std::string& holder) {
+  Lease lease;
+  lease.holder = holder;
+  lease.duration = duration;
+  lease.acquired_at = now;
+  lease.renewed_at = now;
+  lease.ttl_expires_at = record.expires_at;
+  record.expires_at = lease_deadline(lease, now);
+  record.lease = lease;
+  return {{"holder", holder}, {"duration", format_duration(duration)}};
+}
+
+void engine_internal::check_create_options(const CreateOptions& options) {
   if (options.idempotency_key &&
       options.idempotency_key->find_first_not_of(" \t\r\n") == std::string::npos) {
     // An unset CI variable expands to "" (or to the spaces around it): every job on the host
@@ -174,6 +198,15 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     if (auto problem = label_value_problem(value)) {
       throw UsageError(fmt::format("label \"{}\": invalid value: {}", key, *problem));
     }
+  }
+}
+
+CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& options,
+                                 const std::optional<std::string>& from_snapshot,
+                                 std::vector<std::string> notices) {
+  const auto started = Stopwatch::now();
+  check_create_options(options);
+  for (const auto& [key, value] : options.labels) {
     record.labels[key] = value;
   }
   // Opening first means a usage problem (a missing secret, say) leaves no record behind.
@@ -196,16 +229,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
   if (options.lease) {
     // From the intent on: a holder killed while the backend creates leaves a record that reap
     // settles once the lease lapses.
-    Lease lease;
-    lease.holder = m_actor;
-    lease.duration = *options.lease;
-    lease.acquired_at = now;
-    lease.renewed_at = now;
-    lease.ttl_expires_at = record.expires_at;
-    record.expires_at = lease_deadline(lease, now);
-    record.lease = lease;
-    record.history.front().details["lease"] = {{"holder", m_actor},
-                                               {"duration", format_duration(*options.lease)}};
+    record.history.front().details["lease"] = lease_at_create(record, *options.lease, now, m_actor);
   }
   record.history.front().time = now;
   record.history.front().actor = m_actor;
@@ -237,7 +261,15 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     ledger_id = tx->ledger_id();
   }
   m_events.deliver();
+  return make_in_backend(std::move(record), opened, ledger_id, from_snapshot, std::move(notices),
+                         started);
+}
 
+CreateOutcome Engine::make_in_backend(SandboxRecord record, Opened& opened,
+                                      const std::string& ledger_id,
+                                      const std::optional<std::string>& from_snapshot,
+                                      std::vector<std::string> notices,
+                                      std::chrono::steady_clock::time_point started) {
   CreateRequest request = create_request(record, ledger_id);
   request.from_snapshot = from_snapshot;
   Stopwatch driver_time;
@@ -270,6 +302,13 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
           outcome["snapshot"] = *r.restored_from;
         }
         const TimePoint made_at = m_clock.now();
+        if (r.pool && !r.pool->claimed_at) {
+          // A pool member: ready, but nobody's yet (docs/pools.md).
+          r.pool->pooled_at = made_at;
+          outcome["pool"] = r.pool->key;
+          r.transition(EventKind::pooled, State::pooled, made_at, m_actor, "pooled", outcome);
+          return;
+        }
         r.transition(r.restored_from ? EventKind::restored : EventKind::ready, State::running,
                      made_at, m_actor, "created", outcome);
         if (!r.ports.empty()) {

@@ -75,4 +75,14 @@ bool may_have_made_something(const Error& e);
 // What to do about a sandbox exec cannot use, by its state: the next step, not just the refusal.
 std::string not_running_hint(const SandboxRecord& record);
 
+// The checks every create makes of its options before anything is recorded (a blank
+// idempotency key, a lease or TTL under a second, an invalid name or label): UsageError.
+void check_create_options(const CreateOptions& options);
+
+// A create's --lease, from its first record on (docs/run.md): `holder` holds `record` for
+// `duration` from `now`, its deadline the lease's, capped by the TTL's. Returns the details that
+// say so in the history entry.
+nlohmann::json lease_at_create(SandboxRecord& record, Seconds duration, TimePoint now,
+                               const std::string& holder);
+
 } // namespace sandboxer::engine_internal

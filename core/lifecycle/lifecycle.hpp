@@ -15,6 +15,7 @@
 #include "core/events/hook.hpp"
 #include "core/ledger/ledger.hpp"
 #include "core/lifecycle/retry.hpp"
+#include "core/lifecycle/rules.hpp"
 #include "core/profile/profile.hpp"
 
 namespace sandboxer {
@@ -30,6 +31,19 @@ struct CreateOptions {
   // Held by this process (`run`): the deadline is a lease of this length that the process renews,
   // capped by the TTL (docs/run.md).
   std::optional<Seconds> lease;
+  // create --no-pool: a cold create even when the profile has a warm pool (docs/pools.md).
+  bool no_pool = false;
+};
+
+// `sandboxer pool fill` and reap's refill (docs/pools.md).
+struct PoolFill {
+  std::string pool;                // its key
+  int size = 0;                    // what the profile asks for
+  int ready = 0;                   // members ready before this fill
+  int filling = 0;                 // members being made by another process
+  int made = 0;                    // made by this fill
+  int recycled = 0;                // stale members (their profile's spec changed) destroyed
+  std::vector<std::string> errors; // one per member that failed
 };
 
 struct DestroyOptions {
@@ -145,7 +159,15 @@ public:
 
   // Throws PolicyError when the profile forbids what was asked, DriverError when the backend fails
   // (after recording `failed` with the backend's message).
+  // With a warm pool (Profile::pool, not --no-pool) a ready member is claimed first
+  // (docs/pools.md): one transaction, then a check outside the lock.
   CreateOutcome create(const Profile& profile, const CreateOptions& options);
+  // Makes members until `profile`'s pool holds its size (counted and reserved in one transaction,
+  // so that fillers never overfill), first destroying members made with another spec.
+  PoolFill fill_pool(const Profile& profile);
+  // The record a create of `profile` starts from: spec, labels, env, secrets and the policy but
+  // the TTL. Refuses (PolicyError) a rule the driver could never keep.
+  SandboxRecord record_from(const Profile& profile) const;
   SandboxRecord destroy(const std::string& id_or_name, const std::string& reason,
                         const DestroyOptions& options = {});
   SandboxRecord snapshot(const std::string& id_or_name, const std::optional<std::string>& name,
@@ -272,9 +294,23 @@ private:
   // never thrown over it.
   void record_failure(const std::string& id, const Error& error, EventKind kind, State to,
                       const std::string& actor, const std::string& what, nlohmann::json details);
+  // create's claim of a ready member of `profile`'s pool (engine_pool.cpp), or none when the pool
+  // has none; `wanted` is the record a cold create would make, TTL decided.
+  std::optional<CreateOutcome> claim_from_pool(const Profile& profile, const SandboxRecord& wanted,
+                                               const CreateOptions& options,
+                                               const lifecycle_rules::TtlDecision& decision);
+  // Why a freshly claimed member cannot be handed over (its backend does not run it, or a no-op
+  // exec did not answer within a few seconds), or none.
+  std::optional<std::string> probe_member(const SandboxRecord& record);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);
+  // The backend's part of a create whose intent (`creating`) is committed: the driver's create,
+  // readiness, the outcome (`ready`, or `pooled` for a pool member), and undoing a failure.
+  CreateOutcome make_in_backend(SandboxRecord record, Opened& opened, const std::string& ledger_id,
+                                const std::optional<std::string>& from_snapshot,
+                                std::vector<std::string> notices,
+                                std::chrono::steady_clock::time_point started);
   // `failure_details` go into the history entry of a failed destroy. Returns the closed record as
   // committed.
   SandboxRecord destroy_one(const SandboxRecord& record, const std::string& actor,

@@ -6,6 +6,7 @@
 #include <sandboxer/ports.hpp>
 
 #include "core/errors.hpp"
+#include "core/sha256.hpp"
 
 namespace sandboxer::lifecycle_rules {
 
@@ -66,6 +67,22 @@ void set_pause_policy(CreationPolicy& policy, const PausePolicy& pause) {
   policy.pause_memory = pause.memory;
   policy.resume_on_exec = pause.resume_on_exec;
   policy.cost = pause.cost;
+}
+
+std::string pool_key_of(const SandboxRecord& record) {
+  return record.home_host.empty() ? record.profile.name
+                                  : record.profile.name + "@" + record.home_host;
+}
+
+std::string pool_spec_hash(const SandboxRecord& record) {
+  nlohmann::json fixed = {{"driver", record.driver},
+                          {"spec", record.spec},
+                          {"env", record.env},
+                          {"secret_refs", record.secret_refs},
+                          {"ports", record.policy.ports},
+                          {"ready", record.policy.ready ? nlohmann::json(record.policy.ready->port)
+                                                        : nlohmann::json(nullptr)}};
+  return sha256_digest(fixed.dump());
 }
 
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {

@@ -43,6 +43,13 @@ void refuse_other_request(const SandboxRecord& existing, const SandboxRecord& wa
 // The profile's pause and idle rules, fixed in the creation policy (docs/pause.md).
 void set_pause_policy(CreationPolicy& policy, const PausePolicy& pause);
 
+// A warm pool's key: the profile's name, with "@host" when its driver is host-local (a member
+// is reached only from the machine that made it) (docs/pools.md).
+std::string pool_key_of(const SandboxRecord& record);
+// "sha256:..." of what a backend fixes at creation: driver, spec, env, secret references, ports.
+// A member whose hash is not its profile's now is stale.
+std::string pool_spec_hash(const SandboxRecord& record);
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);

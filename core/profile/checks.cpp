@@ -45,6 +45,7 @@ public:
     profile.ports = ports_of(m_file, m_doc, profile.warnings);
     profile.ready = ready_of(m_file, m_doc, profile.ports);
     profile.pause = pause_policy_of(m_file, m_doc);
+    profile.pool = pool_policy_of(m_file, m_doc);
     profile.driver_spec = driver_spec(profile.driver);
     profile.resolved = resolved(profile);
     profile.hash = sha256_digest(profile.resolved.dump());

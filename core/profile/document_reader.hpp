@@ -65,4 +65,7 @@ std::optional<ReadyPort> ready_of(const fs::path& file, Document& doc,
 // The pause and idle rules of a profile (docs/pause.md).
 PausePolicy pause_policy_of(const fs::path& file, Document& doc);
 
+// The warm pool of a profile (docs/pools.md), if it has one.
+std::optional<PoolPolicy> pool_policy_of(const fs::path& file, Document& doc);
+
 } // namespace sandboxer::profile_internal

@@ -7,6 +7,7 @@
 //   ports.cpp     the `ports` a sandbox exposes
 //   ready.cpp     the `ready` port that must answer before create returns
 //   pause.cpp     the pause and idle rules (ttl.paused_max, ttl.idle, pause:, resume:, cost:)
+//   pool.cpp      the warm pool (pool: {size, max_age})
 //   config.cpp    config.yaml
 //   document_reader.hpp  reading a document with located errors, for the three above
 //   profile.cpp   the public calls (sandboxer/profile.hpp)
@@ -28,8 +29,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 inline const std::vector<std::string> k_common_keys = {
-    "name",   "description", "extends", "driver", "ttl",   "labels", "env", "secrets",
-    "events", "snapshots",   "ports",   "ready",  "pause", "resume", "cost"};
+    "name",   "description", "extends", "driver", "ttl",   "labels", "env",  "secrets",
+    "events", "snapshots",   "ports",   "ready",  "pause", "resume", "cost", "pool"};
 
 inline const std::vector<std::string> k_sink_types = {"jsonl", "http", "stderr", "fd", "exec"};
 

@@ -47,6 +47,12 @@ struct PausePolicy {
   nlohmann::json cost = nullptr;     // {per_hour, paused_per_hour?, currency}
 };
 
+// A warm pool (docs/pools.md): `size` ready members, each replaced after `max_age`.
+struct PoolPolicy {
+  int size = 0;
+  Seconds max_age{3600};
+};
+
 // A fully resolved profile: `extends` merged, variables expanded, common fields checked. The
 // driver's own section is left as JSON for the driver to bind (drivers never see YAML).
 struct Profile {
@@ -64,6 +70,7 @@ struct Profile {
   std::vector<PortSpec> ports;                     // `ports:` (docs/ports.md)
   std::optional<ReadyPort> ready;                  // `ready:` (docs/ports.md, "Readiness")
   PausePolicy pause;                               // ttl.paused_max, pause:, resume:, cost:
+  std::optional<PoolPolicy> pool;                  // `pool:` (docs/pools.md)
   // What is allowed but worth saying ("file:line:col: ..."): `profiles validate` and `create`
   // print them.
   std::vector<std::string> warnings;

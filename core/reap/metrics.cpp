@@ -17,7 +17,7 @@ namespace {
 constexpr State k_all_states[] = {State::creating,   State::running,   State::snapshotting,
                                   State::destroying, State::destroyed, State::failed,
                                   State::expired,    State::orphaned,  State::paused,
-                                  State::pausing,    State::resuming};
+                                  State::pausing,    State::resuming,  State::pooled};
 
 // The value of an unlabelled sample `name` in a previous metrics file, or 0.
 double previous_value(const std::string& previous, const std::string& name) {
@@ -79,6 +79,8 @@ std::string format_metrics(const ReapReport& report, const std::string& previous
   metric(out, "sandboxer_reap_snapshotted", "gauge",
          "Snapshots the last reap took before a destroy (on_idle or on_paused_max: snapshot).",
          report.snapshotted);
+  metric(out, "sandboxer_reap_pool_filled", "gauge",
+         "Warm pool members the last reap made (docs/pools.md).", report.filled);
   metric(out, "sandboxer_reap_expiring", "gauge",
          "Sandboxes warned by the last reap that their deadline is near.", report.expiring);
   metric(out, "sandboxer_events_delivered_total", "counter",

@@ -95,7 +95,8 @@ bool can_vanish(const SandboxRecord& record) {
   const bool paused_with_resource =
       record.state == State::paused && !paused_without_resource(record);
   return (record.state == State::running || record.state == State::expired ||
-          record.state == State::orphaned || paused_with_resource) &&
+          record.state == State::orphaned || record.state == State::pooled ||
+          paused_with_resource) &&
          !record.backend_id.empty();
 }
 

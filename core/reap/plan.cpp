@@ -119,6 +119,7 @@ nlohmann::json to_json(const ReapReport& report) {
           {"destroyed", report.destroyed},
           {"paused", report.paused},
           {"snapshotted", report.snapshotted},
+          {"filled", report.filled},
           {"failures", report.failures},
           {"repaired", report.repaired},
           {"orphans", report.orphans},

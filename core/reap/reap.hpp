@@ -44,6 +44,8 @@ struct ReapOptions {
   Seconds expiring_window{600};
   // Profiles whose drivers are asked for orphans, besides the drivers of the ledger's records.
   std::vector<Profile> profiles;
+  // The profiles whose warm pools this run refills after its destroys (docs/pools.md).
+  std::vector<Profile> pools;
   // `reap --plan FILE`: execute exactly these destroy items of a saved dry run, nothing else.
   std::optional<nlohmann::json> plan;
 };
@@ -56,7 +58,7 @@ struct ReapItem {
   std::string state; // the record's state when planned
   std::optional<TimePoint> expires_at;
   // destroy, pause (idle), snapshot+destroy (idle, ttl.paused_max), wait, repair, orphan,
-  // vanished, prune, expiring
+  // vanished, prune, expiring, fill (a pool's refill: id is the pool)
   std::string action;
   std::string outcome; // planned, destroyed, failed, skipped, waiting, reported, running, ...
   std::string reason;  // why: "ttl expired at ...", the backend's error, "changed since the plan"
@@ -78,6 +80,7 @@ struct ReapReport {
   int destroyed = 0;
   int paused = 0;      // idle sandboxes paused (ttl.on_idle: pause)
   int snapshotted = 0; // snapshots taken before a destroy (on_idle / on_paused_max: snapshot)
+  int filled = 0;      // pool members made by the refill
   int failures = 0;
   int repaired = 0;
   int orphans = 0; // found (reported or destroyed)

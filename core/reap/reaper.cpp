@@ -279,6 +279,45 @@ void prune(Run& run) {
   }
 }
 
+// After the destroys (which freed what expired members held): each pool back to its size.
+void refill_pools(Run& run) {
+  for (const auto& profile : run.options.pools) {
+    if (interrupt::requested()) {
+      return;
+    }
+    ReapItem item;
+    item.action = "fill";
+    item.driver = profile.driver;
+    try {
+      PoolFill fill = run.engine.fill_pool(profile);
+      item.id = fill.pool;
+      item.name = profile.name;
+      run.report.filled += fill.made;
+      item.outcome = fill.errors.empty() ? "filled" : "failed";
+      item.reason = fmt::format("made {}, recycled {} (ready {} of {} before, {} being made)",
+                                fill.made, fill.recycled, fill.ready, fill.size, fill.filling);
+      for (const auto& error : fill.errors) {
+        item.reason += "; " + error;
+      }
+      if (!fill.errors.empty()) {
+        ++run.report.failures;
+        spdlog::error("reap: pool {}: {}", fill.pool, item.reason);
+      } else if (fill.made + fill.recycled > 0) {
+        spdlog::info("reap: pool {}: {}", fill.pool, item.reason);
+      }
+    } catch (const Error& e) {
+      item.id = profile.name;
+      item.outcome = "failed";
+      item.reason = log::redact(e.what());
+      ++run.report.failures;
+      spdlog::error("reap: pool of profile {}: {}", profile.name, item.reason);
+    }
+    if (item.outcome != "filled" || item.reason.rfind("made 0, recycled 0", 0) != 0) {
+      run.report.items.push_back(std::move(item));
+    }
+  }
+}
+
 } // namespace
 
 void reap::guard_record(Run& run, const SandboxRecord& record, const char* action,
@@ -392,6 +431,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
   } else {
     execute(run, work);
     if (!options.plan) {
+      refill_pools(run);
       prune(run);
     }
   }

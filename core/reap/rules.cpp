@@ -15,7 +15,8 @@ bool is_due(const SandboxRecord& record, TimePoint now, Seconds grace, Seconds s
   if (record.state == State::expired) {
     return true; // claimed by an earlier run (its TTL, or idle): the backoff alone paces it
   }
-  bool reapable = record.state == State::running || record.state == State::paused;
+  bool reapable = record.state == State::running || record.state == State::paused ||
+                  record.state == State::pooled;
   return reapable && record.expires_at && now >= *record.expires_at + grace + skew;
 }
 
@@ -100,6 +101,15 @@ Decision due_decision(const SandboxRecord& record) {
   }
   Decision decision{
       "destroy", deadline_reason(record), record.lease ? "lease lapsed" : "ttl expired", {}, {}};
+  if (record.state == State::pooled) {
+    // Never claimed within its max_age: replaced by a fresh one at the refill.
+    decision.ended_by = "pool.max_age ran out";
+    decision.reason = fmt::format(
+        "pool member unclaimed since {}; pool.max_age ran out at {}",
+        record.pool && record.pool->pooled_at ? format_time(*record.pool->pooled_at) : "-",
+        record.expires_at ? format_time(*record.expires_at) : "-");
+    return decision;
+  }
   if (record.state != State::paused) {
     return decision;
   }

@@ -73,7 +73,7 @@ expect_bash "sandboxer drivers test -p d" dev
 expect_bash "sandboxer -o " table wide json yaml csv
 expect_bash "sandboxer list -o j" json
 expect_bash "sandboxer --state-dir $STATE list --state " creating running snapshotting destroying \
-  destroyed failed expired orphaned paused pausing resuming
+  destroyed failed expired orphaned paused pausing resuming pooled
 expect_bash "sandboxer --state-dir $STATE l" list ledger logs
 expect_bash "sandboxer snapshots rm web:" s1
 expect_bash "sandboxer restore web:" s1

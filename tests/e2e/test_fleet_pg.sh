@@ -39,7 +39,7 @@ printf 'driver: stub-external\nstub-external:\n  root: %s\n' "$WORK/backend" >"$
 # --- selection: status and --version -v name the ledger; a password in the URI is refused
 expect_code 0 on m1 status
 expect_contains "$OUT" "postgresql $PG_URL (from \$SANDBOXER_LEDGER)"
-expect_contains "$OUT" "schema version 4"
+expect_contains "$OUT" "schema version 5"
 expect_code 0 on m1 --version -v
 expect_contains "$OUT" "ledger: postgresql $PG_URL"
 BAD=${PG_URL/sandboxer@/sandboxer:hunter2@}

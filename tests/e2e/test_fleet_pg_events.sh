@@ -49,7 +49,7 @@ psql_at "ALTER TABLE sandboxer.events DROP COLUMN body; DROP TABLE sandboxer.eve
            DROP COLUMN chain_lines, DROP COLUMN chain_since;
          UPDATE sandboxer.schema_version SET version = 1" >/dev/null
 expect_code 0 on m1 status
-expect_contains "$OUT" "schema version 4"
+expect_contains "$OUT" "schema version 5"
 [ "$(psql_at "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'sandboxer'
               AND table_name = 'events' AND column_name = 'body'")" = 1 ] ||
   fail "the migration to version 2 did not add events.body"

@@ -8,6 +8,8 @@
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip "no /usr/bin/python3"
+# The schema this sandboxer writes (LedgerData::k_schema_version).
+export NOW=4
 stub_profile dev <<<'  root: '"$WORK/backend"
 # The size of the old ledger: 100k records, fewer under ASan (the asan test preset sets it), where
 # the scale is not what is checked and 100k cost 222 s of a CI run; the last 10 are live.
@@ -88,7 +90,7 @@ expect_code 0 sbx create --profile dev --quiet
 NEW=$OUT
 echo "first create, with the migration of $RECORDS records: $((($(date +%s%N) - START) / 1000000)) ms"
 cmp -s "$STATE/ledger.v1.json" "$WORK/v1.json" || fail "ledger.v1.json is not the old file"
-[ "$(jq .schema_version "$STATE/ledger.json")" = 3 ] || fail "not migrated"
+[ "$(jq .schema_version "$STATE/ledger.json")" = "$NOW" ] || fail "not migrated"
 [ "$(jq '.sandboxes | length' "$STATE/ledger.json")" = 11 ] || fail "live document: not just the live records"
 [ "$(jq .closed.destroyed "$STATE/ledger.json")" = "$CLOSED" ] || fail "closed count"
 [ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" -ge 7 ] || fail "segments: $(ls "$STATE/journal")"
@@ -143,9 +145,11 @@ def set_back(path, old, new):
         f.write(new + text[len(old):])
     os.chmod(path + ".tmp", 0o600)
     os.replace(path + ".tmp", path)
-set_back(f"{state}/ledger.json", b'{"schema_version":3,', b'{"schema_version":2,')
+now = os.environ["NOW"].encode()
+set_back(f"{state}/ledger.json", b'{"schema_version":' + now + b',', b'{"schema_version":2,')
 for name in sorted(os.listdir(f"{state}/journal")):
-    set_back(f"{state}/journal/{name}", b'{"sandboxer_journal":3,', b'{"sandboxer_journal":2,')
+    set_back(f"{state}/journal/{name}", b'{"sandboxer_journal":' + now + b',',
+             b'{"sandboxer_journal":2,')
 PY
 rm -f "$STATE/ledger.json.bak"
 [ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" = 3 ] || fail "segments: $(ls "$STATE/journal")"
@@ -165,29 +169,29 @@ cmp -s "$STATE/ledger.json" "$WORK/v2.json" || fail "a read changed the schema-2
 
 # A ledger newer than this sandboxer is refused, and left alone.
 mkdir -m 700 "$WORK/state4"
-jq -c '.schema_version = 4' "$WORK/v2.json" >"$WORK/state4/ledger.json"
+jq -c ".schema_version = $((NOW + 1))" "$WORK/v2.json" >"$WORK/state4/ledger.json"
 chmod 600 "$WORK/state4/ledger.json"
 expect_code 1 "$SANDBOXER" --state-dir "$WORK/state4" --profiles-dir "$PROFILES" list
-expect_contains "$ERR" "has schema_version 4, newer than this sandboxer understands (3); upgrade sandboxer"
+expect_contains "$ERR" "has schema_version $((NOW + 1)), newer than this sandboxer understands ($NOW); upgrade sandboxer"
 expect_code 1 "$SANDBOXER" --state-dir "$WORK/state4" --profiles-dir "$PROFILES" create --profile dev
-[ "$(jq .schema_version "$WORK/state4/ledger.json")" = 4 ] || fail "the newer ledger was written"
+[ "$(jq .schema_version "$WORK/state4/ledger.json")" = $((NOW + 1)) ] || fail "the newer ledger was written"
 
 # The first change migrates: the old file kept, the journal untouched, the chain's head the same.
 at "2026-11-03T11:10:00Z" expect_code 0 sbx extend keep --by 10m --quiet
 cmp -s "$STATE/ledger.v2.json" "$WORK/v2.json" || fail "ledger.v2.json is not the old file"
-[ "$(jq .schema_version "$STATE/ledger.json")" = 3 ] || fail "not migrated to 3"
+[ "$(jq .schema_version "$STATE/ledger.json")" = "$NOW" ] || fail "not migrated to $NOW"
 (cd "$STATE/journal" && sha256sum -c --quiet "$WORK/v2-segments.sha256") || fail "a schema-2 segment changed"
 expect_code 0 sbx ledger head
 [ "$OUT" = "$HEAD_BEFORE" ] || fail "the head moved: $HEAD_BEFORE -> $OUT"
 expect_code 0 sbx ledger verify -o json
 [ "$(jq .records <<<"$OUT")" = 4 ] || fail "verify after the migration: $OUT"
 expect_code 0 sbx ledger migrate
-expect_contains "$OUT$ERR" "already at schema_version 3"
+expect_contains "$OUT$ERR" "already at schema_version $NOW"
 
 # The next closing begins a schema-3 segment (the same day as the last schema-2 one or not).
 at "2026-11-03T12:00:00Z" expect_code 0 sbx destroy keep
 [ "$(ls "$STATE"/journal/segment-*.jsonl | wc -l)" = 4 ] || fail "segments: $(ls "$STATE/journal")"
-[ "$(head -1 "$STATE/journal/segment-000004.jsonl" | jq .sandboxer_journal)" = 3 ] ||
+[ "$(head -1 "$STATE/journal/segment-000004.jsonl" | jq .sandboxer_journal)" = "$NOW" ] ||
   fail "the new segment: $(head -1 "$STATE/journal/segment-000004.jsonl")"
 (cd "$STATE/journal" && sha256sum -c --quiet "$WORK/v2-segments.sha256") || fail "a schema-2 segment changed"
 expect_code 0 sbx ledger verify --head "$HEAD_BEFORE" -o json

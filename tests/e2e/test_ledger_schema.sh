@@ -58,6 +58,7 @@ PY
 
 set -- document "$GOLDEN/ledger_v2.json" record "$GOLDEN/journal_record_v2.json" \
   document "$GOLDEN/ledger_v3.json" record "$GOLDEN/journal_record_v3.json" \
+  document "$GOLDEN/ledger_v4.json" record "$GOLDEN/journal_record_v4.json" \
   document "$STATE/ledger.json"
 for segment in "$STATE"/journal/segment-*.jsonl; do set -- "$@" segment "$segment"; done
 jq '. + {secret: "hunter2"}' "$GOLDEN/journal_record_v2.json" >"$WORK/extra.json"

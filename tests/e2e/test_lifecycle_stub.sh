@@ -18,7 +18,7 @@ ID=$(jq -r .id <<<"$OUT")
 # The ledger: permissions, the record, its owner and history.
 [ "$(stat -c %a "$STATE")" = 700 ] || fail "state dir mode"
 [ "$(stat -c %a "$STATE/ledger.json")" = 600 ] || fail "ledger mode"
-[ "$(ledger_jq .schema_version)" = 3 ] || fail "schema_version"
+[ "$(ledger_jq .schema_version)" = 4 ] || fail "schema_version"
 [ "$(ledger_jq ".sandboxes[0].state")" = running ] || fail "ledger state"
 [ "$(ledger_jq ".sandboxes[0].owner.pid")" -gt 0 ] || fail "owner pid"
 [ "$(ledger_jq '.sandboxes[0].history | map(.to) | join(",")')" = creating,running ] ||

@@ -158,6 +158,18 @@ out ledger-head ledger head
 out ledger-info ledger info
 out events-list events list
 out usage usage --by label:team
+cat >"$PROFILES/warm.yaml" <<EOF2
+driver: stub
+pool: { size: 1, max_age: 1h }
+events: [ { type: jsonl, path: $WORK/events.jsonl } ]
+stub: { root: $WORK/backend }
+EOF2
+out pool-fill pool fill --profile warm
+out pool-status pool status
+out create create --profile warm --name from-pool
+[ "$(jq -r .pool.claimed_by "$WORK/out/create.json")" != null ] || fail "create did not claim"
+out reap reap
+[ "$(jq -r .filled "$WORK/out/reap.json")" = 1 ] || fail "reap did not refill the pool"
 out events-flush events flush
 out profiles-list profiles list
 out profiles-show profiles show dev

@@ -59,7 +59,7 @@ done
 # What only the local store says.
 expect_code 0 on_store status
 expect_contains "$OUT" "ledger:     local files $STATE/ledger.json"
-expect_contains "$OUT" "local files $STATE/ledger.json (schema 3): 5 resident record(s); journal 1 segment(s)"
+expect_contains "$OUT" "local files $STATE/ledger.json (schema 4): 5 resident record(s); journal 1 segment(s)"
 expect_code 0 on_store status -o json
 [ "$(jq -r .location <<<"$OUT")" = "$STATE/ledger.json" ] || fail "status -o json: $OUT"
 expect_code 0 on_store list

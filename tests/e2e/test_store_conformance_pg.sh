@@ -40,7 +40,7 @@ compare_normalized --unordered "$WORK/json-local" "$WORK/json-pg"
 # What only the shared store says.
 expect_code 0 on_store status
 expect_contains "$OUT" "ledger:     postgresql $PG_URL (from --ledger)"
-expect_contains "$OUT" "schema version 4, 10 records (5 resident)"
+expect_contains "$OUT" "schema version 5, 10 records (5 resident)"
 expect_code 0 env SANDBOXER_LEDGER="$PG_URL" "$SANDBOXER" --state-dir "$STATE" status -o json
 [ "$(jq -r .location <<<"$OUT")" = "$PG_URL" ] || fail "status -o json: $OUT"
 expect_contains "$(jq -r .ledger <<<"$OUT")" "(from \$SANDBOXER_LEDGER)"

@@ -81,7 +81,7 @@ TEST_F(CompleteTest, AliasesCompleteAsTheirCommand) {
   EXPECT_EQ(values({"rm", ""}), (Values{"sbx-web", "web"}));
   EXPECT_EQ(values({"r"}), (Values{"reap", "restore", "resume", "run"}));
   EXPECT_EQ(values({"rm"}), (Values{"rm"}));
-  EXPECT_EQ(values({"p"}), (Values{"pause", "port", "profiles"}));
+  EXPECT_EQ(values({"p"}), (Values{"pause", "pool", "port", "profiles"}));
   EXPECT_EQ(values({"ps"}), (Values{"ps"}));
   EXPECT_EQ(values({"wait", "web", "--for", ""}), (Values{"gone", "running"}));
 }
@@ -119,7 +119,7 @@ TEST_F(CompleteTest, AnOptionsValueByItsKind) {
   EXPECT_EQ(values({"create", "--profile", ""}), (Values{"ci", "dev"}));
   EXPECT_EQ(values({"list", "--driver", ""}), (Values{"docker", "stub"}));
   EXPECT_EQ(values({"list", "--state", "r"}), (Values{"resuming", "running"}));
-  EXPECT_EQ(values({"list", "--state", ""}).size(), 11u);
+  EXPECT_EQ(values({"list", "--state", ""}).size(), 12u);
   EXPECT_EQ(values({"--log-level", "o"}), (Values{"off"}));
   EXPECT_EQ(values({"restore", "web:"}), (Values{"web:s1"}));
   EXPECT_EQ(values({"create", "--ttl", ""}), Values{}); // a duration: nothing to offer

@@ -165,7 +165,7 @@ std::string error_of(const std::function<void()>& run) {
   return "";
 }
 
-std::filesystem::path golden_path(const char* name = "ledger_v3.json") {
+std::filesystem::path golden_path(const char* name = "ledger_v4.json") {
   return std::filesystem::path(SANDBOXER_TEST_DATA) / "golden" / name;
 }
 
@@ -391,6 +391,17 @@ TEST(LedgerRecord, PolicyDurationsRoundTripAsDurations) {
 }
 
 // A paused record: every field of its pause set.
+// A warm pool member, waiting in its pool (docs/pools.md).
+SandboxRecord pooled_record() {
+  SandboxRecord r = small_record("sbx-wwwwwwwwwwww", "sbx-wwwwwwwwwwww", State::creating);
+  r.transition(EventKind::pooled, State::pooled, at("2026-12-02T12:00:02Z"), "reaper", "pooled",
+               {{"pool", "ci@build-7"}});
+  r.pool = PoolMembership{"ci@build-7", "sha256:" + std::string(64, 'a'),
+                          at("2026-12-02T12:00:02Z"), std::nullopt, ""};
+  r.expires_at = at("2026-12-02T13:00:00Z");
+  return r;
+}
+
 SandboxRecord paused_record() {
   SandboxRecord r = small_record("sbx-pppppppppppp", "paused-one", State::running);
   r.transition(EventKind::pausing, State::pausing, at("2026-12-02T12:10:00Z"), "reaper",
@@ -583,6 +594,7 @@ TEST(LedgerGolden, FilesMatchGolden) {
     transaction.data().ledger_id = "ldg-goldenfile23";
     transaction.data().sandboxes.push_back(with_policy(full_record()));
     transaction.data().sandboxes.push_back(paused_record());
+    transaction.data().sandboxes.push_back(pooled_record());
     transaction.data().sandboxes.push_back(
         small_record("sbx-mmmmmmmmmmmm", "minimal", State::destroyed));
     transaction.commit();
@@ -591,20 +603,20 @@ TEST(LedgerGolden, FilesMatchGolden) {
   // Compact: one line, ended by a newline.
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.find('\n'), written.size() - 1);
-  EXPECT_TRUE(written.starts_with("{\"schema_version\":3,\"ledger_id\":\"ldg-goldenfile23\","));
+  EXPECT_TRUE(written.starts_with("{\"schema_version\":4,\"ledger_id\":\"ldg-goldenfile23\","));
   // As long as nlohmann's compact form (which orders keys differently): no white space.
   EXPECT_EQ(written.size(), json::parse(written).dump().size() + 1);
-  check_golden(written, "ledger_v3.json");
+  check_golden(written, "ledger_v4.json");
 
   const std::string segment = read_file(dir / "state" / "journal" / "segment-000001.jsonl");
   const auto newline = segment.find('\n');
   ASSERT_NE(newline, std::string::npos);
   EXPECT_EQ(
       segment.substr(0, newline),
-      R"({"sandboxer_journal":3,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02",)"
+      R"({"sandboxer_journal":4,"ledger_id":"ldg-goldenfile23","segment":1,"day":"2026-12-02",)"
       // The chain's start: the hash of {"journal":"ldg-goldenfile23"}, no line before.
       R"("prev":"sha256:26a22a071755b6b648a3f425759eb49e4183739273a44c0203654abf2a484e53","lines":0})");
-  check_golden(segment.substr(newline + 1), "journal_record_v3.json");
+  check_golden(segment.substr(newline + 1), "journal_record_v4.json");
 }
 
 TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
@@ -612,7 +624,7 @@ TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
   write_file(dir / "state" / "ledger.json", read_file(golden_path()));
   const LedgerData data = Ledger(dir / "state", 1s).read();
   EXPECT_EQ(data.ledger_id, "ldg-goldenfile23");
-  ASSERT_EQ(data.sandboxes.size(), 2u);
+  ASSERT_EQ(data.sandboxes.size(), 3u);
   SandboxRecord expected = with_policy(full_record());
   chain::seal(expected);
   EXPECT_EQ(as_json(data.sandboxes[0]), as_json(expected));
@@ -625,6 +637,27 @@ TEST(LedgerGolden, GoldenReadsBackIntoTheSameRecords) {
   EXPECT_EQ(as_json(data.sandboxes[1]), as_json(paused));
   EXPECT_EQ(data.sandboxes[1].state, State::paused);
   EXPECT_FALSE(chain::verify(data.sandboxes[1]));
+  SandboxRecord pooled = pooled_record();
+  chain::seal(pooled);
+  EXPECT_EQ(as_json(data.sandboxes[2]), as_json(pooled));
+  EXPECT_EQ(data.sandboxes[2].pool->key, "ci@build-7");
+}
+
+// Schema 3 (tests/data/golden/ledger_v3.json, written by the previous version: no pools) is read
+// as it is, and the first change moves only its version, keeping it as ledger.v3.json.
+TEST(LedgerGolden, Schema3GoldenIsStillReadAndMigrates) {
+  TempDir dir;
+  const std::string v3 = read_file(golden_path("ledger_v3.json"));
+  write_file(dir / "state" / "ledger.json", v3);
+  Ledger ledger(dir / "state", 1s);
+  ASSERT_EQ(ledger.read().sandboxes.size(), 2u);
+  EXPECT_EQ(ledger.read().sandboxes[1].state, State::paused);
+  EXPECT_EQ(read_file(ledger_file(ledger)), v3) << "reading never writes";
+  ledger.begin().commit();
+  EXPECT_EQ(read_file(dir / "state" / "ledger.v3.json"), v3);
+  const json migrated = json::parse(read_file(ledger_file(ledger)));
+  EXPECT_EQ(migrated["schema_version"], 4);
+  EXPECT_EQ(migrated["sandboxes"], json::parse(v3)["sandboxes"]) << "no record changes";
 }
 
 // Schema 2 (tests/data/golden/ledger_v2.json, written by the previous version) reads into the
@@ -645,7 +678,7 @@ TEST(LedgerGolden, Schema2GoldenIsStillReadAndMigrates) {
   ledger.begin().commit();
   EXPECT_EQ(read_file(dir / "state" / "ledger.v2.json"), v2);
   const json migrated = json::parse(read_file(ledger_file(ledger)));
-  EXPECT_EQ(migrated["schema_version"], 3);
+  EXPECT_EQ(migrated["schema_version"], LedgerData::k_schema_version);
   EXPECT_EQ(migrated["sandboxes"], json::parse(v2)["sandboxes"]) << "no record changes";
   EXPECT_EQ(ledger.read().closed_counts.at("destroyed"), 1u);
 }
@@ -659,7 +692,7 @@ TEST(LedgerGolden, SortedKeysReadTheSame) {
   ASSERT_LT(sorted.find("\"sandboxes\""), sorted.find("\"schema_version\""));
   write_file(dir / "state" / "ledger.json", sorted);
   const LedgerData data = Ledger(dir / "state", 1s).read();
-  ASSERT_EQ(data.sandboxes.size(), 2u);
+  ASSERT_EQ(data.sandboxes.size(), 3u);
   EXPECT_EQ(data.sandboxes[0].id, full_record().id);
   EXPECT_EQ(data.sandboxes[1].pause->id, "pse-abcdefgh2345");
 }
@@ -945,15 +978,15 @@ TEST(LedgerFile, NewerSchemaIsRefused) {
   TempDir dir;
   Ledger ledger(dir / "state", 1s);
   const std::string expected = "ledger " + ledger_file(ledger).string() +
-                               " has schema_version 4, newer than this sandboxer understands (3); "
+                               " has schema_version 5, newer than this sandboxer understands (4); "
                                "upgrade sandboxer";
-  write_file(ledger_file(ledger), "{\"schema_version\":4,\"sandboxes\":[{\"a\":\"new shape\"}]}");
+  write_file(ledger_file(ledger), "{\"schema_version\":5,\"sandboxes\":[{\"a\":\"new shape\"}]}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
   EXPECT_EQ(error_of([&] { ledger.begin(); }), expected);
   // Also when the version comes after records that this version cannot read.
-  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":4}");
+  write_file(ledger_file(ledger), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":5}");
   EXPECT_EQ(error_of([&] { ledger.read(); }), expected);
-  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":4}");
+  EXPECT_EQ(read_file(ledger_file(ledger)), "{\"sandboxes\":{\"v4\":[1,2]},\"schema_version\":5}");
 }
 
 TEST(LedgerFile, UnreadableFileNamesPathAndErrno) {

@@ -270,7 +270,8 @@ TEST(LedgerStore, AnUnreadableCurrentSegmentIsNotAppendedTo) {
   add_closed(ledger, "a", 0);
   const auto segment = dir / "state" / "journal" / "segment-000001.jsonl";
   std::string text = read_file(segment);
-  text.replace(text.find("\"sandboxer_journal\":3"), 21, "\"sandboxer_journal\":9");
+  const std::string ours = "\"sandboxer_journal\":" + std::to_string(LedgerData::k_schema_version);
+  text.replace(text.find(ours), ours.size(), "\"sandboxer_journal\":9");
   write_file(segment, text);
   const auto b = add_closed(ledger, "b", 0);
   EXPECT_TRUE(ledger.find(b));
@@ -574,6 +575,11 @@ TEST(LedgerCrash, KilledMigrationLeavesTheOldOrTheNewLedger) {
 // ---------------------------------------------------------------------------------------------
 // Migration from schema 2
 
+// The version this sandboxer writes, as it appears at the start of its files.
+const std::string k_now = std::to_string(LedgerData::k_schema_version);
+const std::string k_document_prefix = "{\"schema_version\":" + k_now + ",";
+const std::string k_segment_prefix = "{\"sandboxer_journal\":" + k_now + ",";
+
 // Turns a ledger this version wrote into what schema 2 wrote: the two differ only in the version
 // numbers of the live document and of each segment's header (same width: no offset moves), as
 // long as no record uses what schema 3 added. Returns the segments' bytes.
@@ -585,11 +591,10 @@ std::map<std::string, std::string> downgrade_to_v2(const fs::path& state) {
     write_file(file, text);
     ::chmod(file.c_str(), 0600);
   };
-  replace_prefix(state / "ledger.json", R"({"schema_version":3,)", R"({"schema_version":2,)");
+  replace_prefix(state / "ledger.json", k_document_prefix, R"({"schema_version":2,)");
   std::map<std::string, std::string> bytes;
   for (const auto& name : segments(state)) {
-    replace_prefix(state / "journal" / name, R"({"sandboxer_journal":3,)",
-                   R"({"sandboxer_journal":2,)");
+    replace_prefix(state / "journal" / name, k_segment_prefix, R"({"sandboxer_journal":2,)");
     bytes[name] = read_file(state / "journal" / name);
   }
   fs::remove(state / "ledger.json.bak");
@@ -651,7 +656,7 @@ TEST(LedgerMigration, FirstWriteMigratesSchema2KeepingTheJournal) {
 
   ledger.begin().commit();
   const json document = json::parse(read_file(state / "ledger.json"));
-  EXPECT_EQ(document["schema_version"], 3);
+  EXPECT_EQ(document["schema_version"], LedgerData::k_schema_version);
   EXPECT_EQ(read_file(state / "ledger.v2.json"), v2);
   EXPECT_EQ(segment_bytes(state), v2_segments) << "the journal is kept byte for byte";
   EXPECT_EQ(document["journal"], json::parse(v2)["journal"]);
@@ -673,14 +678,14 @@ TEST(LedgerMigration, FirstWriteMigratesSchema2KeepingTheJournal) {
   for (const auto& [name, bytes] : v2_segments) {
     EXPECT_EQ(now.at(name), bytes) << name;
   }
-  EXPECT_TRUE(now.at("segment-000004.jsonl").starts_with(R"({"sandboxer_journal":3,)"));
+  EXPECT_TRUE(now.at("segment-000004.jsonl").starts_with(k_segment_prefix));
   report = ledger.store().verify(head.head);
   EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
   EXPECT_EQ(report.records, 9u);
   EXPECT_EQ(ledger.store().head().head.lines, head.head.lines + 1);
   EXPECT_TRUE(ledger.find("after"));
-  EXPECT_EQ(ledger.store().migrate(),
-            "ledger " + (state / "ledger.json").string() + " is already at schema_version 3");
+  EXPECT_EQ(ledger.store().migrate(), "ledger " + (state / "ledger.json").string() +
+                                          " is already at schema_version " + k_now);
 
   // Retention drops schema-2 segments like any other.
   EXPECT_EQ(ledger.store().prune(day(1, 13), false).units, 2u);
@@ -693,10 +698,11 @@ TEST(LedgerMigration, LedgerMigrateTakesSchema2ToSchema3) {
   const auto v2_segments = schema2_ledger(state, 1);
   Ledger ledger(state, 1s);
   const std::string said = ledger.store().migrate();
-  EXPECT_NE(said.find("migrated from schema_version 2 to 3"), std::string::npos) << said;
+  EXPECT_NE(said.find("migrated from schema_version 2 to " + k_now), std::string::npos) << said;
   EXPECT_NE(said.find("3 segment(s)"), std::string::npos) << said;
   EXPECT_NE(said.find("ledger.v2.json"), std::string::npos) << said;
-  EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"], 3);
+  EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"],
+            LedgerData::k_schema_version);
   EXPECT_EQ(segment_bytes(state), v2_segments);
   EXPECT_TRUE(ledger.store().verify().problems.empty());
 }
@@ -710,7 +716,7 @@ TEST(LedgerMigration, Schema1GoesStraightToTheCurrentSchema) {
   EXPECT_EQ(json::parse(read_file(dir / "state" / "ledger.json"))["schema_version"],
             LedgerData::k_schema_version);
   for (const auto& [name, bytes] : segment_bytes(dir / "state")) {
-    EXPECT_TRUE(bytes.starts_with(R"({"sandboxer_journal":3,)")) << name;
+    EXPECT_TRUE(bytes.starts_with(k_segment_prefix)) << name;
   }
   EXPECT_FALSE(fs::exists(dir / "state" / "ledger.v2.json"));
 }
@@ -722,14 +728,15 @@ TEST(LedgerMigration, ANewerSegmentIsNotRead) {
   Ledger ledger(state, 1s);
   add_closed(ledger, "a", 0);
   std::string text = read_file(state / "journal" / "segment-000001.jsonl");
-  text.replace(0, 23, R"({"sandboxer_journal":4,)");
+  text.replace(0, 23, R"({"sandboxer_journal":9,)");
   write_file(state / "journal" / "segment-000001.jsonl", text);
   const auto report = ledger.store().verify();
   bool named = false;
   for (const auto& problem : report.problems) {
-    named = named || problem.what.find("has schema version 4, newer than this sandboxer "
-                                       "understands (3); its records are not read: upgrade "
-                                       "sandboxer") != std::string::npos;
+    named = named || problem.what.find("has schema version 9, newer than this sandboxer "
+                                       "understands (" +
+                                       k_now + "); its records are not read: upgrade sandboxer") !=
+                         std::string::npos;
   }
   EXPECT_TRUE(named) << (report.problems.empty() ? "no problem" : report.problems[0].what);
 }
@@ -777,7 +784,8 @@ TEST(LedgerCrash, KilledSchema2MigrationLeavesTheOldOrTheNewLedger) {
       ++old_seen;
     } else {
       ++new_seen;
-      EXPECT_EQ(json::parse(now)["schema_version"], 3) << "round " << round;
+      EXPECT_EQ(json::parse(now)["schema_version"], LedgerData::k_schema_version)
+          << "round " << round;
       EXPECT_EQ(read_file(state / "ledger.v2.json"), v2) << "round " << round;
     }
     EXPECT_EQ(segment_bytes(state), v2_segments) << "round " << round;
@@ -785,7 +793,8 @@ TEST(LedgerCrash, KilledSchema2MigrationLeavesTheOldOrTheNewLedger) {
     EXPECT_TRUE(report.problems.empty()) << report.problems.at(0).what;
     EXPECT_EQ(report.records, 3006u);
     ledger.begin().commit(); // finishes (or redoes) the migration
-    EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"], 3);
+    EXPECT_EQ(json::parse(read_file(state / "ledger.json"))["schema_version"],
+              LedgerData::k_schema_version);
     EXPECT_EQ(read_file(state / "ledger.v2.json"), v2);
     EXPECT_EQ(segment_bytes(state), v2_segments);
     EXPECT_EQ(all_closed(ledger).size(), 6u) << "round " << round;
