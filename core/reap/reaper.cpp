@@ -134,7 +134,8 @@ void snapshot_then_destroy(Run& run, Work& work) {
   if (!fresh) {
     return;
   }
-  auto& [record, decision] = *fresh;
+  SandboxRecord& record = fresh->first;
+  const Decision& decision = fresh->second;
   const std::string& name = decision.snapshot_name;
   SandboxRecord after = record;
   bool taken = std::any_of(record.snapshots.begin(), record.snapshots.end(),
