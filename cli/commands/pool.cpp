@@ -69,8 +69,7 @@ ExitCode run_status(Context& context, const PoolArgs& args) {
         ++filling;
       } else if (record.state != State::pooled) {
         continue;
-      } else if (record.pool->spec_hash != spec_hash ||
-                 (record.expires_at && *record.expires_at <= now)) {
+      } else if (!lifecycle_rules::is_ready_member(record, spec_hash, now)) {
         ++stale;
       } else {
         ++ready;

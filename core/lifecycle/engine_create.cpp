@@ -163,6 +163,30 @@ nlohmann::json engine_internal::lease_at_create(SandboxRecord& record, Seconds d
   return {{"holder", holder}, {"duration", format_duration(duration)}};
 }
 
+void engine_internal::refuse_taken_name(Ledger::Transaction& tx,
+                                        const std::optional<std::string>& name) {
+  if (!name) {
+    return;
+  }
+  if (const SandboxRecord* existing = tx->find_live_by_name(*name)) {
+    throw Error(ExitCode::conflict, fmt::format("the name \"{}\" is taken by {} ({}); pick another "
+                                                "or destroy that one first",
+                                                *name, existing->id, to_string(existing->state)));
+  }
+}
+
+void engine_internal::record_exposure(SandboxRecord& record, TimePoint at,
+                                      const std::string& actor) {
+  if (record.ports.empty()) {
+    return;
+  }
+  record.transition(EventKind::ports_exposed, State::running, at, actor,
+                    fmt::format("{} port(s) exposed", record.ports.size()),
+                    {{"ports", port_bindings_json(record.ports)},
+                     {"until", record.expires_at ? nlohmann::json(format_time(*record.expires_at))
+                                                 : nlohmann::json()}});
+}
+
 void engine_internal::check_create_options(const CreateOptions& options) {
   if (options.idempotency_key &&
       options.idempotency_key->find_first_not_of(" \t\r\n") == std::string::npos) {
@@ -248,14 +272,7 @@ CreateOutcome Engine::run_create(SandboxRecord record, const CreateOptions& opti
     }
     record.id = new_sandbox_id();
     record.name = options.name.value_or(record.id);
-    if (options.name) {
-      if (const SandboxRecord* existing = tx->find_live_by_name(*options.name)) {
-        throw Error(ExitCode::conflict,
-                    fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
-                                "destroy that one first",
-                                *options.name, existing->id, to_string(existing->state)));
-      }
-    }
+    refuse_taken_name(tx, options.name);
     SandboxRecord& added = tx->insert(record);
     commit(tx, added, 0);
     ledger_id = tx->ledger_id();
@@ -311,14 +328,7 @@ CreateOutcome Engine::make_in_backend(SandboxRecord record, Opened& opened,
         }
         r.transition(r.restored_from ? EventKind::restored : EventKind::ready, State::running,
                      made_at, m_actor, "created", outcome);
-        if (!r.ports.empty()) {
-          // Who exposed which port where, until when: the exposure ends with the sandbox.
-          r.transition(EventKind::ports_exposed, State::running, made_at, m_actor,
-                       fmt::format("{} port(s) exposed", r.ports.size()),
-                       {{"ports", port_bindings_json(r.ports)},
-                        {"until", r.expires_at ? nlohmann::json(format_time(*r.expires_at))
-                                               : nlohmann::json()}});
-        }
+        record_exposure(r, made_at, m_actor);
       }
     });
     // Someone destroyed the record while the backend was creating: do not leak what it made.

@@ -85,4 +85,11 @@ void check_create_options(const CreateOptions& options);
 nlohmann::json lease_at_create(SandboxRecord& record, Seconds duration, TimePoint now,
                                const std::string& holder);
 
+// A create's --name must not be a live sandbox's: ConflictError-shaped exit 10 naming it.
+void refuse_taken_name(Ledger::Transaction& tx, const std::optional<std::string>& name);
+
+// The `ports.exposed` entry of a sandbox handed over with its ports (a create, a claim): who
+// exposed which port where, until when; the exposure ends with the sandbox.
+void record_exposure(SandboxRecord& record, TimePoint at, const std::string& actor);
+
 } // namespace sandboxer::engine_internal

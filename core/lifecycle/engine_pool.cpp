@@ -84,12 +84,9 @@ PoolFill Engine::fill_pool(const Profile& profile) {
     auto tx = m_ledger.begin();
     const TimePoint now = m_clock.now();
     for (const auto* member : tx->pool_members(key)) {
-      if (member->pool->spec_hash != spec_hash) {
-        continue;
-      }
-      if (member->state == State::pooled && member->expires_at && *member->expires_at > now) {
+      if (is_ready_member(*member, spec_hash, now)) {
         ++fill.ready;
-      } else if (member->state == State::creating) {
+      } else if (member->state == State::creating && member->pool->spec_hash == spec_hash) {
         ++fill.filling;
       }
     }
@@ -142,19 +139,11 @@ std::optional<CreateOutcome> Engine::claim_from_pool(const Profile& profile,
           return std::nullopt; // the cold path returns it, or refuses the other request
         }
       }
-      if (options.name) {
-        if (const SandboxRecord* existing = tx->find_live_by_name(*options.name)) {
-          throw Error(ExitCode::conflict,
-                      fmt::format("the name \"{}\" is taken by {} ({}); pick another or "
-                                  "destroy that one first",
-                                  *options.name, existing->id, to_string(existing->state)));
-        }
-      }
+      refuse_taken_name(tx, options.name);
       const TimePoint now = m_clock.now();
       SandboxRecord* member = nullptr;
       for (auto* candidate : tx->pool_members(key)) {
-        if (candidate->state == State::pooled && candidate->pool->spec_hash == spec_hash &&
-            candidate->expires_at && *candidate->expires_at > now) {
+        if (is_ready_member(*candidate, spec_hash, now)) {
           member = candidate;
           break; // the oldest: the nearest to its max_age
         }
@@ -193,14 +182,7 @@ std::optional<CreateOutcome> Engine::claim_from_pool(const Profile& profile,
                          fmt::format("claimed from pool {} (pooled at {}, never used)", key,
                                      pooled_at ? format_time(*pooled_at) : "-"),
                          details);
-      if (!member->ports.empty()) {
-        member->transition(
-            EventKind::ports_exposed, State::running, now, m_actor,
-            fmt::format("{} port(s) exposed", member->ports.size()),
-            {{"ports", port_bindings_json(member->ports)},
-             {"until", member->expires_at ? nlohmann::json(format_time(*member->expires_at))
-                                          : nlohmann::json()}});
-      }
+      record_exposure(*member, now, m_actor);
       commit(tx, *member, before);
       claimed = *member;
     }

@@ -85,6 +85,11 @@ std::string pool_spec_hash(const SandboxRecord& record) {
   return sha256_digest(fixed.dump());
 }
 
+bool is_ready_member(const SandboxRecord& record, const std::string& spec_hash, TimePoint now) {
+  return record.state == State::pooled && record.pool && !record.pool->claimed_at &&
+         record.pool->spec_hash == spec_hash && record.expires_at && *record.expires_at > now;
+}
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id) {
   Labels labels = record.labels;
   labels["sandboxer.id"] = record.id;

@@ -50,6 +50,9 @@ std::string pool_key_of(const SandboxRecord& record);
 // A member whose hash is not its profile's now is stale.
 std::string pool_spec_hash(const SandboxRecord& record);
 
+// A member a claim may take: pooled, made with `spec_hash`, before its max_age.
+bool is_ready_member(const SandboxRecord& record, const std::string& spec_hash, TimePoint now);
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);

@@ -84,8 +84,8 @@ Activity last_activity(const SandboxRecord& record, TimePoint now, const std::st
   return activity;
 }
 
-std::optional<std::string> idle_reason(const SandboxRecord& record, TimePoint now, Seconds skew,
-                                       const std::string& this_host) {
+std::optional<Idle> idle_of(const SandboxRecord& record, TimePoint now, Seconds skew,
+                            const std::string& this_host) {
   if (record.state != State::running || !record.policy.idle || record.lease) {
     return std::nullopt;
   }
@@ -95,14 +95,17 @@ std::optional<std::string> idle_reason(const SandboxRecord& record, TimePoint no
   }
   const std::string since = format_time(activity.last);
   const std::string limit = format_duration(*record.policy.idle);
+  std::string reason;
   if (activity.what == "start") {
-    return fmt::format("idle since {} (no activity since it started); ttl.idle {}", since, limit);
+    reason = fmt::format("idle since {} (no activity since it started); ttl.idle {}", since, limit);
+  } else if (activity.what == "lease") {
+    reason =
+        fmt::format("idle since {} (run's lease ended at {}); ttl.idle {}", since, since, limit);
+  } else {
+    reason = fmt::format("idle since {} (last {} at {}); ttl.idle {}", since, activity.what, since,
+                         limit);
   }
-  if (activity.what == "lease") {
-    return fmt::format("idle since {} (run's lease ended at {}); ttl.idle {}", since, since, limit);
-  }
-  return fmt::format("idle since {} (last {} at {}); ttl.idle {}", since, activity.what, since,
-                     limit);
+  return Idle{std::move(activity), std::move(reason)};
 }
 
 } // namespace sandboxer

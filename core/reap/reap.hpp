@@ -128,10 +128,15 @@ struct Activity {
 // the driver protocol's exec deadline.
 inline constexpr Seconds k_open_elsewhere_max{24 * 3600};
 Activity last_activity(const SandboxRecord& record, TimePoint now, const std::string& this_host);
-// "idle since T (last exec at T); ttl.idle 2h" when `record` is running, unleased, has ttl.idle,
-// nothing open, and its last activity is older than ttl.idle (+ skew); else none.
-std::optional<std::string> idle_reason(const SandboxRecord& record, TimePoint now, Seconds skew,
-                                       const std::string& this_host);
+// When `record` is running, unleased, has ttl.idle, nothing open, and its last activity is older
+// than ttl.idle (+ skew): that activity, and the reason "idle since T (last exec at T); ttl.idle
+// 2h" (reap's decision puts both in the history); else none.
+struct Idle {
+  Activity activity;
+  std::string reason;
+};
+std::optional<Idle> idle_of(const SandboxRecord& record, TimePoint now, Seconds skew,
+                            const std::string& this_host);
 
 // What reap does with one record now, and why: the plan's item, the history's reasons.
 struct Decision {

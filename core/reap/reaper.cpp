@@ -23,27 +23,37 @@ namespace {
 using reap::Run;
 using reap::Work;
 
-// Why a planned item must not run on the live record now, checked under the ledger lock: it
-// changed since, it is neither due nor idle any more, it lives elsewhere, or its backoff holds.
-std::optional<std::string> item_blocker(const Run& run, const ReapItem& item,
-                                        const SandboxRecord& record, TimePoint now) {
+// A planned item judged on the live record now (under the ledger lock): its decision, or why it
+// must not run: it changed since, it is neither due nor idle any more, it lives elsewhere, or its
+// backoff holds.
+struct Judgement {
+  std::optional<Decision> decision;
+  std::optional<std::string> blocked;
+};
+
+Judgement judge_item(const Run& run, const ReapItem& item, const SandboxRecord& record,
+                     TimePoint now) {
   const ReapOptions& options = run.options;
   if (options.plan) {
     if (auto blocked = plan_item_blocker(item, &record, now, options)) {
-      return blocked;
+      return {std::nullopt, blocked};
     }
-  } else if (auto decision = decide(record, now, options, host_name()); !decision) {
-    return fmt::format("neither due nor idle any more (now {})", to_string(record.state));
-  } else if (decision->action != item.action) {
-    return fmt::format("now due for {}, not {}", decision->action, item.action);
+  }
+  auto decision = decide(record, now, options, host_name());
+  if (!decision) {
+    return {std::nullopt,
+            fmt::format("neither due nor idle any more (now {})", to_string(record.state))};
+  }
+  if (decision->action != item.action) {
+    return {std::nullopt, fmt::format("now due for {}, not {}", decision->action, item.action)};
   }
   if (!record.home_host.empty() && record.home_host != host_name()) {
-    return fmt::format("lives on host {}, whose reaper ends it", record.home_host);
+    return {std::nullopt, fmt::format("lives on host {}, whose reaper ends it", record.home_host)};
   }
   if (auto next = next_attempt_at(record); next && now < *next) {
-    return "next attempt not before " + format_time(*next);
+    return {std::nullopt, "next attempt not before " + format_time(*next)};
   }
-  return std::nullopt;
+  return {std::move(decision), std::nullopt};
 }
 
 EndVerdict verdict_of(const Decision& decision) {
@@ -77,11 +87,8 @@ void destroy_item(Run& run, Work& work,
 
 // The judge of a plain destroy: the item may still run, and the reasons are the record's now.
 EndVerdict judge_now(const Run& run, const ReapItem& item, const SandboxRecord& record) {
-  TimePoint now = run.clock.now();
-  if (auto blocked = item_blocker(run, item, record, now)) {
-    return {blocked};
-  }
-  return verdict_of(*decide(record, now, run.options, host_name()));
+  Judgement judged = judge_item(run, item, record, run.clock.now());
+  return judged.blocked ? EndVerdict{judged.blocked} : verdict_of(*judged.decision);
 }
 
 // The decision for a live item, read afresh (outside the lock: the engine's own transaction checks
@@ -93,14 +100,13 @@ std::optional<std::pair<SandboxRecord, Decision>> fresh_decision(Run& run, Work&
     work.item.reason = "no longer in the ledger";
     return std::nullopt;
   }
-  TimePoint now = run.clock.now();
-  if (auto blocked = item_blocker(run, work.item, *record, now)) {
+  Judgement judged = judge_item(run, work.item, *record, run.clock.now());
+  if (judged.blocked) {
     work.item.outcome = "skipped";
-    work.item.reason = *blocked;
+    work.item.reason = *judged.blocked;
     return std::nullopt;
   }
-  auto decision = decide(*record, now, run.options, host_name());
-  return std::pair{std::move(*record), std::move(*decision)};
+  return std::pair{std::move(*record), std::move(*judged.decision)};
 }
 
 // ttl.on_idle: pause. The engine's pause, blocked under its lock if the sandbox was used since.
@@ -115,7 +121,7 @@ void pause_item(Run& run, Work& work) {
   pause.actor = run.actor;
   pause.details = fresh->second.details;
   pause.blocker = [&](const SandboxRecord& record) {
-    return item_blocker(run, work.item, record, run.clock.now());
+    return judge_item(run, work.item, record, run.clock.now()).blocked;
   };
   try {
     run.engine.pause(work.item.id, pause);
@@ -289,8 +295,10 @@ void refill_pools(Run& run) {
     ReapItem item;
     item.action = "fill";
     item.driver = profile.driver;
+    bool worth_a_line = true; // a pool that was full already is not news
     try {
       PoolFill fill = run.engine.fill_pool(profile);
+      worth_a_line = fill.made + fill.recycled > 0 || !fill.errors.empty();
       item.id = fill.pool;
       item.name = profile.name;
       run.report.filled += fill.made;
@@ -303,7 +311,7 @@ void refill_pools(Run& run) {
       if (!fill.errors.empty()) {
         ++run.report.failures;
         spdlog::error("reap: pool {}: {}", fill.pool, item.reason);
-      } else if (fill.made + fill.recycled > 0) {
+      } else if (worth_a_line) {
         spdlog::info("reap: pool {}: {}", fill.pool, item.reason);
       }
     } catch (const Error& e) {
@@ -313,7 +321,7 @@ void refill_pools(Run& run) {
       ++run.report.failures;
       spdlog::error("reap: pool of profile {}: {}", profile.name, item.reason);
     }
-    if (item.outcome != "filled" || item.reason.rfind("made 0, recycled 0", 0) != 0) {
+    if (worth_a_line) {
       run.report.items.push_back(std::move(item));
     }
   }

@@ -139,12 +139,12 @@ std::optional<Decision> decide(const SandboxRecord& record, TimePoint now,
   if (is_due(record, now, options.grace, options.skew)) {
     return due_decision(record);
   }
-  auto idle = idle_reason(record, now, options.skew, this_host);
+  auto idle = idle_of(record, now, options.skew, this_host);
   if (!idle) {
     return std::nullopt;
   }
-  Activity activity = last_activity(record, now, this_host);
-  Decision decision{"destroy", *idle, "idle", {}, {}};
+  const Activity& activity = idle->activity;
+  Decision decision{"destroy", idle->reason, "idle", {}, {}};
   decision.details = {{"idle",
                        {{"since", format_time(activity.last)},
                         {"last", activity.what},

@@ -168,6 +168,11 @@ TEST(ReapIdle, ActivityIsTheNewestUseInTheHistory) {
 
 TEST(ReapIdle, TheReasonNamesTheLastActivity) {
   const std::string host = current_owner().host;
+  auto idle_reason = [](const SandboxRecord& record, TimePoint now, Seconds skew,
+                        const std::string& this_host) -> std::optional<std::string> {
+    auto idle = idle_of(record, now, skew, this_host);
+    return idle ? std::optional<std::string>(idle->reason) : std::nullopt;
+  };
   auto r = idle_record(2h);
   r.transition(EventKind::exec_finished, State::running, k_noon + 11min, "tester", "exited 0");
   EXPECT_FALSE(idle_reason(r, k_noon + 2h + 11min - 1s, 0s, host));
