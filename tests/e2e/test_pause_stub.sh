@@ -17,11 +17,12 @@ stub_profile on-exec <<'EOF'
 EOF
 printf 'resume: { on_exec: true }\n' >>"$PROFILES/on-exec.yaml"
 
-# The verbs, on a sandbox with a process that counts in the background.
+# The verbs, on a sandbox with a process that counts in the background. It renames each count into
+# place: a pause may stop it between truncating a file and writing it, and the reads below need a number.
 expect_code 0 sbx create --profile plain --name counter -o json
 ID=$(jq -r .id <<<"$OUT")
 expect_code 0 sbx exec counter -- sh -c \
-  'printf kept > note.txt; (i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo $i > ticks; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $! > ticks.pid'
+  'printf kept > note.txt; (i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo $i > ticks.new; mv ticks.new ticks; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $! > ticks.pid'
 FILES=$(record "$ID" .info.path)
 for _ in $(seq 50); do [ "$(cat "$FILES/ticks" 2>/dev/null || echo 0)" -ge 2 ] && break; sleep 0.1; done
 COUNTER=$(cat "$FILES/ticks.pid")
