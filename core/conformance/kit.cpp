@@ -178,6 +178,7 @@ private:
     check("run lease", [&] { return run_lease(); });
     check("list by label", [&] { return list_by_label(); });
     check("concurrent calls", [&] { return concurrent_calls(); });
+    check("warm pool", [&] { return warm_pool(); });
     check("destroy", [&] { return destroy(); });
     check("destroy again", [&] {
       if (!m_destroyed) {
@@ -707,6 +708,61 @@ private:
     return fmt::format("held by a 2s lease for 3s ({} renewals, no entry), the backend still "
                        "{}; extend moved the TTL cap; released in one lease.ended entry",
                        renewals, to_string(status.state));
+  }
+
+  // A warm pool of one (docs/pools.md): a member made ahead through the driver's own create, that
+  // the backend runs while it waits, claimed by a create whose history proves it was never used,
+  // and working once handed over. The driver needs nothing of its own for it.
+  std::string warm_pool() {
+    Profile pooled = m_profile;
+    pooled.name = m_profile.name + "-kit-pool";
+    pooled.pool = PoolPolicy{1, Seconds(3600)};
+    const auto fill_started = std::chrono::steady_clock::now();
+    PoolFill fill = m_engine.fill_pool(pooled);
+    const auto fill_ms = elapsed_ms(fill_started);
+    expect(fill.made == 1 && fill.errors.empty(),
+           fmt::format("pool fill of a pool of 1 made {} member(s){}", fill.made,
+                       fill.errors.empty() ? "" : ": " + fill.errors.front()));
+    std::optional<SandboxRecord> member;
+    for (auto& record : m_ledger.read().sandboxes) {
+      if (record.state == State::pooled && record.pool && record.pool->key == fill.pool) {
+        member = std::move(record);
+      }
+    }
+    expect(member.has_value(), "no member is pooled after the fill");
+    auto status = m_opened.driver->status(lifecycle_rules::handle_of(*member));
+    expect(status.state == BackendStatus::State::running,
+           fmt::format("the backend says the waiting member is {} ({})", to_string(status.state),
+                       status.detail));
+    CreateOptions options;
+    options.labels = k_label;
+    const auto claim_started = std::chrono::steady_clock::now();
+    SandboxRecord claimed = m_engine.create(pooled, options).record;
+    const auto claim_ms = elapsed_ms(claim_started);
+    expect(claimed.id == member->id,
+           fmt::format("create made {} instead of claiming the ready member {}", claimed.id,
+                       member->id));
+    std::string events;
+    for (const auto& entry : claimed.history) {
+      events += (events.empty() ? "" : " ") + std::string(to_string(entry.event));
+    }
+    expect(events == "created pooled claimed",
+           fmt::format("the claimed member's history is \"{}\", not \"created pooled claimed\"",
+                       events));
+    if (m_caps.exec) {
+      auto r = sh(claimed.id, "true");
+      expect(r.code == 0, fmt::format("exec in the claimed member exited {}: {}", r.code, r.err));
+    }
+    m_engine.destroy(claimed.id, "conformance kit: warm pool");
+    return fmt::format("member made ahead in {} ms, claimed by create in {} ms (created, pooled, "
+                       "claimed){}, destroyed",
+                       fill_ms, claim_ms, m_caps.exec ? ", exec works" : "");
+  }
+
+  static long elapsed_ms(std::chrono::steady_clock::time_point since) {
+    return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - since)
+                                 .count());
   }
 
   std::string list_by_label() {

@@ -33,7 +33,7 @@ passes stub
 # The table: one line per check, then the summary.
 expect_code 0 sbx drivers test --profile stub
 expect_contains "$OUT" "exec exit codes"
-expect_contains "$OUT" "driver stub (profile stub): 27 passed, 0 failed, 0 skipped"
+expect_contains "$OUT" "driver stub (profile stub): 28 passed, 0 failed, 0 skipped"
 
 cp "$SANDBOXER_SOURCE_DIR/profiles/default.yaml" "$PROFILES/docker.yaml"
 passes docker
