@@ -97,6 +97,7 @@ const std::vector<Entry>& table() {
       {"reap", "profile", K::profile},
       {"pool fill", "profile", K::profile},
       {"pool fill", "wait", K::duration},
+      {"pool fill", "parallel", K::count},
       {"pool status", "profile", K::profile},
       {"reap", "plan", K::file},
       {"reap", "wait", K::duration},

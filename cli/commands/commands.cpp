@@ -259,6 +259,7 @@ const std::vector<CommandEntry>& all_commands() {
        "sandboxer resume scratch && sandboxer exec scratch -- cat /work/notes.txt"},
       {"pool", "Fill warm pools now, or show them (reap refills them too)", &setup_pool,
        "sandboxer pool fill --profile ci\n"
+       "sandboxer pool fill --parallel 2   # every pool; the first member alone, then 2 at once\n"
        "sandboxer pool status -o json | jq '.[] | {pool, ready, size}'\n"
        "sandboxer create --profile ci   # claims a ready member; --no-pool creates it cold"},
       {"extend", "Move a sandbox's deadline (capped by its profile's ttl.max)", &setup_extend,

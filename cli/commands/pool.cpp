@@ -14,6 +14,7 @@ struct PoolArgs {
   std::vector<std::string> profiles;
   std::string wait = "1m";
   bool no_wait = false;
+  int parallel = 4;
 };
 
 nlohmann::json fill_json(const PoolFill& fill, const std::string& profile) {
@@ -35,7 +36,7 @@ ExitCode run_fill(Context& context, const PoolArgs& args) {
   Table table{{"POOL", "SIZE", "READY", "FILLING", "MADE", "RECYCLED", "ERRORS"}, {}};
   size_t errors = 0;
   for (const auto& profile : profiles) {
-    PoolFill fill = context.engine().fill_pool(profile);
+    PoolFill fill = context.engine().fill_pool(profile, args.parallel);
     for (const auto& error : fill.errors) {
       spdlog::error("pool {}: {}", fill.pool, error);
     }
@@ -59,37 +60,24 @@ ExitCode run_status(Context& context, const PoolArgs& args) {
     const SandboxRecord wanted = context.engine().record_from(profile);
     const std::string key = lifecycle_rules::pool_key_of(wanted);
     const std::string spec_hash = lifecycle_rules::pool_spec_hash(wanted);
-    int ready = 0, filling = 0, stale = 0;
-    std::optional<TimePoint> oldest;
-    for (const auto& record : data.sandboxes) {
-      if (!record.pool || record.pool->key != key || record.pool->claimed_at) {
-        continue;
-      }
-      if (record.state == State::creating) {
-        ++filling;
-      } else if (record.state != State::pooled) {
-        continue;
-      } else if (!lifecycle_rules::is_ready_member(record, spec_hash, now)) {
-        ++stale;
-      } else {
-        ++ready;
-        const TimePoint since = record.pool->pooled_at.value_or(record.created_at);
-        oldest = oldest ? std::min(*oldest, since) : since;
-      }
-    }
+    const lifecycle_rules::PoolCensus census =
+        lifecycle_rules::pool_census(data.sandboxes, key, spec_hash, now);
+    const int stale = static_cast<int>(census.stale.size()) + census.expired;
+    const std::optional<TimePoint>& oldest = census.oldest;
     const auto age = oldest ? std::chrono::duration_cast<Seconds>(now - *oldest) : Seconds(0);
     results.push_back(
         {{"pool", key},
          {"profile", profile.name},
          {"size", profile.pool->size},
          {"max_age", format_duration(profile.pool->max_age)},
-         {"ready", ready},
-         {"filling", filling},
+         {"ready", census.ready},
+         {"filling", census.filling},
          {"stale", stale},
          {"oldest_pooled_at", oldest ? nlohmann::json(format_time(*oldest)) : nullptr},
          {"oldest_age_seconds", oldest ? nlohmann::json(age.count()) : nullptr}});
     table.rows.push_back({key, profile.name, std::to_string(profile.pool->size),
-                          std::to_string(ready), std::to_string(filling), std::to_string(stale),
+                          std::to_string(census.ready), std::to_string(census.filling),
+                          std::to_string(stale),
                           oldest ? format_duration(age) : "-"});
   }
   context.out().print(results, [&] { return table; });
@@ -142,6 +130,9 @@ void setup_pool(CLI::App& app, Runner& runner) {
                                 "Wait this long for a running reaper to finish (default 1m)");
   fill->add_flag("--no-wait", args->no_wait, "Exit at once (code 5) if a reaper runs")
       ->excludes(wait);
+  fill->add_option("--parallel", args->parallel,
+                   "Members made at once, after the first (default 4)")
+      ->check(CLI::Range(1, 64));
   app.require_subcommand(1);
   runner = [args, fill](Context& context) {
     return fill->parsed() ? run_fill(context, *args) : run_status(context, *args);

@@ -166,8 +166,8 @@ ExitCode run_reap(Context& context, const ReapArgs& args) {
       return ExitCode::lock_timeout;
     }
   }
-  if (!args.dry_run && !args.plan) {
-    options.pools = pool_profiles(context, {});
+  if (!args.plan) {
+    options.pools = pool_profiles(context, {}); // refilled, or with --dry-run listed
   }
   Reaper reaper(context.engine(), context.ledger(), context.clock(),
                 "reaper (" + describe(current_owner()) + ")");

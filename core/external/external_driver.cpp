@@ -262,6 +262,9 @@ public:
       // Only when there are some: the core sends ports only to a driver that declares them.
       params["ports"] = port_specs_json(request.ports);
     }
+    if (request.pool_member) {
+      params["pool_member"] = true; // a hint: the driver may start it from a checkpoint of its own
+    }
     json result = call(method, params);
     CreateResult out;
     out.backend_id = string_member(result, "backend_id", method);

@@ -2,6 +2,7 @@
 // create claims one in a single transaction, so a member is handed to one create, once, on the
 // local files and on a shared PostgreSQL ledger alike. No daemon: `pool fill` and reap refill.
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "core/lifecycle/engine_internal.hpp"
@@ -34,7 +35,9 @@ std::string maker_of(const SandboxRecord& record) {
 
 } // namespace
 
-PoolFill Engine::fill_pool(const Profile& profile) {
+namespace {
+
+void refuse_unpoolable(const Profile& profile) {
   if (!profile.pool) {
     throw UsageError(fmt::format("profile {} has no pool (add pool: {{size: 2, max_age: 1h}}; "
                                  "docs/pools.md)",
@@ -48,49 +51,70 @@ PoolFill Engine::fill_pool(const Profile& profile) {
                                     profile.name, *port.host_port));
     }
   }
-  SandboxRecord wanted = record_from(profile);
-  const std::string key = pool_key_of(wanted);
-  const std::string spec_hash = pool_spec_hash(wanted);
+}
+
+PoolFill fill_of(const Profile& profile, const std::string& key, const PoolCensus& census) {
   PoolFill fill;
   fill.pool = key;
   fill.size = profile.pool->size;
+  fill.ready = census.ready;
+  fill.filling = census.filling;
+  fill.missing = std::max(0, fill.size - census.ready - census.filling);
+  return fill;
+}
+
+} // namespace
+
+PoolFill Engine::plan_fill(const Profile& profile) const {
+  refuse_unpoolable(profile);
+  const SandboxRecord wanted = record_from(profile);
+  const std::string key = pool_key_of(wanted);
+  const LedgerData data = m_ledger.read(ReadScope::summary);
+  const PoolCensus census = pool_census(data.sandboxes, key, pool_spec_hash(wanted), m_clock.now());
+  PoolFill fill = fill_of(profile, key, census);
+  fill.recycled = static_cast<int>(census.stale.size());
+  return fill;
+}
+
+PoolFill Engine::fill_pool(const Profile& profile, int parallel) {
+  refuse_unpoolable(profile);
+  SandboxRecord wanted = record_from(profile);
+  const std::string key = pool_key_of(wanted);
+  const std::string spec_hash = pool_spec_hash(wanted);
 
   // Members made with another spec are recycled first: they would never be claimed.
   std::vector<std::string> stale;
   {
     auto tx = m_ledger.begin();
-    for (const auto* member : tx->pool_members(key)) {
-      if (member->state == State::pooled && member->pool->spec_hash != spec_hash) {
-        stale.push_back(member->id);
-      }
-    }
+    stale = pool_census(tx->pool_members(key), key, spec_hash, m_clock.now()).stale;
   }
+  int recycled = 0;
+  std::vector<std::string> errors;
   for (const auto& id : stale) {
     try {
       destroy(id, "pool member's profile changed (its spec hash is not the profile's now)");
-      ++fill.recycled;
+      ++recycled;
     } catch (const Error& e) {
-      fill.errors.push_back(fmt::format("{}: recycling failed: {}", id, log::redact(e.what())));
+      errors.push_back(fmt::format("{}: recycling failed: {}", id, log::redact(e.what())));
     }
   }
 
-  Opened opened = open_driver(wanted);
-  wanted.info = opened.location;
+  // Opened before anything is reserved: a driver that cannot open leaves no member behind.
+  std::vector<Opened> drivers;
+  for (int n = 0; n < std::clamp(parallel, 1, profile.pool->size); ++n) {
+    drivers.push_back(open_driver(wanted));
+  }
+  wanted.info = drivers.front().location;
   std::vector<SandboxRecord> reserved;
   std::string ledger_id;
+  PoolFill fill;
   {
     // Counting and reserving in one transaction: two fillers (two reapers of a fleet) never make
     // more than the pool's size between them.
     auto tx = m_ledger.begin();
     const TimePoint now = m_clock.now();
-    for (const auto* member : tx->pool_members(key)) {
-      if (is_ready_member(*member, spec_hash, now)) {
-        ++fill.ready;
-      } else if (member->state == State::creating && member->pool->spec_hash == spec_hash) {
-        ++fill.filling;
-      }
-    }
-    for (int n = fill.ready + fill.filling; n < fill.size; ++n) {
+    fill = fill_of(profile, key, pool_census(tx->pool_members(key), key, spec_hash, now));
+    for (int n = 0; n < fill.missing; ++n) {
       SandboxRecord member = wanted;
       member.id = new_sandbox_id();
       member.name = member.id;
@@ -108,19 +132,58 @@ PoolFill Engine::fill_pool(const Profile& profile) {
     }
     ledger_id = tx->ledger_id();
   }
+  fill.recycled = recycled;
+  fill.errors = std::move(errors);
   m_events.deliver();
-  for (auto& member : reserved) {
-    const std::string id = member.id;
-    try {
-      make_in_backend(std::move(member), opened, ledger_id, std::nullopt, {}, Stopwatch::now());
-      ++fill.made;
-    } catch (const Interrupted&) {
-      throw; // the member's record says so; the rest stay reserved for reap to settle
-    } catch (const Error& e) {
-      fill.errors.push_back(fmt::format("{}: {}", id, log::redact(e.what())));
-    }
-  }
+  make_members(reserved, drivers, ledger_id, fill);
   return fill;
+}
+
+// The first member alone, then the rest on `drivers.size()` threads: a driver that starts members
+// from a checkpoint of an identical booted one (vm-packer) makes that checkpoint from the first.
+void Engine::make_members(std::vector<SandboxRecord>& reserved, std::vector<Opened>& drivers,
+                          const std::string& ledger_id, PoolFill& fill) {
+  std::mutex mutex;
+  size_t next = 0;
+  size_t end = std::min<size_t>(1, reserved.size());
+  std::exception_ptr interrupted;
+  auto worker = [&](Opened& opened) {
+    for (;;) {
+      SandboxRecord member;
+      {
+        std::lock_guard lock(mutex);
+        if (next >= end || interrupted) {
+          return;
+        }
+        member = std::move(reserved[next++]);
+      }
+      const std::string id = member.id;
+      try {
+        make_in_backend(std::move(member), opened, ledger_id, std::nullopt, {}, Stopwatch::now());
+        std::lock_guard lock(mutex);
+        ++fill.made;
+      } catch (const Interrupted&) {
+        // The member's record says so; the rest stay reserved for reap to settle.
+        std::lock_guard lock(mutex);
+        interrupted = std::current_exception();
+      } catch (const Error& e) {
+        std::lock_guard lock(mutex);
+        fill.errors.push_back(fmt::format("{}: {}", id, log::redact(e.what())));
+      }
+    }
+  };
+  worker(drivers.front());
+  end = reserved.size();
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < drivers.size() && next + t < end && !interrupted; ++t) {
+    threads.emplace_back(worker, std::ref(drivers[t]));
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  if (interrupted) {
+    std::rethrow_exception(interrupted);
+  }
 }
 
 std::optional<CreateOutcome> Engine::claim_from_pool(const Profile& profile,

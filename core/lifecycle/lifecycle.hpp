@@ -41,6 +41,7 @@ struct PoolFill {
   int size = 0;                    // what the profile asks for
   int ready = 0;                   // members ready before this fill
   int filling = 0;                 // members being made by another process
+  int missing = 0;                 // to make: size - ready - filling (a plan's "would make")
   int made = 0;                    // made by this fill
   int recycled = 0;                // stale members (their profile's spec changed) destroyed
   std::vector<std::string> errors; // one per member that failed
@@ -163,8 +164,12 @@ public:
   // (docs/pools.md): one transaction, then a check outside the lock.
   CreateOutcome create(const Profile& profile, const CreateOptions& options);
   // Makes members until `profile`'s pool holds its size (counted and reserved in one transaction,
-  // so that fillers never overfill), first destroying members made with another spec.
-  PoolFill fill_pool(const Profile& profile);
+  // so that fillers never overfill), first destroying members made with another spec; up to
+  // `parallel` members are made at once, after the first.
+  PoolFill fill_pool(const Profile& profile, int parallel = 1);
+  // What fill_pool would do now, changing nothing (`reap --dry-run`): `missing` and `recycled`
+  // are what it would make and destroy.
+  PoolFill plan_fill(const Profile& profile) const;
   // The record a create of `profile` starts from: spec, labels, env, secrets and the policy but
   // the TTL. Refuses (PolicyError) a rule the driver could never keep.
   SandboxRecord record_from(const Profile& profile) const;
@@ -299,6 +304,9 @@ private:
   std::optional<CreateOutcome> claim_from_pool(const Profile& profile, const SandboxRecord& wanted,
                                                const CreateOptions& options,
                                                const lifecycle_rules::TtlDecision& decision);
+  // Makes fill_pool's reserved members through `drivers` (one per thread), counting into `fill`.
+  void make_members(std::vector<SandboxRecord>& reserved, std::vector<Opened>& drivers,
+                    const std::string& ledger_id, PoolFill& fill);
   // Why a freshly claimed member cannot be handed over (its backend does not run it, or a no-op
   // exec did not answer within a few seconds), or none.
   std::optional<std::string> probe_member(const SandboxRecord& record);

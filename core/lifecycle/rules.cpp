@@ -113,6 +113,7 @@ CreateRequest create_request(const SandboxRecord& record, const std::string& led
   request.env["SANDBOXER_ID"] = record.id;
   request.expires_at = ttl_deadline(record);
   request.ports = port_specs_from_json(record.policy.ports);
+  request.pool_member = record.pool && !record.pool->claimed_at;
   return request;
 }
 

@@ -53,6 +53,44 @@ std::string pool_spec_hash(const SandboxRecord& record);
 // A member a claim may take: pooled, made with `spec_hash`, before its max_age.
 bool is_ready_member(const SandboxRecord& record, const std::string& spec_hash, TimePoint now);
 
+// A pool's unclaimed members as a fill, `pool status` and `reap --dry-run` count them.
+struct PoolCensus {
+  int ready = 0;                   // claimable now
+  int filling = 0;                 // `creating` with the profile's spec (a fill under way)
+  std::vector<std::string> stale;  // pooled with another spec: a fill recycles them
+  int expired = 0;                 // pooled, of this spec, past max_age: reap destroys them
+  std::optional<TimePoint> oldest; // when the oldest ready one was pooled
+};
+inline const SandboxRecord& as_record(const SandboxRecord& record) { return record; }
+inline const SandboxRecord& as_record(const SandboxRecord* record) { return *record; }
+// `records` may hold any records; those not unclaimed members of `key` are ignored.
+template <typename Records>
+PoolCensus pool_census(const Records& records, const std::string& key,
+                       const std::string& spec_hash, TimePoint now) {
+  PoolCensus census;
+  for (const auto& entry : records) {
+    const SandboxRecord& record = as_record(entry);
+    if (!record.pool || record.pool->key != key || record.pool->claimed_at) {
+      continue;
+    }
+    const bool same_spec = record.pool->spec_hash == spec_hash;
+    if (record.state == State::creating) {
+      census.filling += same_spec ? 1 : 0;
+    } else if (record.state != State::pooled) {
+      continue;
+    } else if (!same_spec) {
+      census.stale.push_back(record.id);
+    } else if (!is_ready_member(record, spec_hash, now)) {
+      ++census.expired;
+    } else {
+      ++census.ready;
+      const TimePoint since = record.pool->pooled_at.value_or(record.created_at);
+      census.oldest = census.oldest ? std::min(*census.oldest, since) : since;
+    }
+  }
+  return census;
+}
+
 Labels ownership_labels(const SandboxRecord& record, const std::string& ledger_id);
 // What every driver is asked to make for `record`.
 CreateRequest create_request(const SandboxRecord& record, const std::string& ledger_id);

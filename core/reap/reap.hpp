@@ -44,7 +44,8 @@ struct ReapOptions {
   Seconds expiring_window{600};
   // Profiles whose drivers are asked for orphans, besides the drivers of the ledger's records.
   std::vector<Profile> profiles;
-  // The profiles whose warm pools this run refills after its destroys (docs/pools.md).
+  // The profiles whose warm pools this run refills after its destroys (docs/pools.md); a dry run
+  // lists the fills it would make.
   std::vector<Profile> pools;
   // `reap --plan FILE`: execute exactly these destroy items of a saved dry run, nothing else.
   std::optional<nlohmann::json> plan;

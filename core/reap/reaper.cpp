@@ -286,8 +286,10 @@ void prune(Run& run) {
   }
 }
 
-// After the destroys (which freed what expired members held): each pool back to its size.
+// After the destroys (which freed what expired members held): each pool back to its size. A dry
+// run lists what it would make and recycle.
 void refill_pools(Run& run) {
+  const bool dry_run = run.options.dry_run;
   for (const auto& profile : run.options.pools) {
     if (interrupt::requested()) {
       return;
@@ -295,16 +297,26 @@ void refill_pools(Run& run) {
     ReapItem item;
     item.action = "fill";
     item.driver = profile.driver;
+    item.name = profile.name;
+    item.id = profile.name;
     bool worth_a_line = true; // a pool that was full already is not news
     try {
-      PoolFill fill = run.engine.fill_pool(profile);
-      worth_a_line = fill.made + fill.recycled > 0 || !fill.errors.empty();
+      PoolFill fill = dry_run ? run.engine.plan_fill(profile)
+                              : run.engine.fill_pool(profile, run.options.parallel);
       item.id = fill.pool;
-      item.name = profile.name;
-      run.report.filled += fill.made;
-      item.outcome = fill.errors.empty() ? "filled" : "failed";
-      item.reason = fmt::format("made {}, recycled {} (ready {} of {} before, {} being made)",
-                                fill.made, fill.recycled, fill.ready, fill.size, fill.filling);
+      if (dry_run) {
+        worth_a_line = fill.missing + fill.recycled > 0;
+        item.outcome = "planned";
+        item.reason = fmt::format("would make {}, recycle {} (ready {} of {}, {} being made)",
+                                  fill.missing, fill.recycled, fill.ready, fill.size,
+                                  fill.filling);
+      } else {
+        worth_a_line = fill.made + fill.recycled > 0 || !fill.errors.empty();
+        run.report.filled += fill.made;
+        item.outcome = fill.errors.empty() ? "filled" : "failed";
+        item.reason = fmt::format("made {}, recycled {} (ready {} of {} before, {} being made)",
+                                  fill.made, fill.recycled, fill.ready, fill.size, fill.filling);
+      }
       for (const auto& error : fill.errors) {
         item.reason += "; " + error;
       }
@@ -315,7 +327,6 @@ void refill_pools(Run& run) {
         spdlog::info("reap: pool {}: {}", fill.pool, item.reason);
       }
     } catch (const Error& e) {
-      item.id = profile.name;
       item.outcome = "failed";
       item.reason = log::redact(e.what());
       ++run.report.failures;
@@ -435,6 +446,7 @@ ReapReport Reaper::run(const ReapOptions& options) {
       report.items.push_back(std::move(w.item));
     }
     if (!options.plan && !report.refused) {
+      refill_pools(run);
       prune(run);
     }
   } else {

@@ -119,6 +119,9 @@ struct CreateRequest {
   // the new one: after success it is gone; after a failure it is left as it was.
   std::optional<std::string> replaces;
   std::vector<PortSpec> ports; // only for a driver with Capabilities::ports
+  // A warm pool's member, made ahead of demand (docs/pools.md): the driver may start it from a
+  // checkpoint it keeps of an identical sandbox booted before (vm-packer), instead of booting it.
+  bool pool_member = false;
 };
 
 struct CreateResult {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Warm pools on the stub (docs/pools.md): fill, claim (its history proves the member was never
 # used), list hiding members, --no-pool, 20 concurrent creates claiming each member once, a member
-# killed in the backend skipped at claim, max_age and spec-hash recycling, reap's refill, and
-# SIGKILL during fill and during claim settled by reap with nothing lost or doubled.
+# killed in the backend skipped at claim, max_age and spec-hash recycling, reap's refill (and its
+# dry run's planned fill), a parallel fill, and SIGKILL during fill and during claim settled by reap
+# with nothing lost or doubled.
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || skip "jq is missing"
 
@@ -69,6 +70,12 @@ CLAIMED=$(cat "$WORK"/c*.json | jq -r 'select(.pool.claimed_by != null) | .id' |
 SANDBOXER_PLAIN=$SANDBOXER
 SANDBOXER=$SANDBOXER_TESTCLOCK
 at() { local t=$1; shift; SANDBOXER_FAKE_NOW=$t sbx "$@"; }
+# A dry run lists the fill it would make, and makes nothing.
+expect_code 0 at 2026-12-02T10:00:00Z reap --dry-run -o json
+[ "$(jq -r '[.items[] | select(.action == "fill")][0] | "\(.id | sub("@.*"; "@")) \(.outcome) \(.reason)"' <<<"$OUT")" = \
+  "warm@ planned would make 3, recycle 0 (ready 0 of 3, 0 being made)" ] ||
+  fail "reap --dry-run's fill: $OUT"
+[ "$(members)" = 0 ] || fail "a dry run made members: $(members)"
 expect_code 0 at 2026-12-02T10:00:00Z reap -o json
 [ "$(jq -r .filled <<<"$OUT")" = 3 ] || fail "reap did not refill: $OUT"
 OLD_MEMBERS=$(ledger_jq -r '[.sandboxes[] | select(.state == "pooled") | .id] | sort | join(" ")')
@@ -81,7 +88,10 @@ done
 sed -i 's/^  latency: {}/  latency: { create: 1ms }/' "$PROFILES/warm.yaml"
 expect_code 0 at 2026-12-02T11:02:00Z pool status -o json
 [ "$(jq -r '.[0] | "\(.ready) \(.stale)"' <<<"$OUT")" = "0 3" ] || fail "stale members: $OUT"
-expect_code 0 at 2026-12-02T11:02:00Z pool fill -o json
+expect_code 0 at 2026-12-02T11:02:00Z reap --dry-run -o json
+expect_contains "$(jq -r '.items[] | select(.action == "fill") | .reason' <<<"$OUT")" \
+  "would make 3, recycle 3"
+expect_code 0 at 2026-12-02T11:02:00Z pool fill --parallel 3 -o json
 [ "$(jq -r '.[0] | "\(.recycled) \(.made)"' <<<"$OUT")" = "3 3" ] || fail "spec recycling: $OUT"
 SANDBOXER=$SANDBOXER_PLAIN
 
