@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& path) {
+std::string packed_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
@@ -71,8 +71,8 @@ TEST(CpPack, ATreeComesOutTheSameWithItsLinksAsLinks) {
   fs::create_directories(dest);
   auto digests = copy(src, "src", dest);
   const fs::path out = dest / "src";
-  EXPECT_EQ(read(out / "bytes"), all_bytes());
-  EXPECT_EQ(read(out / "big"), big);
+  EXPECT_EQ(packed_text(out / "bytes"), all_bytes());
+  EXPECT_EQ(packed_text(out / "big"), big);
   EXPECT_TRUE(fs::is_regular_file(out / "empty"));
   EXPECT_TRUE(fs::is_directory(out / "empty-dir"));
   EXPECT_EQ(fs::status(out / "sub dir é" / "run.sh").permissions() & fs::perms::all,
@@ -110,7 +110,7 @@ TEST(CpPack, FollowCopiesWhatALinkPointsToAndRefusesALoop) {
   fs::create_directories(dest);
   copy(src, ".", dest, true);
   EXPECT_FALSE(fs::is_symlink(dest / "link"));
-  EXPECT_EQ(read(dest / "link"), "pointed at");
+  EXPECT_EQ(packed_text(dest / "link"), "pointed at");
 
   fs::create_directory_symlink(src, src / "loop");
   const fs::path again = tmp.path() / "again";
