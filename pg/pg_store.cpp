@@ -181,6 +181,32 @@ public:
     return {snap ? record : nullptr, snap};
   }
 
+  // One query on sandboxes_pooled instead of the whole live part: the pool's unclaimed rows,
+  // locked until the transaction ends. The choice among them is the default's
+  // (pool_members_among), over what the transaction holds: a record it loaded or changed
+  // already counts as it is here, and one it inserted counts too.
+  std::vector<SandboxRecord*> pool_members(const std::string& key) override {
+    auto rows = connection().query(
+        fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE s.state IN ('pooled', "
+                    "'creating') AND s.record->'pool'->>'key' = $1 AND "
+                    "s.record->'pool'->>'claimed_at' IS NULL ORDER BY s.created_at, s.position "
+                    "FOR UPDATE OF s",
+                    k_whole_columns),
+        {key});
+    std::vector<SandboxRecord> loaded;
+    for (const auto& row : rows.values) {
+      if (!m_known.contains(row.at(4).value_or(""))) {
+        loaded.push_back(decode(where(), row, ReadScope::whole));
+      }
+    }
+    m_data.sandboxes.reserve(m_data.sandboxes.size() + loaded.size() + 64);
+    for (auto& record : loaded) {
+      remember(record);
+      m_data.sandboxes.push_back(std::move(record));
+    }
+    return pool_members_among(m_data.sandboxes, key);
+  }
+
   SandboxRecord& insert(SandboxRecord record) override {
     m_data.sandboxes.push_back(std::move(record));
     return m_data.sandboxes.back();

@@ -106,10 +106,12 @@ ALTER TABLE sandboxer.ledger_meta ADD COLUMN IF NOT EXISTS pruned_before bigint;
 )sql",
                                                                     R"sql(
 -- Records of ledger schema 4 (warm pools): a pool member's deadline (pool.max_age) is due like a
--- running one's, and a claim looks up a pool's members by state.
+-- running one's, and a claim or a fill reads one pool's members (pooled or being made) by the
+-- pool's key in the record, oldest first.
 DROP INDEX IF EXISTS sandboxer.sandboxes_due;
 CREATE INDEX sandboxes_due ON sandboxer.sandboxes (expires_at) WHERE state IN ('running', 'expired', 'paused', 'pooled');
-CREATE INDEX IF NOT EXISTS sandboxes_pooled ON sandboxer.sandboxes (created_at) WHERE state = 'pooled';
+DROP INDEX IF EXISTS sandboxer.sandboxes_pooled;
+CREATE INDEX sandboxes_pooled ON sandboxer.sandboxes ((record->'pool'->>'key'), created_at, position) WHERE state IN ('pooled', 'creating');
 )sql"};
 
 // Any number, as long as every sandboxer agrees on it: the lock that serialises migrations.

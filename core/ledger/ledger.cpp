@@ -19,8 +19,13 @@ void Ledger::scan(ReadScope scope, const std::function<void(SandboxRecord&)>& vi
 }
 
 std::vector<SandboxRecord*> LedgerStore::Transaction::pool_members(const std::string& key) {
+  return pool_members_among(data().sandboxes, key);
+}
+
+std::vector<SandboxRecord*> pool_members_among(std::vector<SandboxRecord>& records,
+                                               const std::string& key) {
   std::vector<SandboxRecord*> members;
-  for (auto& record : data().sandboxes) {
+  for (auto& record : records) {
     if (record.pool && record.pool->key == key && !record.pool->claimed_at &&
         (record.state == State::pooled || record.state == State::creating)) {
       members.push_back(&record);

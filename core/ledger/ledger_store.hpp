@@ -93,6 +93,11 @@ struct PruneReport {
 // Adds a problem to `report` when the record's hash chain does not hold; `where` names its place.
 void check_chain(VerifyReport& report, const SandboxRecord& record, const std::string& where);
 
+// The records among `records` that are unclaimed members of pool `key` (pooled, or still
+// creating), oldest first; ties keep their order in `records`. Transaction::pool_members' choice.
+std::vector<SandboxRecord*> pool_members_among(std::vector<SandboxRecord>& records,
+                                               const std::string& key);
+
 // An event kept by the store itself, committed with the change it describes: a shared ledger's
 // outbox (docs/fleet.md), which any machine delivers from. `text` is the outbox's JSON of it
 // (its sequence, sinks and CloudEvent, docs/events.md).
@@ -173,7 +178,8 @@ public:
     virtual SandboxRecord& insert(SandboxRecord record) = 0;
     // The unclaimed members of pool `key` (pooled, or still creating), oldest first
     // (docs/pools.md). The pointers stay valid until the next lookup or insert. By default from
-    // the whole live part.
+    // the whole live part; a store with an index reads only the pool's records, and selects among
+    // what the transaction holds with pool_members_among, so that the answer is the same.
     virtual std::vector<SandboxRecord*> pool_members(const std::string& key);
     // The ledger's id (minted by the first commit of a new ledger) and the next event number.
     virtual const std::string& ledger_id() = 0;
