@@ -77,8 +77,7 @@ ExitCode run_status(Context& context, const PoolArgs& args) {
          {"oldest_age_seconds", oldest ? nlohmann::json(age.count()) : nullptr}});
     table.rows.push_back({key, profile.name, std::to_string(profile.pool->size),
                           std::to_string(census.ready), std::to_string(census.filling),
-                          std::to_string(stale),
-                          oldest ? format_duration(age) : "-"});
+                          std::to_string(stale), oldest ? format_duration(age) : "-"});
   }
   context.out().print(results, [&] { return table; });
   return ExitCode::ok;

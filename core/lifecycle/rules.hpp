@@ -61,12 +61,16 @@ struct PoolCensus {
   int expired = 0;                 // pooled, of this spec, past max_age: reap destroys them
   std::optional<TimePoint> oldest; // when the oldest ready one was pooled
 };
-inline const SandboxRecord& as_record(const SandboxRecord& record) { return record; }
-inline const SandboxRecord& as_record(const SandboxRecord* record) { return *record; }
+inline const SandboxRecord& as_record(const SandboxRecord& record) {
+  return record;
+}
+inline const SandboxRecord& as_record(const SandboxRecord* record) {
+  return *record;
+}
 // `records` may hold any records; those not unclaimed members of `key` are ignored.
 template <typename Records>
-PoolCensus pool_census(const Records& records, const std::string& key,
-                       const std::string& spec_hash, TimePoint now) {
+PoolCensus pool_census(const Records& records, const std::string& key, const std::string& spec_hash,
+                       TimePoint now) {
   PoolCensus census;
   for (const auto& entry : records) {
     const SandboxRecord& record = as_record(entry);

@@ -308,8 +308,7 @@ void refill_pools(Run& run) {
         worth_a_line = fill.missing + fill.recycled > 0;
         item.outcome = "planned";
         item.reason = fmt::format("would make {}, recycle {} (ready {} of {}, {} being made)",
-                                  fill.missing, fill.recycled, fill.ready, fill.size,
-                                  fill.filling);
+                                  fill.missing, fill.recycled, fill.ready, fill.size, fill.filling);
       } else {
         worth_a_line = fill.made + fill.recycled > 0 || !fill.errors.empty();
         run.report.filled += fill.made;

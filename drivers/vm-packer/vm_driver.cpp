@@ -177,17 +177,17 @@ public:
       for (const auto& [guest, host] : launch.forwards) {
         forwards[std::to_string(guest)] = fmt::format("127.0.0.1:{}", host);
       }
-      return {request.sandbox_id,
-              {{"pid", pid},
-               {"accel", launch.kvm ? "kvm" : "tcg"},
-               {"accel_reason", launch.accel_reason},
-               {"serial_log", dir.serial_log().string()},
-               {"ports", forwards},
-               {"image_sha256", m_spec.image_sha256},
-               {"restored_memory", launch.loadvm.has_value()},
-               {"pool_checkpoint",
-                checkpoint ? json(checkpoint->filename().string()) : json(nullptr)}},
-              bindings_of(launch)};
+      return {
+          request.sandbox_id,
+          {{"pid", pid},
+           {"accel", launch.kvm ? "kvm" : "tcg"},
+           {"accel_reason", launch.accel_reason},
+           {"serial_log", dir.serial_log().string()},
+           {"ports", forwards},
+           {"image_sha256", m_spec.image_sha256},
+           {"restored_memory", launch.loadvm.has_value()},
+           {"pool_checkpoint", checkpoint ? json(checkpoint->filename().string()) : json(nullptr)}},
+          bindings_of(launch)};
     } catch (...) {
       interrupt::Shield cleaning;
       stop_qemu(dir, launch.name, std::chrono::seconds(2));
@@ -870,8 +870,8 @@ private:
                                       ref, meta.value("cpus", 0), meta.value("memory_mb", 0),
                                       m_spec.cpus, m_spec.memory_mb));
       }
-      m_progress.update(fmt::format("copying {} {}", checkpoint ? "pool checkpoint" : "snapshot",
-                                    ref));
+      m_progress.update(
+          fmt::format("copying {} {}", checkpoint ? "pool checkpoint" : "snapshot", ref));
       copy_disk(*source / "disk.qcow2", dir.overlay());
       if (meta.value("memory", false)) {
         launch.loadvm = meta.value("tag", ref);

@@ -28,8 +28,7 @@ protected:
     testing::write_file(dir / "warm.yaml",
                         "driver: stub\nttl: { default: 30m }\nlabels: { team: core }\n"
                         "pool: { size: " +
-                            std::to_string(size) + ", max_age: 1h }\nstub: " + stub_section +
-                            "\n");
+                            std::to_string(size) + ", max_age: 1h }\nstub: " + stub_section + "\n");
     return load_profile(dir / "warm.yaml", {});
   }
   std::vector<SandboxRecord> members() {
