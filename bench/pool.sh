@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Warm pools (docs/pools.md, "Speed"), in one run:
 #   1. docker: `create` claiming a pool's member against a cold `create --no-pool`, alternating,
-#      same profile (target ratio <= 0.1);
+#      same profile (target ratio <= 0.1), with the claim's default check (status and a no-op
+#      exec) and with `pool: {probe: status}`;
 #   2. vm-packer on the tiny image (scripts/build-tiny-vm.sh), when qemu and the guest agent are
 #      here: the same (target <= 0.05);
 #   3. the claim's latency on the PostgreSQL ledger (a throwaway cluster) with 3 simulated machines
@@ -47,7 +48,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 . bench/lib.sh
 write_docker_bench_profile "$WORK"
+cp "$WORK/profiles/bench.yaml" "$WORK/profiles/bench-status.yaml"
 printf 'pool: { size: 1, max_age: 1h }\n' >>"$WORK/profiles/bench.yaml"
+printf 'pool: { size: 1, max_age: 1h, probe: status }\n' >>"$WORK/profiles/bench-status.yaml"
 
 # warm_vs_cold PROFILE ROUNDS TARGET: the comparison of parts 1 and 2, on the local files.
 cat >"$WORK/warm_vs_cold.py" <<'PY'
@@ -92,8 +95,10 @@ print(f"  cold create (--no-pool):  median {c * 1000:8.1f} ms (min {min(cold) * 
 print(f"  ratio {ratio:.3f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
 PY
 
-echo "1. docker"
+echo "1. docker, the claim checked by status and a no-op exec (pool.probe: exec, the default)"
 /usr/bin/python3 "$WORK/warm_vs_cold.py" "$BIN" "$WORK" bench "$ROUNDS" 0.1
+echo "1b. docker, the claim checked by status alone (pool.probe: status)"
+/usr/bin/python3 "$WORK/warm_vs_cold.py" "$BIN" "$WORK" bench-status "$ROUNDS" 0.1
 echo
 
 echo "2. vm-packer"

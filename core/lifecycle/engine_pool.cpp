@@ -250,7 +250,7 @@ std::optional<CreateOutcome> Engine::claim_from_pool(const Profile& profile,
       claimed = *member;
     }
     m_events.deliver();
-    if (auto dead = probe_member(claimed)) {
+    if (auto dead = probe_member(claimed, profile.pool->probe == PoolPolicy::Probe::exec)) {
       spdlog::warn("{}: pool member dead at claim ({}): destroying it and taking the next",
                    claimed.id, *dead);
       try {
@@ -266,14 +266,14 @@ std::optional<CreateOutcome> Engine::claim_from_pool(const Profile& profile,
   return std::nullopt;
 }
 
-std::optional<std::string> Engine::probe_member(const SandboxRecord& record) {
+std::optional<std::string> Engine::probe_member(const SandboxRecord& record, bool exec_probe) {
   try {
     auto opened = std::make_shared<Opened>(open_driver(record));
     BackendStatus status = opened->driver->status(handle_of(record));
     if (status.state != BackendStatus::State::running) {
       return fmt::format("the backend says {}", status.detail);
     }
-    if (!opened->factory->capabilities().exec) {
+    if (!exec_probe || !opened->factory->capabilities().exec) {
       return std::nullopt;
     }
     // On a thread of its own, which owns the driver: one that never answers is left behind

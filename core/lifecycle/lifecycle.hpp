@@ -308,8 +308,9 @@ private:
   void make_members(std::vector<SandboxRecord>& reserved, std::vector<Opened>& drivers,
                     const std::string& ledger_id, PoolFill& fill);
   // Why a freshly claimed member cannot be handed over (its backend does not run it, or a no-op
-  // exec did not answer within a few seconds), or none.
-  std::optional<std::string> probe_member(const SandboxRecord& record);
+  // exec did not answer within a few seconds; with `exec_probe` false only the status counts), or
+  // none.
+  std::optional<std::string> probe_member(const SandboxRecord& record, bool exec_probe);
   CreateOutcome run_create(SandboxRecord record, const CreateOptions& options,
                            const std::optional<std::string>& from_snapshot,
                            std::vector<std::string> notices);

@@ -21,7 +21,7 @@ public:
     if (!pool->is_object()) {
       fail_at("/pool", "pool: expected a map such as {size: 2, max_age: 1h}");
     }
-    check_keys(*pool, {"size", "max_age"}, "/pool", "pool");
+    check_keys(*pool, {"size", "max_age", "probe"}, "/pool", "pool");
     if (!pool->contains("size") || (*pool)["size"].is_null()) {
       fail_at("/pool", "pool: missing size (how many ready sandboxes to keep)");
     }
@@ -38,6 +38,17 @@ public:
       if (policy.max_age < Seconds(60)) {
         fail_at("/pool/max_age", "pool.max_age: at least 1m (a member must outlive a reap "
                                  "interval to be of use)");
+      }
+    }
+    if (pool->contains("probe") && !(*pool)["probe"].is_null()) {
+      const json& probe = (*pool)["probe"];
+      if (probe == "exec") {
+        policy.probe = PoolPolicy::Probe::exec;
+      } else if (probe == "status") {
+        policy.probe = PoolPolicy::Probe::status;
+      } else {
+        fail_at("/pool/probe", "pool.probe: expected exec (the status and a no-op exec, the "
+                               "default) or status (the driver's status alone)");
       }
     }
     return policy;
