@@ -127,10 +127,9 @@ public:
     }
   }
 
-  LedgerData& data() override {
-    auto rows = connection().query(fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE "
-                                               "s.resident ORDER BY s.position",
-                                               k_whole_columns));
+  // Whole rows read in this transaction join m_data, each once: a record loaded before (and
+  // maybe changed since) stays as this transaction has it.
+  void adopt(const Rows& rows) {
     std::vector<SandboxRecord> loaded;
     for (const auto& row : rows.values) {
       if (!m_known.contains(row.at(4).value_or(""))) {
@@ -142,6 +141,13 @@ public:
       remember(record);
       m_data.sandboxes.push_back(std::move(record));
     }
+  }
+
+  LedgerData& data() override {
+    auto rows = connection().query(fmt::format("SELECT {} FROM sandboxer.sandboxes s WHERE "
+                                               "s.resident ORDER BY s.position",
+                                               k_whole_columns));
+    adopt(rows);
     return m_data;
   }
 
@@ -193,17 +199,7 @@ public:
                     "FOR UPDATE OF s",
                     k_whole_columns),
         {key});
-    std::vector<SandboxRecord> loaded;
-    for (const auto& row : rows.values) {
-      if (!m_known.contains(row.at(4).value_or(""))) {
-        loaded.push_back(decode(where(), row, ReadScope::whole));
-      }
-    }
-    m_data.sandboxes.reserve(m_data.sandboxes.size() + loaded.size() + 64);
-    for (auto& record : loaded) {
-      remember(record);
-      m_data.sandboxes.push_back(std::move(record));
-    }
+    adopt(rows);
     return pool_members_among(m_data.sandboxes, key);
   }
 

@@ -175,7 +175,9 @@ public:
       } else if (checkpoint) {
         // Under TCG a restored guest's first command runs ~200 ms slower (QEMU translates its
         // code afresh): paid here, by the filler, not by the create that claims the member.
-        warm_up(dir);
+        SandboxHandle made;
+        made.sandbox_id = made.backend_id = request.sandbox_id;
+        run_quietly(made, "true", "the first command after the restore failed");
       }
       json forwards = json::object();
       for (const auto& [guest, host] : launch.forwards) {
@@ -912,44 +914,27 @@ private:
     return AgentSession::open(dir.path, m_spec.exec.agent_ports, port_wait).exec(request, io);
   }
 
-  // A no-op command in a VM just started, best effort.
-  void warm_up(const VmDir& dir) {
-    if (m_spec.exec.via != Spec::ExecVia::agent) {
-      return;
-    }
-    class Discard : public ExecIo {
-    public:
-      void out(std::string_view) override {}
-      void err(std::string_view) override {}
-    } discard;
-    try {
-      ExecRequest noop;
-      noop.argv = {"true"};
-      AgentSession::open(dir.path, m_spec.exec.agent_ports, std::chrono::seconds(10))
-          .exec(noop, discard);
-    } catch (const Interrupted&) {
-      throw;
-    } catch (const Error& e) {
-      m_progress.update(fmt::format("the first command after the restore failed: {}", e.what()));
-    }
-  }
-
   // `sync` in the guest (through the agent or ssh, as exec goes), best effort: a disk-only snapshot
   // copies the disk as the guest left it, and data still in its page cache would be missing.
   void flush_guest(const SandboxHandle& sandbox) {
+    run_quietly(sandbox, "sync", "could not sync the guest's disks");
+  }
+
+  // A command in the guest whose output nobody reads, best effort: its failure is progress text.
+  void run_quietly(const SandboxHandle& sandbox, const std::string& command, const char* failed) {
     class Discard : public ExecIo {
     public:
       void out(std::string_view) override {}
       void err(std::string_view) override {}
     } discard;
     try {
-      ExecRequest sync;
-      sync.argv = {"sync"};
-      run_in_guest(sandbox, sync, discard, std::chrono::seconds(10));
+      ExecRequest request;
+      request.argv = {command};
+      run_in_guest(sandbox, request, discard, std::chrono::seconds(10));
     } catch (const Interrupted&) {
       throw;
     } catch (const Error& e) {
-      m_progress.update(fmt::format("could not sync the guest's disks ({})", e.what()));
+      m_progress.update(fmt::format("{} ({})", failed, e.what()));
     }
   }
 
