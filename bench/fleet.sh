@@ -24,6 +24,7 @@
 #   FLEET_BENCH_CREATES=20 FLEET_BENCH_LIST=1000 FLEET_BENCH_REAP=100 bench/fleet.sh  # a quick run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 export PYTHONPATH=$PWD/bench # fleet_timed.py, shared by the Python parts below
 BIN=$(realpath "${SANDBOXER:-build/sandboxer}")
 TESTCLOCK=$(realpath "${SANDBOXER_TESTCLOCK:-build/tests/sandboxer-testclock}")
@@ -45,14 +46,7 @@ REAPERS=() # background reapers of part 3, stopped (by pid) if the bench is inte
 cleanup() {
   local rc=$?
   for pid in "${REAPERS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  if [ -n "$PG_PID" ]; then
-    # The cluster this run started, by its data directory; by its pid if pg_ctl cannot.
-    scripts/throwaway-postgres.sh stop "$PG_DIR" immediate >/dev/null 2>&1 ||
-      kill "$PG_PID" 2>/dev/null || true
-  fi
-  # A connection keeper that the last command started may be coming up in a state dir: once
-  # its place is gone it leaves (docs/fleet.md).
-  rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }
+  stop_postgres_and_work
   exit "$rc"
 }
 trap cleanup EXIT

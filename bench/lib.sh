@@ -24,3 +24,14 @@ compose-ssh:
   compose_file: $3
 YAML
 }
+
+# Ends what a bench with a throwaway PostgreSQL made: the cluster it started ($PG_DIR, or by
+# $PG_PID if pg_ctl cannot), then $WORK. A connection keeper that the last command started may be
+# coming up in a state dir: once its place is gone it leaves (docs/fleet.md).
+stop_postgres_and_work() {
+  if [ -n "${PG_PID:-}" ]; then
+    scripts/throwaway-postgres.sh stop "$PG_DIR" immediate >/dev/null 2>&1 ||
+      kill "$PG_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }
+}

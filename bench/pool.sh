@@ -35,12 +35,7 @@ cleanup() {
   for f in "$WORK"/state/drivers/vm-packer/vms/*/qemu.pid; do
     [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
   done
-  if [ -n "$PG_PID" ]; then
-    scripts/throwaway-postgres.sh stop "$PG_DIR" immediate >/dev/null 2>&1 ||
-      kill "$PG_PID" 2>/dev/null || true
-  fi
-  # A connection keeper that the last command started leaves once its place is gone.
-  rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }
+  stop_postgres_and_work
   exit "$rc"
 }
 trap cleanup EXIT
