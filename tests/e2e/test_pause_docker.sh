@@ -27,7 +27,7 @@ profile tmpfs "pause: { memory: false }" ", mounts: [{type: tmpfs, target: /scra
 expect_code 0 sbx create --profile freeze --name frozen -o json
 CONTAINER=$(jq -r .backend_id <<<"$OUT")
 expect_code 0 sbx exec frozen -- sh -c \
-  'echo kept > /tmp/note; (i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo $i > /tmp/ticks; sleep 0.1; done) >/dev/null 2>&1 </dev/null &'
+  'echo kept > /tmp/note; (i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo $i > /tmp/ticks.new; mv /tmp/ticks.new /tmp/ticks; sleep 0.1; done) >/dev/null 2>&1 </dev/null &'
 sleep 0.5
 expect_code 0 sbx pause frozen -o json
 [ "$(jq -r '.[0] | "\(.how) \(.memory)"' <<<"$OUT")" = "freeze true" ] || fail "pause: $OUT"

@@ -14,7 +14,7 @@ qemu_of() { pgrep -f -- "-name $1 " || true; }
 expect_code 0 sbx create --profile vm --name vm -o json
 ID=$(jq -r .id <<<"$OUT")
 expect_code 0 sbx exec vm -- sh -c \
-  'echo kept > /root/note; (i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo $i > /tmp/ticks; sleep 0.2; done) >/dev/null 2>&1 </dev/null &'
+  'echo kept > /root/note; (i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo $i > /tmp/ticks.new; mv /tmp/ticks.new /tmp/ticks; sleep 0.2; done) >/dev/null 2>&1 </dev/null &'
 sleep 1
 expect_code 0 sbx pause vm -o json
 [ "$(jq -r '.[0] | "\(.state) \(.how) \(.memory)"' <<<"$OUT")" = "paused checkpoint true" ] ||
