@@ -162,7 +162,9 @@ done
 [ "$(psql_at "select count(distinct record->>'backend_id') || ' ' || count(*) from sandboxer.sandboxes
   where state in ('running', 'pooled')")" = \
   "$(find "$WORK/backend/sandboxes" -mindepth 1 -maxdepth 1 | wc -l) $(find "$WORK/backend/sandboxes" -mindepth 1 -maxdepth 1 | wc -l)" ] ||
-  fail "live records and backend sandboxes differ"
+  fail "live records and backend sandboxes differ: $(psql_at "select id || ' ' || state || ' ' ||
+    coalesce(record->>'backend_id', '-') from sandboxer.sandboxes where state in ('running',
+    'pooled') order by id" | tr '\n' ';') against $(ls "$WORK/backend/sandboxes" | tr '\n' ' ')"
 expect_code 0 on m3 ledger verify
 expect_code 0 on m2 destroy --all --yes
 echo "ok: one pool for the fleet on PostgreSQL, each member claimed once"
